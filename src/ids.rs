@@ -1,0 +1,148 @@
+//! Identifier newtypes and the deterministic document ids built from them.
+//!
+//! Every id that ends up inside a deterministic document id must be free of NUL:
+//! NUL is the separator between the hashed parts, so a part containing it could
+//! make two different tuples hash alike ("a\0b" + "c" vs "a" + "b\0c").
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+/// Why a string was refused as an id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    #[error("is empty")]
+    Empty,
+    #[error("contains a NUL character")]
+    ContainsNul,
+    #[error("is {0} characters long; at most {MAX_ID_CHARS} are allowed")]
+    TooLong(usize),
+}
+
+/// Generous upper bound: keeps ids and the postback data built from them small.
+pub const MAX_ID_CHARS: usize = 100;
+
+/// Checks the rules every id shares.
+pub fn check_id(raw: &str) -> Result<(), IdError> {
+    if raw.is_empty() {
+        return Err(IdError::Empty);
+    }
+    if raw.contains('\0') {
+        return Err(IdError::ContainsNul);
+    }
+    let chars = raw.chars().count();
+    if chars > MAX_ID_CHARS {
+        return Err(IdError::TooLong(chars));
+    }
+    Ok(())
+}
+
+macro_rules! string_id {
+    ($(#[$meta:meta])* $name:ident) => {
+        $(#[$meta])*
+        ///
+        /// Deserialises without checks (scenario files are checked as a whole by the
+        /// loader, which names file, scenario and node); input from LINE goes
+        /// through [`Self::parse`].
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn parse(raw: impl Into<String>) -> Result<Self, IdError> {
+                let raw = raw.into();
+                check_id(&raw)?;
+                Ok(Self(raw))
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+string_id!(
+    /// A scenario's id, as written in its scenario file.
+    ScenarioId
+);
+string_id!(
+    /// A node's id, unique within its scenario.
+    NodeId
+);
+string_id!(
+    /// The LINE user id of a friend of the Official Account (`U` + 32 hex digits in practice).
+    LineUserId
+);
+
+/// Number of hex characters kept from the SHA-256 digest: 160 bits, far beyond any
+/// realistic collision risk, and short enough to read in the console.
+const DOCUMENT_ID_HEX_CHARS: usize = 40;
+
+/// The first 40 hex characters of SHA-256 over the parts joined with NUL.
+///
+/// Callers pass parts that passed [`check_id`] (or, for LINE's own ids, were checked
+/// for NUL), which is what makes the NUL separator unambiguous.
+pub fn deterministic_id(parts: &[&str]) -> String {
+    let mut hasher = Sha256::new();
+    for (index, part) in parts.iter().enumerate() {
+        debug_assert!(!part.contains('\0'), "id parts must not contain NUL");
+        if index > 0 {
+            hasher.update([0u8]);
+        }
+        hasher.update(part.as_bytes());
+    }
+    let mut hex = hex::encode(hasher.finalize());
+    hex.truncate(DOCUMENT_ID_HEX_CHARS);
+    hex
+}
+
+/// The id of a user's answer to one survey node: the guard of every survey answer.
+pub fn answer_id(scenario: &ScenarioId, node: &NodeId, user: &LineUserId) -> String {
+    deterministic_id(&[scenario.as_str(), node.as_str(), user.as_str()])
+}
+
+/// The id of the "this user answered this scenario" marker.
+pub fn scenario_marker_id(scenario: &ScenarioId, user: &LineUserId) -> String {
+    deterministic_id(&[scenario.as_str(), user.as_str()])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answer_id_is_the_documented_sha256_prefix() {
+        // echo -n 'lunch\0ask\0U1' | sha256sum, first 40 hex characters
+        let id = answer_id(
+            &ScenarioId::parse("lunch").unwrap(),
+            &NodeId::parse("ask").unwrap(),
+            &LineUserId::parse("U1").unwrap(),
+        );
+        let mut expected = hex::encode(Sha256::digest(b"lunch\0ask\0U1"));
+        expected.truncate(40);
+        assert_eq!(id, expected);
+        assert_eq!(id.len(), 40);
+    }
+
+    #[test]
+    fn separator_keeps_field_boundaries_apart() {
+        assert_ne!(
+            deterministic_id(&["ab", "c"]),
+            deterministic_id(&["a", "bc"])
+        );
+    }
+
+    #[test]
+    fn ids_with_nul_are_refused() {
+        assert_eq!(ScenarioId::parse("a\0b"), Err(IdError::ContainsNul));
+        assert_eq!(NodeId::parse(""), Err(IdError::Empty));
+        assert!(LineUserId::parse("x".repeat(101)).is_err());
+    }
+}

@@ -1,0 +1,7 @@
+//! The LINE Messaging API protocol, apart from any framework: the webhook
+//! signature, the webhook event types, outbound message types and the HTTP client.
+
+pub mod client;
+pub mod messages;
+pub mod signature;
+pub mod webhook;
