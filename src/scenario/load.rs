@@ -1,0 +1,257 @@
+//! Reading the scenario directory at start.
+
+use super::validate::{Report, ScenarioError, check_scenario, check_set};
+use super::{Entry, LoadedScenario, Node, Scenario, Scenarios, TriggerOn, normalize_keyword};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug)]
+pub enum LoadError {
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    Parse {
+        path: PathBuf,
+        message: String,
+    },
+    NoScenarios {
+        dir: PathBuf,
+    },
+    Invalid(Vec<ScenarioError>),
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoadError::Io { path, source } => write!(f, "cannot read {}: {source}", path.display()),
+            LoadError::Parse { path, message } => write!(
+                f,
+                "{}: not a valid scenario file: {message}",
+                path.display()
+            ),
+            LoadError::NoScenarios { dir } => {
+                write!(f, "{} holds no *.toml scenario files", dir.display())
+            }
+            LoadError::Invalid(errors) => {
+                write!(f, "{} problem(s) in the scenario files:", errors.len())?;
+                for error in errors {
+                    write!(f, "\n  {error}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// Loads every `*.toml` file in `dir` (in name order) and checks them together.
+pub fn load_dir(dir: &Path) -> Result<Scenarios, LoadError> {
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| LoadError::Io { path, source }
+    };
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(io(dir))?
+        .map(|entry| entry.map(|entry| entry.path()))
+        .collect::<Result<_, _>>()
+        .map_err(io(dir))?;
+    paths.retain(|path| path.extension().is_some_and(|ext| ext == "toml"));
+    paths.sort();
+    if paths.is_empty() {
+        return Err(LoadError::NoScenarios {
+            dir: dir.to_owned(),
+        });
+    }
+    let mut parsed = Vec::new();
+    for path in paths {
+        let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+        let scenario: Scenario = toml::from_str(&text).map_err(|error| LoadError::Parse {
+            path: path.clone(),
+            message: error.to_string(),
+        })?;
+        parsed.push((scenario, path));
+    }
+    from_parsed(parsed)
+}
+
+fn from_parsed(parsed: Vec<(Scenario, PathBuf)>) -> Result<Scenarios, LoadError> {
+    let mut errors = Vec::new();
+    for (scenario, path) in &parsed {
+        let mut report = Report::new(path, scenario.id.as_str());
+        check_scenario(scenario, &mut report);
+        errors.extend(report.errors);
+    }
+    errors.extend(check_set(&parsed));
+    if !errors.is_empty() {
+        return Err(LoadError::Invalid(errors));
+    }
+    let mut scenarios = Scenarios::default();
+    for (scenario, path) in parsed {
+        for node in &scenario.nodes {
+            let Node::Trigger(trigger) = node else {
+                continue;
+            };
+            let entry = Entry {
+                scenario: scenario.id.clone(),
+                node: trigger.next.clone(),
+            };
+            match trigger.on {
+                TriggerOn::Follow => scenarios.follow_trigger = Some(entry),
+                TriggerOn::Text if trigger.keywords.is_empty() => {
+                    scenarios.any_text_trigger = Some(entry)
+                }
+                TriggerOn::Text => {
+                    for keyword in &trigger.keywords {
+                        scenarios
+                            .keyword_triggers
+                            .insert(normalize_keyword(keyword), entry.clone());
+                    }
+                }
+            }
+        }
+        scenarios
+            .by_id
+            .insert(scenario.id.clone(), LoadedScenario::new(scenario, path));
+    }
+    Ok(scenarios)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(files: &[(&str, &str)]) -> Result<Scenarios, LoadError> {
+        let parsed = files
+            .iter()
+            .map(|(name, text)| {
+                (
+                    toml::from_str::<Scenario>(text).expect("test file parses"),
+                    PathBuf::from(name),
+                )
+            })
+            .collect();
+        from_parsed(parsed)
+    }
+
+    fn problems(files: &[(&str, &str)]) -> Vec<String> {
+        match load(files) {
+            Err(LoadError::Invalid(errors)) => errors.iter().map(ToString::to_string).collect(),
+            Err(other) => panic!("unexpected error {other}"),
+            Ok(_) => Vec::new(),
+        }
+    }
+
+    const SURVEY: &str = r#"
+        id = "lunch"
+        [[nodes]]
+        id = "hello"
+        kind = "trigger"
+        on = "text"
+        keywords = ["Lunch"]
+        next = "ask"
+        [[nodes]]
+        id = "ask"
+        kind = "survey"
+        text = "How was lunch?"
+        choices = [
+          { label = "Good", value = "good", tags = ["happy"], next = "bye" },
+          { label = "Bad", value = "bad" },
+        ]
+        [[nodes]]
+        id = "bye"
+        kind = "end"
+        text = "Thanks!"
+    "#;
+
+    #[test]
+    fn a_valid_survey_loads_with_its_triggers() {
+        let scenarios = load(&[("lunch.toml", SURVEY)]).unwrap();
+        let entry = scenarios.text_trigger("  lunch ").unwrap();
+        assert_eq!(entry.scenario.as_str(), "lunch");
+        assert_eq!(entry.node.as_str(), "ask");
+        assert!(scenarios.text_trigger("dinner").is_none());
+        let lunch = scenarios.get(&entry.scenario).unwrap();
+        assert!(lunch.has_survey);
+        assert_eq!(lunch.start.as_str(), "ask");
+    }
+
+    #[test]
+    fn errors_name_file_scenario_and_node() {
+        let broken = SURVEY.replace(r#"next = "bye""#, r#"next = "nowhere""#);
+        let found = problems(&[("lunch.toml", &broken)]);
+        assert_eq!(
+            found,
+            vec![
+                r#"lunch.toml: scenario "lunch": node "ask": `next` names node "nowhere", which does not exist"#
+            ]
+        );
+    }
+
+    #[test]
+    fn line_limits_are_enforced() {
+        let long_label = SURVEY.replace(
+            r#"label = "Good""#,
+            r#"label = "This label is far too long""#,
+        );
+        assert!(problems(&[("a.toml", &long_label)])[0].contains("20"));
+        let five = SURVEY.replace(
+            r#"{ label = "Bad", value = "bad" },"#,
+            r#"{ label = "B", value = "b" }, { label = "C", value = "c" }, { label = "D", value = "d" }, { label = "E", value = "e" },"#,
+        );
+        assert!(problems(&[("a.toml", &five)])[0].contains("5 choices"));
+        // Non-ASCII is percent-encoded (9 characters per kana), so a valid-length
+        // value can still overflow the 300-character postback data.
+        let long_value = SURVEY.replace(
+            r#"value = "bad""#,
+            &format!("value = \"{}\"", "ア".repeat(40)),
+        );
+        assert!(
+            problems(&[("a.toml", &long_value)])
+                .iter()
+                .any(|p| p.contains("postback data"))
+        );
+    }
+
+    #[test]
+    fn nul_in_ids_is_refused() {
+        let nul = SURVEY.replace(r#"id = "ask""#, r#"id = "a\u0000sk""#);
+        assert!(
+            problems(&[("a.toml", &nul)])
+                .iter()
+                .any(|p| p.contains("NUL"))
+        );
+    }
+
+    #[test]
+    fn message_loops_and_competing_triggers_are_refused() {
+        let looping = r#"
+            id = "loop"
+            [[nodes]]
+            id = "a"
+            kind = "message"
+            text = "a"
+            next = "b"
+            [[nodes]]
+            id = "b"
+            kind = "message"
+            text = "b"
+            next = "a"
+            [[nodes]]
+            id = "t"
+            kind = "trigger"
+            on = "text"
+            keywords = ["lunch"]
+            next = "a"
+        "#;
+        let found = problems(&[("lunch.toml", SURVEY), ("loop.toml", looping)]);
+        assert!(found.iter().any(|p| p.contains("loops")), "{found:?}");
+        assert!(
+            found
+                .iter()
+                .any(|p| p.contains(r#"keyword "lunch" already starts"#)),
+            "{found:?}"
+        );
+    }
+}

@@ -1,0 +1,164 @@
+//! The postback data this service puts on the buttons and cards it sends.
+//!
+//! Form-encoded (`v=1&k=a&s=...&n=...&c=...`): percent-encoding keeps any id or value
+//! from spilling into another field, the `k` field keeps an answer and a card tap
+//! from being confused, and `v` lets the format change later. Data from other
+//! sources (a rich menu, say) fails to decode and is ignored.
+
+use crate::ids::{NodeId, ScenarioId};
+use serde::{Deserialize, Serialize};
+
+const FORMAT_VERSION: u8 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Postback {
+    /// A survey button: the answer `choice` to survey node `node`.
+    Answer {
+        scenario: ScenarioId,
+        node: NodeId,
+        choice: String,
+    },
+    /// A tap on the image of Flex card `node`.
+    CardTap { scenario: ScenarioId, node: NodeId },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Wire {
+    v: u8,
+    k: Kind,
+    s: String,
+    n: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    c: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+enum Kind {
+    #[serde(rename = "a")]
+    Answer,
+    #[serde(rename = "t")]
+    CardTap,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PostbackError {
+    #[error("not postback data of this service: {0}")]
+    Foreign(String),
+    #[error("unsupported postback format version {0}")]
+    Version(u8),
+    #[error("postback field {field} {problem}")]
+    BadField {
+        field: &'static str,
+        problem: crate::ids::IdError,
+    },
+}
+
+impl Postback {
+    pub fn encode(&self) -> String {
+        let wire = match self {
+            Postback::Answer {
+                scenario,
+                node,
+                choice,
+            } => Wire {
+                v: FORMAT_VERSION,
+                k: Kind::Answer,
+                s: scenario.to_string(),
+                n: node.to_string(),
+                c: Some(choice.clone()),
+            },
+            Postback::CardTap { scenario, node } => Wire {
+                v: FORMAT_VERSION,
+                k: Kind::CardTap,
+                s: scenario.to_string(),
+                n: node.to_string(),
+                c: None,
+            },
+        };
+        serde_urlencoded::to_string(&wire).expect("a flat struct of strings always encodes")
+    }
+
+    pub fn decode(data: &str) -> Result<Self, PostbackError> {
+        let wire: Wire = serde_urlencoded::from_str(data)
+            .map_err(|error| PostbackError::Foreign(error.to_string()))?;
+        if wire.v != FORMAT_VERSION {
+            return Err(PostbackError::Version(wire.v));
+        }
+        let scenario = ScenarioId::parse(wire.s).map_err(|problem| PostbackError::BadField {
+            field: "s",
+            problem,
+        })?;
+        let node = NodeId::parse(wire.n).map_err(|problem| PostbackError::BadField {
+            field: "n",
+            problem,
+        })?;
+        match (wire.k, wire.c) {
+            (Kind::Answer, Some(choice)) => {
+                crate::ids::check_id(&choice).map_err(|problem| PostbackError::BadField {
+                    field: "c",
+                    problem,
+                })?;
+                Ok(Postback::Answer {
+                    scenario,
+                    node,
+                    choice,
+                })
+            }
+            (Kind::Answer, None) => Err(PostbackError::Foreign(
+                "an answer without a choice".to_owned(),
+            )),
+            (Kind::CardTap, _) => Ok(Postback::CardTap { scenario, node }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(s: &str, n: &str, c: &str) -> Postback {
+        Postback::Answer {
+            scenario: ScenarioId::parse(s).unwrap(),
+            node: NodeId::parse(n).unwrap(),
+            choice: c.to_owned(),
+        }
+    }
+
+    #[test]
+    fn answers_and_taps_round_trip_and_stay_distinct() {
+        let a = answer("lunch", "ask", "great");
+        assert_eq!(Postback::decode(&a.encode()), Ok(a.clone()));
+        let tap = Postback::CardTap {
+            scenario: ScenarioId::parse("lunch").unwrap(),
+            node: NodeId::parse("ask").unwrap(),
+        };
+        assert_eq!(Postback::decode(&tap.encode()), Ok(tap.clone()));
+        assert_ne!(a.encode(), tap.encode());
+    }
+
+    #[test]
+    fn separators_inside_ids_cannot_move_field_boundaries() {
+        let tricky = answer("a&k=t", "n=x", "c&v=2");
+        assert_eq!(Postback::decode(&tricky.encode()), Ok(tricky));
+    }
+
+    #[test]
+    fn foreign_and_hostile_data_is_refused() {
+        assert!(matches!(
+            Postback::decode("action=richmenu"),
+            Err(PostbackError::Foreign(_))
+        ));
+        assert!(matches!(
+            Postback::decode("v=2&k=a&s=x&n=y&c=z"),
+            Err(PostbackError::Version(2))
+        ));
+        assert!(matches!(
+            Postback::decode("v=1&k=a&s=x%00y&n=y&c=z"),
+            Err(PostbackError::BadField { field: "s", .. })
+        ));
+        assert!(matches!(
+            Postback::decode("v=1&k=a&s=x&n=y"),
+            Err(PostbackError::Foreign(_))
+        ));
+    }
+}

@@ -1,0 +1,368 @@
+//! Checks a scenario file against the engine's rules and LINE's limits. Every
+//! problem is collected (not just the first) and names its file, scenario and node.
+
+use super::limits::*;
+use super::postback::Postback;
+use super::walk::walk;
+use super::{Node, Scenario, TriggerOn, normalize_keyword};
+use crate::ids::{NodeId, check_id};
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// One problem in one scenario file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError {
+    pub file: PathBuf,
+    pub scenario: Option<String>,
+    pub node: Option<String>,
+    pub problem: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.file.display())?;
+        if let Some(scenario) = &self.scenario {
+            write!(f, "scenario {scenario:?}: ")?;
+        }
+        if let Some(node) = &self.node {
+            write!(f, "node {node:?}: ")?;
+        }
+        f.write_str(&self.problem)
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// Collects problems for one file.
+pub(super) struct Report<'a> {
+    file: &'a Path,
+    scenario: String,
+    pub errors: Vec<ScenarioError>,
+}
+
+impl<'a> Report<'a> {
+    pub fn new(file: &'a Path, scenario: &str) -> Self {
+        Self {
+            file,
+            scenario: scenario.to_owned(),
+            errors: Vec::new(),
+        }
+    }
+
+    fn scenario_problem(&mut self, problem: impl Into<String>) {
+        self.push(None, problem.into());
+    }
+
+    fn node_problem(&mut self, node: &NodeId, problem: impl Into<String>) {
+        self.push(Some(node.to_string()), problem.into());
+    }
+
+    fn push(&mut self, node: Option<String>, problem: String) {
+        self.errors.push(ScenarioError {
+            file: self.file.to_owned(),
+            scenario: Some(self.scenario.clone()),
+            node,
+            problem,
+        });
+    }
+
+    fn text(&mut self, node: &NodeId, what: &str, text: &str, max: usize) {
+        let length = chars(text);
+        if length == 0 || text.trim().is_empty() {
+            self.node_problem(node, format!("{what} is empty"));
+        } else if length > max {
+            self.node_problem(
+                node,
+                format!("{what} is {length} characters; LINE allows at most {max}"),
+            );
+        }
+    }
+}
+
+/// Checks one scenario on its own. Cross-scenario rules live in [`check_set`].
+pub(super) fn check_scenario(scenario: &Scenario, report: &mut Report<'_>) {
+    if let Err(problem) = check_id(scenario.id.as_str()) {
+        report.scenario_problem(format!("scenario id {problem}"));
+    }
+    if !scenario
+        .nodes
+        .iter()
+        .any(|node| !matches!(node, Node::Trigger(_)))
+    {
+        report.scenario_problem("has no node other than triggers; it would send nothing");
+    }
+    let mut seen = HashSet::new();
+    for node in &scenario.nodes {
+        let id = node.id();
+        if let Err(problem) = check_id(id.as_str()) {
+            report.node_problem(id, format!("node id {problem}"));
+        }
+        if !seen.insert(id) {
+            report.node_problem(id, "node id is used twice in this scenario");
+        }
+        check_node(scenario, node, report);
+    }
+    let by_id: HashMap<&NodeId, &Node> = scenario
+        .nodes
+        .iter()
+        .map(|node| (node.id(), node))
+        .collect();
+    let lookup = |id: &NodeId| by_id.get(id).copied();
+    if let Some(start) = &scenario.start {
+        match lookup(start) {
+            None => report.scenario_problem(format!(
+                "`start` names node {:?}, which does not exist",
+                start.as_str()
+            )),
+            Some(Node::Trigger(_)) => report.scenario_problem("`start` must not be a trigger node"),
+            Some(_) => {}
+        }
+    }
+    // Every place the scenario can be entered from must lead to a finite chain of
+    // at most five messages.
+    for node in &scenario.nodes {
+        for target in entry_targets(node) {
+            if let Err(problem) = walk(lookup, target) {
+                report.node_problem(node.id(), problem.to_string());
+            }
+        }
+    }
+}
+
+/// The `next` links out of a node that the runtime follows.
+fn entry_targets(node: &Node) -> Vec<&NodeId> {
+    match node {
+        Node::Trigger(trigger) => vec![&trigger.next],
+        Node::Message(message) => message.next.iter().collect(),
+        Node::Survey(survey) => survey
+            .choices
+            .iter()
+            .filter_map(|choice| choice.next.as_ref())
+            .collect(),
+        Node::FlexImage(_) | Node::End(_) => Vec::new(),
+    }
+}
+
+fn check_node(scenario: &Scenario, node: &Node, report: &mut Report<'_>) {
+    match node {
+        Node::Trigger(trigger) => {
+            if trigger.on == TriggerOn::Follow && !trigger.keywords.is_empty() {
+                report.node_problem(&trigger.id, "a follow trigger takes no keywords");
+            }
+            if trigger
+                .keywords
+                .iter()
+                .any(|keyword| keyword.trim().is_empty())
+            {
+                report.node_problem(&trigger.id, "a keyword is empty");
+            }
+        }
+        Node::Message(message) => {
+            report.text(&message.id, "text", &message.text, MAX_TEXT_MESSAGE_CHARS)
+        }
+        Node::Survey(survey) => {
+            let text_max = if survey.title.is_some() {
+                MAX_BUTTONS_TEXT_WITH_TITLE_CHARS
+            } else {
+                MAX_BUTTONS_TEXT_CHARS
+            };
+            report.text(&survey.id, "text", &survey.text, text_max);
+            if let Some(title) = &survey.title {
+                report.text(&survey.id, "title", title, MAX_TITLE_CHARS);
+            }
+            if let Some(alt_text) = &survey.alt_text {
+                report.text(&survey.id, "alt_text", alt_text, MAX_ALT_TEXT_CHARS);
+            } else if chars(&survey.text) > MAX_ALT_TEXT_CHARS {
+                report.node_problem(
+                    &survey.id,
+                    "text is too long to double as alt_text; set alt_text",
+                );
+            }
+            if survey.choices.is_empty() || survey.choices.len() > MAX_BUTTONS {
+                report.node_problem(
+                    &survey.id,
+                    format!(
+                        "has {} choices; a buttons template takes 1 to {MAX_BUTTONS}",
+                        survey.choices.len()
+                    ),
+                );
+            }
+            let mut values = HashSet::new();
+            for choice in &survey.choices {
+                report.text(
+                    &survey.id,
+                    &format!("label of choice {:?}", choice.value),
+                    &choice.label,
+                    MAX_LABEL_CHARS,
+                );
+                if let Err(problem) = check_id(&choice.value) {
+                    report.node_problem(
+                        &survey.id,
+                        format!("choice value {:?} {problem}", choice.value),
+                    );
+                }
+                if !values.insert(&choice.value) {
+                    report.node_problem(
+                        &survey.id,
+                        format!("choice value {:?} is used twice", choice.value),
+                    );
+                }
+                if choice.tags.iter().any(|tag| tag.trim().is_empty()) {
+                    report.node_problem(
+                        &survey.id,
+                        format!("choice {:?} has an empty tag", choice.value),
+                    );
+                }
+                let data = Postback::Answer {
+                    scenario: scenario.id.clone(),
+                    node: survey.id.clone(),
+                    choice: choice.value.clone(),
+                }
+                .encode();
+                check_postback_length(report, &survey.id, &data);
+            }
+        }
+        Node::FlexImage(card) => {
+            report.text(&card.id, "alt_text", &card.alt_text, MAX_ALT_TEXT_CHARS);
+            if !card.image_url.starts_with("https://") {
+                report.node_problem(&card.id, "image_url must be an https:// URL");
+            }
+            if chars(&card.image_url) > MAX_IMAGE_URL_CHARS {
+                report.node_problem(
+                    &card.id,
+                    format!("image_url is longer than {MAX_IMAGE_URL_CHARS} characters"),
+                );
+            }
+            if !is_aspect_ratio(&card.aspect_ratio) {
+                report.node_problem(&card.id, "aspect_ratio must look like \"20:13\"");
+            }
+            let data = Postback::CardTap {
+                scenario: scenario.id.clone(),
+                node: card.id.clone(),
+            }
+            .encode();
+            check_postback_length(report, &card.id, &data);
+        }
+        Node::End(end) => {
+            if let Some(text) = &end.text {
+                report.text(&end.id, "text", text, MAX_TEXT_MESSAGE_CHARS);
+            }
+        }
+    }
+}
+
+fn check_postback_length(report: &mut Report<'_>, node: &NodeId, data: &str) {
+    let length = chars(data);
+    if length > MAX_POSTBACK_DATA_CHARS {
+        report.node_problem(
+            node,
+            format!("its postback data would be {length} characters; LINE allows {MAX_POSTBACK_DATA_CHARS} (shorten the ids or values)"),
+        );
+    }
+}
+
+fn is_aspect_ratio(ratio: &str) -> bool {
+    let mut parts = ratio.split(':');
+    let mut number = || {
+        parts
+            .next()
+            .is_some_and(|part| part.parse::<u32>().is_ok_and(|n| n > 0))
+    };
+    number() && number() && parts.next().is_none()
+}
+
+/// Rules that span scenarios: unique ids, Flex cards that start existing survey
+/// scenarios, and triggers that never compete for the same input.
+pub(super) fn check_set(scenarios: &[(Scenario, PathBuf)]) -> Vec<ScenarioError> {
+    let mut errors = Vec::new();
+    let mut problem = |file: &Path, scenario: &str, node: Option<&NodeId>, text: String| {
+        errors.push(ScenarioError {
+            file: file.to_owned(),
+            scenario: Some(scenario.to_owned()),
+            node: node.map(ToString::to_string),
+            problem: text,
+        })
+    };
+    let mut files_by_id: HashMap<&str, &Path> = HashMap::new();
+    for (scenario, file) in scenarios {
+        if let Some(first) = files_by_id.insert(scenario.id.as_str(), file) {
+            problem(
+                file,
+                scenario.id.as_str(),
+                None,
+                format!("scenario id is also used in {}", first.display()),
+            );
+        }
+    }
+    let has_survey: HashMap<&str, bool> = scenarios
+        .iter()
+        .map(|(scenario, _)| {
+            (
+                scenario.id.as_str(),
+                scenario
+                    .nodes
+                    .iter()
+                    .any(|node| matches!(node, Node::Survey(_))),
+            )
+        })
+        .collect();
+    let mut claimed: HashMap<String, String> = HashMap::new();
+    for (scenario, file) in scenarios {
+        for node in &scenario.nodes {
+            match node {
+                Node::FlexImage(card) => match has_survey.get(card.starts.as_str()) {
+                    None => problem(
+                        file,
+                        scenario.id.as_str(),
+                        Some(&card.id),
+                        format!(
+                            "`starts` names scenario {:?}, which does not exist",
+                            card.starts.as_str()
+                        ),
+                    ),
+                    Some(false) => problem(
+                        file,
+                        scenario.id.as_str(),
+                        Some(&card.id),
+                        format!(
+                            "`starts` names scenario {:?}, which has no survey node",
+                            card.starts.as_str()
+                        ),
+                    ),
+                    Some(true) => {}
+                },
+                Node::Trigger(trigger) => {
+                    let inputs: Vec<String> = match (trigger.on, trigger.keywords.is_empty()) {
+                        (TriggerOn::Follow, _) => vec!["the follow event".to_owned()],
+                        (TriggerOn::Text, true) => vec!["any text".to_owned()],
+                        (TriggerOn::Text, false) => trigger
+                            .keywords
+                            .iter()
+                            .map(|keyword| format!("keyword {:?}", normalize_keyword(keyword)))
+                            .collect(),
+                    };
+                    let here = format!(
+                        "scenario {:?}, node {:?}",
+                        scenario.id.as_str(),
+                        trigger.id.as_str()
+                    );
+                    for input in inputs {
+                        if let Some(other) = claimed.insert(input.clone(), here.clone()) {
+                            problem(
+                                file,
+                                scenario.id.as_str(),
+                                Some(&trigger.id),
+                                format!(
+                                    "{input} already starts {other}; each input may start one scenario"
+                                ),
+                            );
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    errors
+}
