@@ -1,0 +1,227 @@
+//! Every setting, read from the environment once at start. A missing or invalid
+//! required setting stops start-up with a message that names the variable.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Clone)]
+pub struct Config {
+    /// Address to bind; `0.0.0.0` so Cloud Run's front end can reach the container.
+    pub host: String,
+    pub port: u16,
+    pub channel_secret: String,
+    /// `None`: outbound messages are logged, not sent (local runs).
+    pub channel_access_token: Option<String>,
+    pub line_api_base_url: String,
+    pub google_cloud_project: String,
+    pub firestore_emulator_host: Option<String>,
+    pub scenarios_dir: PathBuf,
+    /// `None`: the admin routes are not mounted at all.
+    pub admin_token: Option<String>,
+    pub legacy_answer_lookup: bool,
+    pub log_format: LogFormat,
+    pub max_body_bytes: usize,
+    pub firestore_timeout: Duration,
+    pub line_timeout: Duration,
+    pub reply_token_max_age: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One JSON object per line, with the fields Cloud Logging reads (`severity`).
+    Json,
+    /// Human-readable, for local runs.
+    Pretty,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("{0} is required but not set")]
+    Missing(&'static str),
+    #[error("{name} is invalid: {problem}")]
+    Invalid { name: &'static str, problem: String },
+}
+
+/// The project id used with the emulator when none is given: any id works there.
+const EMULATOR_DEFAULT_PROJECT: &str = "demo-line-survey";
+
+impl std::fmt::Debug for Config {
+    // Hand-written so secrets can never reach a log through `{:?}`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("channel_secret", &"<redacted>")
+            .field(
+                "channel_access_token",
+                &self.channel_access_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("line_api_base_url", &self.line_api_base_url)
+            .field("google_cloud_project", &self.google_cloud_project)
+            .field("firestore_emulator_host", &self.firestore_emulator_host)
+            .field("scenarios_dir", &self.scenarios_dir)
+            .field(
+                "admin_token",
+                &self.admin_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("legacy_answer_lookup", &self.legacy_answer_lookup)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Config {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads settings through `lookup`, so tests need not touch the process environment.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let get = |name: &str| {
+            lookup(name)
+                .map(|value| value.trim().to_owned())
+                .filter(|value| !value.is_empty())
+        };
+        let firestore_emulator_host = get("FIRESTORE_EMULATOR_HOST");
+        let google_cloud_project = match (get("GOOGLE_CLOUD_PROJECT"), &firestore_emulator_host) {
+            (Some(project), _) => project,
+            (None, Some(_)) => EMULATOR_DEFAULT_PROJECT.to_owned(),
+            (None, None) => return Err(ConfigError::Missing("GOOGLE_CLOUD_PROJECT")),
+        };
+        let line_api_base_url =
+            get("LINE_API_BASE_URL").unwrap_or_else(|| "https://api.line.me".to_owned());
+        if !(line_api_base_url.starts_with("https://") || line_api_base_url.starts_with("http://"))
+        {
+            return Err(ConfigError::Invalid {
+                name: "LINE_API_BASE_URL",
+                problem: "must start with https:// (or http:// for a local stand-in)".to_owned(),
+            });
+        }
+        Ok(Self {
+            host: get("HOST").unwrap_or_else(|| "0.0.0.0".to_owned()),
+            port: parse(&get, "PORT", 8080)?,
+            channel_secret: get("LINE_CHANNEL_SECRET")
+                .ok_or(ConfigError::Missing("LINE_CHANNEL_SECRET"))?,
+            channel_access_token: get("LINE_CHANNEL_ACCESS_TOKEN"),
+            line_api_base_url,
+            google_cloud_project,
+            firestore_emulator_host,
+            scenarios_dir: get("SCENARIOS_DIR")
+                .unwrap_or_else(|| "scenarios".to_owned())
+                .into(),
+            admin_token: get("ADMIN_TOKEN"),
+            legacy_answer_lookup: parse_bool(&get, "LEGACY_ANSWER_LOOKUP", false)?,
+            log_format: match get("LOG_FORMAT").as_deref() {
+                None | Some("json") => LogFormat::Json,
+                Some("pretty") => LogFormat::Pretty,
+                Some(other) => {
+                    return Err(ConfigError::Invalid {
+                        name: "LOG_FORMAT",
+                        problem: format!("{other:?} is not json or pretty"),
+                    });
+                }
+            },
+            max_body_bytes: parse(&get, "MAX_BODY_BYTES", 256 * 1024)?,
+            firestore_timeout: Duration::from_millis(parse(&get, "FIRESTORE_TIMEOUT_MS", 1500)?),
+            line_timeout: Duration::from_millis(parse(&get, "LINE_TIMEOUT_MS", 10_000)?),
+            reply_token_max_age: Duration::from_secs(parse(&get, "REPLY_TOKEN_MAX_AGE_SECS", 50)?),
+        })
+    }
+}
+
+fn parse<T: std::str::FromStr>(
+    get: &impl Fn(&str) -> Option<String>,
+    name: &'static str,
+    default: T,
+) -> Result<T, ConfigError>
+where
+    T::Err: std::fmt::Display,
+{
+    match get(name) {
+        None => Ok(default),
+        Some(raw) => raw.parse().map_err(|error: T::Err| ConfigError::Invalid {
+            name,
+            problem: format!("{raw:?}: {error}"),
+        }),
+    }
+}
+
+fn parse_bool(
+    get: &impl Fn(&str) -> Option<String>,
+    name: &'static str,
+    default: bool,
+) -> Result<bool, ConfigError> {
+    match get(name).map(|raw| raw.to_ascii_lowercase()).as_deref() {
+        None => Ok(default),
+        Some("1" | "true" | "yes" | "on") => Ok(true),
+        Some("0" | "false" | "no" | "off") => Ok(false),
+        Some(other) => Err(ConfigError::Invalid {
+            name,
+            problem: format!("{other:?} is not true or false"),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn config(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn the_channel_secret_is_required_and_named() {
+        let error = config(&[("GOOGLE_CLOUD_PROJECT", "p")]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "LINE_CHANNEL_SECRET is required but not set"
+        );
+    }
+
+    #[test]
+    fn the_project_is_required_without_the_emulator() {
+        assert_eq!(
+            config(&[("LINE_CHANNEL_SECRET", "s")]).unwrap_err(),
+            ConfigError::Missing("GOOGLE_CLOUD_PROJECT")
+        );
+        let local = config(&[
+            ("LINE_CHANNEL_SECRET", "s"),
+            ("FIRESTORE_EMULATOR_HOST", "127.0.0.1:8681"),
+        ])
+        .unwrap();
+        assert_eq!(local.google_cloud_project, EMULATOR_DEFAULT_PROJECT);
+    }
+
+    #[test]
+    fn defaults_apply_and_bad_values_name_their_variable() {
+        let ok = config(&[("LINE_CHANNEL_SECRET", "s"), ("GOOGLE_CLOUD_PROJECT", "p")]).unwrap();
+        assert_eq!(ok.port, 8080);
+        assert_eq!(ok.line_api_base_url, "https://api.line.me");
+        assert_eq!(ok.scenarios_dir, PathBuf::from("scenarios"));
+        assert!(ok.admin_token.is_none() && ok.channel_access_token.is_none());
+        let bad = config(&[
+            ("LINE_CHANNEL_SECRET", "s"),
+            ("GOOGLE_CLOUD_PROJECT", "p"),
+            ("PORT", "http"),
+        ])
+        .unwrap_err();
+        assert!(bad.to_string().starts_with("PORT is invalid"), "{bad}");
+    }
+
+    #[test]
+    fn debug_output_hides_secrets() {
+        let ok = config(&[
+            ("LINE_CHANNEL_SECRET", "topsecret"),
+            ("GOOGLE_CLOUD_PROJECT", "p"),
+            ("ADMIN_TOKEN", "admintoken"),
+        ])
+        .unwrap();
+        let shown = format!("{ok:?}");
+        assert!(!shown.contains("topsecret") && !shown.contains("admintoken"));
+    }
+}

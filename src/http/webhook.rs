@@ -1,0 +1,57 @@
+//! `POST /webhook`: signature first, then the envelope, then the dispatcher.
+
+use super::{AppState, error_body};
+use crate::dispatch::RetryLater;
+use crate::line::signature::{self, SignatureError};
+use crate::line::webhook::Envelope;
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
+
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    #[error(transparent)]
+    Signature(#[from] SignatureError),
+    #[error("the body is not a LINE webhook request: {0}")]
+    Malformed(serde_json::Error),
+    #[error(transparent)]
+    RetryLater(#[from] RetryLater),
+}
+
+impl ResponseError for WebhookError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            WebhookError::Signature(_) => StatusCode::UNAUTHORIZED,
+            WebhookError::Malformed(_) => StatusCode::BAD_REQUEST,
+            WebhookError::RetryLater(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        HttpResponse::build(self.status_code()).json(error_body(self))
+    }
+}
+
+pub async fn webhook(
+    request: HttpRequest,
+    body: web::Bytes,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, WebhookError> {
+    let header = request
+        .headers()
+        .get("x-line-signature")
+        .map(|value| value.as_bytes());
+    if let Err(error) = signature::verify(state.channel_secret.as_bytes(), &body, header) {
+        tracing::warn!(reason = %error, body.bytes = body.len(), outcome = "rejected", "webhook signature check failed");
+        return Err(error.into());
+    }
+    let envelope: Envelope = serde_json::from_slice(&body).map_err(|error| {
+        tracing::warn!(reason = %error, outcome = "rejected", "webhook body is not an envelope");
+        WebhookError::Malformed(error)
+    })?;
+    if envelope.events.is_empty() {
+        tracing::info!(outcome = "verified", "webhook verify request");
+        return Ok(HttpResponse::Ok().finish());
+    }
+    state.dispatcher.handle(&envelope).await?;
+    Ok(HttpResponse::Ok().finish())
+}
