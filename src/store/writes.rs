@@ -18,7 +18,9 @@ use serde::Serialize;
 /// Writes `object` as a whole new document; fails with `ALREADY_EXISTS` if it exists.
 pub fn create<T: Serialize>(path: String, object: &T) -> Result<Write, FirestoreError> {
     Ok(Write {
-        current_document: Some(Precondition { condition_type: Some(ConditionType::Exists(false)) }),
+        current_document: Some(Precondition {
+            condition_type: Some(ConditionType::Exists(false)),
+        }),
         ..set(path, object)?
     })
 }
@@ -26,7 +28,9 @@ pub fn create<T: Serialize>(path: String, object: &T) -> Result<Write, Firestore
 /// Writes `object` as the whole document, whether or not it exists.
 pub fn set<T: Serialize>(path: String, object: &T) -> Result<Write, FirestoreError> {
     Ok(Write {
-        operation: Some(v1::write::Operation::Update(FirestoreDb::serialize_to_doc(path, object)?)),
+        operation: Some(v1::write::Operation::Update(FirestoreDb::serialize_to_doc(
+            path, object,
+        )?)),
         update_mask: None,
         update_transforms: Vec::new(),
         current_document: None,
