@@ -1,0 +1,168 @@
+//! Bad input gets a clear answer and changes nothing.
+
+use crate::helpers::events::{self, envelope, fixture, postback, text};
+use crate::helpers::tcp_proxy::TcpProxy;
+use crate::helpers::{CHANNEL_SECRET, TestOptions, spawn_app, spawn_app_with};
+use line_survey::line::signature;
+
+async fn assert_nothing_stored(app: &crate::helpers::TestApp) {
+    for (collection, count) in app.firestore.counts().await {
+        assert_eq!(count, 0, "{collection} should be empty");
+    }
+}
+
+#[tokio::test]
+async fn bad_missing_and_empty_signatures_are_rejected_before_anything_is_stored() {
+    let app = spawn_app().await;
+    let body = serde_json::to_vec(&envelope(vec![text(&events::new_user(), "news")])).unwrap();
+    let wrong_secret = signature::sign(b"another-secret", &body);
+
+    for signature in [
+        Some(wrong_secret.as_str()),
+        None,
+        Some(""),
+        Some("not base64"),
+    ] {
+        let response = app.post_webhook_raw(body.clone(), signature).await;
+        assert_eq!(response.status(), 401, "signature {signature:?}");
+    }
+    assert_nothing_stored(&app).await;
+    assert!(app.line.calls().is_empty());
+}
+
+#[tokio::test]
+async fn a_signature_over_other_bytes_is_rejected() {
+    let app = spawn_app().await;
+    let body = serde_json::to_vec(&envelope(vec![text(&events::new_user(), "news")])).unwrap();
+    let signature = signature::sign(CHANNEL_SECRET.as_bytes(), &body);
+    let mut tampered = body.clone();
+    tampered.extend_from_slice(b" ");
+
+    let response = app.post_webhook_raw(tampered, Some(&signature)).await;
+
+    assert_eq!(response.status(), 401);
+    assert_nothing_stored(&app).await;
+}
+
+#[tokio::test]
+async fn malformed_json_with_a_valid_signature_gets_400() {
+    let app = spawn_app().await;
+    for body in [&b"{not json"[..], br#"{"events": "nope"}"#, br#"[]"#] {
+        let signature = signature::sign(CHANNEL_SECRET.as_bytes(), body);
+        let response = app.post_webhook_raw(body.to_vec(), Some(&signature)).await;
+        assert_eq!(response.status(), 400);
+    }
+    assert_nothing_stored(&app).await;
+}
+
+#[tokio::test]
+async fn the_verify_request_gets_200() {
+    let app = spawn_app().await;
+    let response = app.post_webhook(&fixture("verify.json")).await;
+    assert_eq!(response.status(), 200);
+    assert_nothing_stored(&app).await;
+}
+
+#[tokio::test]
+async fn unknown_event_types_unfollow_and_group_events_without_a_user_are_acknowledged_without_effect()
+ {
+    let app = spawn_app().await;
+    for name in [
+        "beacon.json",
+        "unfollow.json",
+        "group_text_without_user.json",
+    ] {
+        let response = app.post_webhook(&fixture(name)).await;
+        assert_eq!(response.status(), 200, "{name}");
+    }
+    assert_nothing_stored(&app).await;
+    assert!(app.line.calls().is_empty());
+}
+
+#[tokio::test]
+async fn standby_mode_events_cause_no_sends_and_no_writes() {
+    let app = spawn_app().await;
+    let mut event = text(&events::new_user(), "news");
+    event["mode"] = "standby".into();
+
+    app.deliver(&event).await;
+
+    assert!(app.line.calls().is_empty());
+    assert_nothing_stored(&app).await;
+}
+
+#[tokio::test]
+async fn postbacks_naming_unknown_scenarios_nodes_or_choices_are_ignored() {
+    let app = spawn_app().await;
+    let user = events::new_user();
+    let data = [
+        events::answer_data("nope", "ask_food", "good"),
+        events::answer_data("lunch", "nope", "good"),
+        events::answer_data("lunch", "ask_food", "nope"),
+        events::answer_data("lunch", "intro", "good"),
+        events::card_tap_data("welcome", "nope"),
+        "v=1&k=a&s=lunch%00x&n=ask_food&c=good".to_owned(),
+        "action=buy&itemid=111".to_owned(),
+        String::new(),
+    ];
+    for data in &data {
+        app.deliver(&postback(&user, data)).await;
+    }
+    assert_nothing_stored(&app).await;
+    assert!(app.line.calls().is_empty());
+}
+
+#[tokio::test]
+async fn a_malformed_event_does_not_poison_the_rest_of_the_batch() {
+    let app = spawn_app().await;
+    let user = events::new_user();
+    let mut broken = text(&user, "news");
+    broken.as_object_mut().unwrap().remove("timestamp");
+
+    let response = app
+        .post_webhook(&envelope(vec![broken, text(&user, "news")]))
+        .await;
+
+    assert_eq!(response.status(), 200);
+    assert_eq!(app.line.accepted().len(), 1, "the good event was handled");
+}
+
+#[tokio::test]
+async fn an_over_long_body_is_refused_with_413() {
+    let app = spawn_app_with(TestOptions {
+        max_body_bytes: 2048,
+        ..TestOptions::default()
+    })
+    .await;
+    let long_text = "x".repeat(4096);
+    let response = app
+        .post_webhook(&envelope(vec![text(&events::new_user(), &long_text)]))
+        .await;
+    assert_eq!(response.status(), 413);
+    assert_nothing_stored(&app).await;
+}
+
+#[tokio::test]
+async fn an_unreachable_firestore_gets_5xx_so_line_redelivers_and_the_redelivery_then_works() {
+    let proxy = TcpProxy::start(crate::helpers::emulator_host()).await;
+    let app = spawn_app_with(TestOptions {
+        firestore_host: Some(proxy.address.clone()),
+        ..TestOptions::default()
+    })
+    .await;
+    let user = events::new_user();
+    let tap = postback(&user, &events::answer_data("lunch", "ask_food", "good"));
+
+    proxy.cut();
+    let response = app.post_webhook(&envelope(vec![tap.clone()])).await;
+    assert_eq!(response.status(), 503);
+    assert!(
+        app.line.calls().is_empty(),
+        "no survey step ran without its guard"
+    );
+
+    proxy.restore();
+    app.deliver(&events::redelivered(&tap)).await;
+    assert_eq!(app.firestore.count("survey_responses").await, 1);
+    assert_eq!(app.line.accepted_of_kind("template"), 1);
+}

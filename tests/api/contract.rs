@@ -1,0 +1,119 @@
+//! Our webhook fixtures and our outbound bodies, checked against LINE's own
+//! OpenAPI schemas in `../shared/line-openapi/` (skipped with a notice when that
+//! folder is absent, as on a machine without the shared checkout).
+
+use crate::helpers::events::{self, card_tap_data, follow, postback, text};
+use crate::helpers::spawn_app;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn shared_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("LINE_SHARED_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"));
+    if dir.join("line-openapi/messaging-api.yml").exists()
+        && dir.join("tools/line_contract.py").exists()
+    {
+        Some(dir)
+    } else {
+        println!(
+            "NOTICE: {} has no LINE schemas; contract check skipped",
+            dir.display()
+        );
+        None
+    }
+}
+
+fn run_python(args: &[&std::ffi::OsStr]) -> (bool, String) {
+    let output = Command::new("python3")
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), text)
+}
+
+#[test]
+fn webhook_fixtures_match_the_webhook_schema() {
+    let Some(shared) = shared_dir() else { return };
+    let checker = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/contract/check_webhook.py");
+    let mut fixtures: Vec<PathBuf> = std::fs::read_dir(events::fixture_path(""))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+        .collect();
+    fixtures.sort();
+    assert!(fixtures.len() >= 6);
+    let mut args = vec![checker.as_os_str(), shared.as_os_str()];
+    args.extend(fixtures.iter().map(|path| path.as_os_str()));
+    let (ok, report) = run_python(&args);
+    assert!(ok, "{report}");
+    println!("{report}");
+}
+
+#[test]
+fn the_checker_catches_a_broken_event() {
+    // Guards against a checker that passes everything.
+    let Some(shared) = shared_dir() else { return };
+    let checker = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/contract/check_webhook.py");
+    let mut broken = events::fixture("text_message.json");
+    broken["events"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("deliveryContext");
+    broken["events"][0]["message"]
+        .as_object_mut()
+        .unwrap()
+        .remove("quoteToken");
+    let file = std::env::temp_dir().join(format!("broken-{}.json", uuid::Uuid::new_v4()));
+    std::fs::write(&file, broken.to_string()).unwrap();
+    let (ok, report) = run_python(&[checker.as_os_str(), shared.as_os_str(), file.as_os_str()]);
+    std::fs::remove_file(file).unwrap();
+    assert!(!ok, "{report}");
+    assert!(
+        report.contains("deliveryContext") && report.contains("quoteToken"),
+        "{report}"
+    );
+}
+
+#[tokio::test]
+async fn every_outbound_body_matches_the_messaging_api_schema() {
+    let Some(shared) = shared_dir() else { return };
+    let app = spawn_app().await;
+    let user = events::new_user();
+    // Every message kind, by reply and by push.
+    app.deliver(&follow(&user)).await; // text + flex
+    app.deliver(&postback(&user, &card_tap_data("welcome", "card")))
+        .await; // text + buttons
+    app.answer(&user, "ask_food", "good").await; // buttons with a title
+    app.answer(&user, "ask_drink", "tea").await; // end text
+    let mut old = text(&user, "news");
+    old["timestamp"] = (events::now_ms() - 120_000).into();
+    app.deliver(&old).await; // push
+    app.admin_send("welcome", &[&user], None, Some(crate::helpers::ADMIN_TOKEN))
+        .await; // push of text + flex
+
+    let calls = app.line.calls_for_contract();
+    let kinds: std::collections::BTreeSet<String> = app
+        .line
+        .calls()
+        .iter()
+        .flat_map(|call| call.messages())
+        .map(|message| message["type"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        kinds.into_iter().collect::<Vec<_>>(),
+        ["flex", "template", "text"]
+    );
+    let file = std::env::temp_dir().join(format!("line-calls-{}.json", uuid::Uuid::new_v4()));
+    std::fs::write(&file, serde_json::to_vec_pretty(&calls).unwrap()).unwrap();
+    let tool = shared.join("tools/line_contract.py");
+    let (ok, report) = run_python(&[tool.as_os_str(), file.as_os_str()]);
+    std::fs::remove_file(file).unwrap();
+    assert!(ok, "{report}");
+    assert!(report.contains("0 schema problems"), "{report}");
+}

@@ -1,0 +1,157 @@
+//! Reads the emulator over its REST API to count effects. Independent of the
+//! service's own Firestore code, so a bug there cannot hide itself here.
+
+use serde_json::Value;
+
+pub struct FirestoreRest {
+    http: reqwest::Client,
+    /// `http://HOST/v1/projects/P/databases/(default)/documents`
+    documents: String,
+    emulator: String,
+    project: String,
+}
+
+impl FirestoreRest {
+    pub fn new(emulator_host: &str, project: &str) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            documents: format!(
+                "http://{emulator_host}/v1/projects/{project}/databases/(default)/documents"
+            ),
+            emulator: format!("http://{emulator_host}"),
+            project: project.to_owned(),
+        }
+    }
+
+    /// Every document of a collection (as the admin: `Bearer owner`).
+    pub async fn list(&self, collection: &str) -> Vec<Value> {
+        let mut documents = Vec::new();
+        let mut page_token = String::new();
+        loop {
+            let response: Value = self
+                .http
+                .get(format!("{}/{collection}", self.documents))
+                .bearer_auth("owner")
+                .query(&[("pageSize", "300"), ("pageToken", page_token.as_str())])
+                .send()
+                .await
+                .expect("emulator reachable")
+                .json()
+                .await
+                .expect("emulator answers JSON");
+            documents.extend(
+                response["documents"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
+            );
+            match response["nextPageToken"].as_str() {
+                Some(token) if !token.is_empty() => page_token = token.to_owned(),
+                _ => return documents,
+            }
+        }
+    }
+
+    pub async fn count(&self, collection: &str) -> usize {
+        self.list(collection).await.len()
+    }
+
+    /// Counts of every collection the service writes, for "nothing changed" checks.
+    pub async fn counts(&self) -> [(String, usize); 4] {
+        let mut counts: [(String, usize); 4] = Default::default();
+        for (slot, collection) in counts.iter_mut().zip([
+            "survey_responses",
+            "users",
+            "scenario_answers",
+            "webhook_inbox",
+        ]) {
+            *slot = (collection.to_owned(), self.count(collection).await);
+        }
+        counts
+    }
+
+    pub async fn get(&self, collection: &str, id: &str) -> Option<Value> {
+        let response = self
+            .http
+            .get(format!("{}/{collection}/{id}", self.documents))
+            .bearer_auth("owner")
+            .send()
+            .await
+            .expect("emulator reachable");
+        if response.status() == 404 {
+            return None;
+        }
+        Some(response.json().await.expect("emulator answers JSON"))
+    }
+
+    /// Creates a document with fields given as plain strings, under a random id.
+    pub async fn create_with_random_id(&self, collection: &str, fields: &[(&str, &str)]) {
+        let fields: serde_json::Map<String, Value> = fields
+            .iter()
+            .map(|(name, value)| {
+                (
+                    name.to_string(),
+                    serde_json::json!({ "stringValue": value }),
+                )
+            })
+            .collect();
+        let status = self
+            .http
+            .post(format!("{}/{collection}", self.documents))
+            .bearer_auth("owner")
+            .json(&serde_json::json!({ "fields": fields }))
+            .send()
+            .await
+            .expect("emulator reachable")
+            .status();
+        assert!(status.is_success(), "creating a document failed: {status}");
+    }
+
+    /// Loads security rules for this project only (the emulator keeps rules per project).
+    pub async fn load_rules(&self, rules: &str) {
+        let status = self
+            .http
+            .put(format!("{}/emulator/v1/projects/{}:securityRules", self.emulator, self.project))
+            .json(&serde_json::json!({"rules": {"files": [{"name": "firestore.rules", "content": rules}]}}))
+            .send()
+            .await
+            .expect("emulator reachable")
+            .status();
+        assert!(status.is_success(), "loading rules failed: {status}");
+    }
+
+    /// A request as an unauthenticated client SDK would send it (no admin token).
+    pub async fn unauthenticated(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> reqwest::StatusCode {
+        let mut request = self
+            .http
+            .request(method, format!("{}/{path}", self.documents));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        request.send().await.expect("emulator reachable").status()
+    }
+}
+
+/// The strings of an array field in a REST document.
+pub fn string_array(document: &Value, field: &str) -> Vec<String> {
+    document["fields"][field]["arrayValue"]["values"]
+        .as_array()
+        .map(|values| {
+            values
+                .iter()
+                .filter_map(|value| value["stringValue"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn string_field(document: &Value, field: &str) -> Option<String> {
+    document["fields"][field]["stringValue"]
+        .as_str()
+        .map(str::to_owned)
+}

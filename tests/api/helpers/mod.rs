@@ -1,0 +1,185 @@
+//! One place that starts the real service against the real emulator and a LINE
+//! stand-in, with a method per endpoint.
+
+pub mod events;
+pub mod firestore_rest;
+pub mod line_stand_in;
+pub mod tcp_proxy;
+
+use firestore_rest::FirestoreRest;
+use line_stand_in::{ACCESS_TOKEN, LineStandIn};
+use line_survey::config::{Config, LogFormat};
+use line_survey::line::signature;
+use line_survey::startup::Application;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub const CHANNEL_SECRET: &str = "test-channel-secret";
+pub const ADMIN_TOKEN: &str = "test-admin-token";
+
+/// The emulator the test command started (`scripts/test.sh`).
+pub fn emulator_host() -> String {
+    std::env::var("FIRESTORE_EMULATOR_HOST")
+        .expect("FIRESTORE_EMULATOR_HOST is not set: run the tests with ./scripts/test.sh, which starts the emulator")
+}
+
+/// A project id of its own for every test: the emulator keeps projects apart.
+pub fn new_project_id() -> String {
+    format!("test-{}", &uuid::Uuid::new_v4().simple().to_string()[..20])
+}
+
+pub struct TestOptions {
+    pub access_token: bool,
+    pub legacy_answer_lookup: bool,
+    /// Overrides the emulator address (to put a [`tcp_proxy::TcpProxy`] between).
+    pub firestore_host: Option<String>,
+    pub max_body_bytes: usize,
+}
+
+impl Default for TestOptions {
+    fn default() -> Self {
+        Self {
+            access_token: true,
+            legacy_answer_lookup: false,
+            firestore_host: None,
+            max_body_bytes: 256 * 1024,
+        }
+    }
+}
+
+pub struct TestApp {
+    pub address: String,
+    pub http: reqwest::Client,
+    pub line: LineStandIn,
+    pub firestore: FirestoreRest,
+}
+
+pub fn fixture_scenarios() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/scenarios")
+}
+
+pub fn test_config(project_id: &str, line_uri: &str, options: &TestOptions) -> Config {
+    let mut config = Config::from_lookup(|name| match name {
+        "LINE_CHANNEL_SECRET" => Some(CHANNEL_SECRET.to_owned()),
+        "GOOGLE_CLOUD_PROJECT" => Some(project_id.to_owned()),
+        _ => None,
+    })
+    .expect("test configuration is valid");
+    config.host = "127.0.0.1".to_owned();
+    config.port = 0;
+    config.channel_access_token = options.access_token.then(|| ACCESS_TOKEN.to_owned());
+    config.line_api_base_url = line_uri.to_owned();
+    config.firestore_emulator_host =
+        Some(options.firestore_host.clone().unwrap_or_else(emulator_host));
+    config.scenarios_dir = fixture_scenarios();
+    config.admin_token = Some(ADMIN_TOKEN.to_owned());
+    config.legacy_answer_lookup = options.legacy_answer_lookup;
+    config.log_format = LogFormat::Pretty;
+    config.max_body_bytes = options.max_body_bytes;
+    config.firestore_timeout = Duration::from_millis(1500);
+    config.line_timeout = Duration::from_secs(5);
+    config
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(TestOptions::default()).await
+}
+
+pub async fn spawn_app_with(options: TestOptions) -> TestApp {
+    line_survey::telemetry::init(LogFormat::Pretty);
+    let line = LineStandIn::start().await;
+    let project_id = new_project_id();
+    let config = test_config(&project_id, &line.uri(), &options);
+    let application = Application::build(config)
+        .await
+        .expect("the service starts");
+    let address = format!("http://127.0.0.1:{}", application.port());
+    tokio::spawn(application.run_until_stopped());
+    TestApp {
+        address,
+        http: reqwest::Client::new(),
+        line,
+        firestore: FirestoreRest::new(&emulator_host(), &project_id),
+    }
+}
+
+impl TestApp {
+    /// Posts `body` signed as LINE signs it.
+    pub async fn post_webhook(&self, body: &Value) -> reqwest::Response {
+        let bytes = serde_json::to_vec(body).unwrap();
+        let signature = signature::sign(CHANNEL_SECRET.as_bytes(), &bytes);
+        self.post_webhook_raw(bytes, Some(&signature)).await
+    }
+
+    /// Posts one event in its own request and expects 200.
+    pub async fn deliver(&self, event: &Value) {
+        let response = self
+            .post_webhook(&events::envelope(vec![event.clone()]))
+            .await;
+        assert_eq!(
+            response.status(),
+            200,
+            "webhook answered {}",
+            response.text().await.unwrap_or_default()
+        );
+    }
+
+    pub async fn post_webhook_raw(
+        &self,
+        body: Vec<u8>,
+        signature: Option<&str>,
+    ) -> reqwest::Response {
+        let mut request = self
+            .http
+            .post(format!("{}/webhook", self.address))
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(signature) = signature {
+            request = request.header("x-line-signature", signature);
+        }
+        request.send().await.expect("service reachable")
+    }
+
+    pub async fn admin_send(
+        &self,
+        scenario: &str,
+        users: &[&str],
+        idempotency_key: Option<&str>,
+        token: Option<&str>,
+    ) -> reqwest::Response {
+        let mut request = self
+            .http
+            .post(format!("{}/admin/scenarios/{scenario}/send", self.address))
+            .json(&serde_json::json!({ "userIds": users }));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(key) = idempotency_key {
+            request = request.header("Idempotency-Key", key);
+        }
+        request.send().await.expect("service reachable")
+    }
+
+    pub async fn user_tags(&self, user: &str) -> Vec<String> {
+        match self.firestore.get("users", user).await {
+            Some(document) => firestore_rest::string_array(&document, "tags"),
+            None => Vec::new(),
+        }
+    }
+
+    /// Answers `node` of the lunch survey with `choice` and expects 200.
+    pub async fn answer(&self, user: &str, node: &str, choice: &str) {
+        self.deliver(&events::postback(
+            user,
+            &events::answer_data("lunch", node, choice),
+        ))
+        .await;
+    }
+}
+
+/// Sorted copy, for comparing tag sets.
+pub fn sorted(mut values: Vec<String>) -> Vec<String> {
+    values.sort();
+    values
+}

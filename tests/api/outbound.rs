@@ -1,0 +1,84 @@
+//! Reply while the token is fresh, push otherwise, and log-only without a token.
+
+use crate::helpers::events::{self, text};
+use crate::helpers::{TestOptions, spawn_app, spawn_app_with};
+
+const NEWS: &str = "Today's news: the cafeteria has a new menu.";
+
+#[tokio::test]
+async fn a_fresh_reply_token_is_used_for_the_answer() {
+    let app = spawn_app().await;
+    let event = text(&events::new_user(), "news");
+
+    app.deliver(&event).await;
+
+    let calls = app.line.calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].path, "/v2/bot/message/reply");
+    assert_eq!(calls[0].body["replyToken"], event["replyToken"]);
+}
+
+#[tokio::test]
+async fn an_old_event_is_answered_by_push_with_a_retry_key() {
+    let app = spawn_app().await;
+    let user = events::new_user();
+    let mut event = text(&user, "news");
+    event["timestamp"] = (events::now_ms() - 55_000).into();
+
+    app.deliver(&event).await;
+
+    let calls = app.line.calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].path, "/v2/bot/message/push");
+    assert_eq!(calls[0].to(), Some(user.as_str()));
+    let key = calls[0]
+        .retry_key
+        .as_deref()
+        .expect("a push carries X-Line-Retry-Key");
+    assert!(uuid::Uuid::parse_str(key).is_ok());
+}
+
+#[tokio::test]
+async fn a_refused_reply_falls_back_to_push() {
+    let app = spawn_app().await;
+    let user = events::new_user();
+    let first = text(&user, "news");
+    let mut second = text(&user, "news");
+    // The stand-in, like LINE, refuses a reply token used before.
+    second["replyToken"] = first["replyToken"].clone();
+
+    app.deliver(&first).await;
+    app.deliver(&second).await;
+
+    let paths: Vec<_> = app
+        .line
+        .calls()
+        .iter()
+        .map(|call| (call.path.clone(), call.status))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            ("/v2/bot/message/reply".to_owned(), 200),
+            ("/v2/bot/message/reply".to_owned(), 400),
+            ("/v2/bot/message/push".to_owned(), 200)
+        ]
+    );
+    assert_eq!(app.line.accepted_with_text(NEWS), 2);
+}
+
+#[tokio::test]
+async fn without_an_access_token_messages_are_logged_not_sent_and_answers_still_recorded() {
+    let app = spawn_app_with(TestOptions {
+        access_token: false,
+        ..TestOptions::default()
+    })
+    .await;
+    let user = events::new_user();
+
+    app.deliver(&text(&user, "lunch")).await;
+    app.answer(&user, "ask_food", "good").await;
+
+    assert!(app.line.calls().is_empty());
+    assert_eq!(app.firestore.count("survey_responses").await, 1);
+}
