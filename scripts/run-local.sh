@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs the service locally on http://127.0.0.1:${PORT:-8080} with the sample
+# scenarios in scenarios/. Uses the Firestore emulator at FIRESTORE_EMULATOR_HOST
+# (default 127.0.0.1:8681) when one answers there, and starts one otherwise.
+# Without LINE_CHANNEL_ACCESS_TOKEN, outbound messages are logged, not sent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/emulator.sh
+. scripts/lib/emulator.sh
+
+export FIRESTORE_EMULATOR_HOST="${FIRESTORE_EMULATOR_HOST:-127.0.0.1:8681}"
+if emulator_answers "$FIRESTORE_EMULATOR_HOST"; then
+  echo "Using the Firestore emulator already running at $FIRESTORE_EMULATOR_HOST" >&2
+else
+  start_emulator "${FIRESTORE_EMULATOR_HOST##*:}"
+  trap stop_emulator EXIT INT TERM
+fi
+
+export LINE_CHANNEL_SECRET="${LINE_CHANNEL_SECRET:-local-channel-secret}"
+export GOOGLE_CLOUD_PROJECT="${GOOGLE_CLOUD_PROJECT:-demo-line-survey}"
+export SCENARIOS_DIR="${SCENARIOS_DIR:-scenarios}"
+export LOG_FORMAT="${LOG_FORMAT:-pretty}"
+export HOST="${HOST:-127.0.0.1}"
+cargo run --release --locked --bin line-survey
