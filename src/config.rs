@@ -24,6 +24,18 @@ pub struct Config {
     pub firestore_timeout: Duration,
     pub line_timeout: Duration,
     pub reply_token_max_age: Duration,
+    /// Events processed at once; 0 makes this instance store events only.
+    pub worker_count: usize,
+    pub queue_capacity: usize,
+    /// How long a worker owns an event or send before another instance may take it.
+    pub lease: Duration,
+    pub sweep_interval: Duration,
+    pub max_event_attempts: u32,
+    pub max_send_attempts: u32,
+    /// Time allowed at SIGTERM to finish work in progress (Cloud Run gives 10 s).
+    pub shutdown_grace: Duration,
+    /// Names this process in leases; unique per process by default.
+    pub instance_id: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,11 +72,11 @@ impl std::fmt::Debug for Config {
             .field("google_cloud_project", &self.google_cloud_project)
             .field("firestore_emulator_host", &self.firestore_emulator_host)
             .field("scenarios_dir", &self.scenarios_dir)
-            .field(
-                "admin_token",
-                &self.admin_token.as_ref().map(|_| "<redacted>"),
-            )
+            .field("admin_token", &self.admin_token.as_ref().map(|_| "<redacted>"))
             .field("legacy_answer_lookup", &self.legacy_answer_lookup)
+            .field("worker_count", &self.worker_count)
+            .field("lease", &self.lease)
+            .field("instance_id", &self.instance_id)
             .finish_non_exhaustive()
     }
 }
@@ -87,10 +99,8 @@ impl Config {
             (None, Some(_)) => EMULATOR_DEFAULT_PROJECT.to_owned(),
             (None, None) => return Err(ConfigError::Missing("GOOGLE_CLOUD_PROJECT")),
         };
-        let line_api_base_url =
-            get("LINE_API_BASE_URL").unwrap_or_else(|| "https://api.line.me".to_owned());
-        if !(line_api_base_url.starts_with("https://") || line_api_base_url.starts_with("http://"))
-        {
+        let line_api_base_url = get("LINE_API_BASE_URL").unwrap_or_else(|| "https://api.line.me".to_owned());
+        if !(line_api_base_url.starts_with("https://") || line_api_base_url.starts_with("http://")) {
             return Err(ConfigError::Invalid {
                 name: "LINE_API_BASE_URL",
                 problem: "must start with https:// (or http:// for a local stand-in)".to_owned(),
@@ -99,15 +109,12 @@ impl Config {
         Ok(Self {
             host: get("HOST").unwrap_or_else(|| "0.0.0.0".to_owned()),
             port: parse(&get, "PORT", 8080)?,
-            channel_secret: get("LINE_CHANNEL_SECRET")
-                .ok_or(ConfigError::Missing("LINE_CHANNEL_SECRET"))?,
+            channel_secret: get("LINE_CHANNEL_SECRET").ok_or(ConfigError::Missing("LINE_CHANNEL_SECRET"))?,
             channel_access_token: get("LINE_CHANNEL_ACCESS_TOKEN"),
             line_api_base_url,
             google_cloud_project,
             firestore_emulator_host,
-            scenarios_dir: get("SCENARIOS_DIR")
-                .unwrap_or_else(|| "scenarios".to_owned())
-                .into(),
+            scenarios_dir: get("SCENARIOS_DIR").unwrap_or_else(|| "scenarios".to_owned()).into(),
             admin_token: get("ADMIN_TOKEN"),
             legacy_answer_lookup: parse_bool(&get, "LEGACY_ANSWER_LOOKUP", false)?,
             log_format: match get("LOG_FORMAT").as_deref() {
@@ -122,10 +129,27 @@ impl Config {
             },
             max_body_bytes: parse(&get, "MAX_BODY_BYTES", 256 * 1024)?,
             firestore_timeout: Duration::from_millis(parse(&get, "FIRESTORE_TIMEOUT_MS", 1500)?),
-            line_timeout: Duration::from_millis(parse(&get, "LINE_TIMEOUT_MS", 10_000)?),
+            line_timeout: Duration::from_millis(parse(&get, "LINE_TIMEOUT_MS", 5_000)?),
             reply_token_max_age: Duration::from_secs(parse(&get, "REPLY_TOKEN_MAX_AGE_SECS", 50)?),
+            worker_count: parse(&get, "WORKER_COUNT", 16)?,
+            queue_capacity: parse(&get, "QUEUE_CAPACITY", 1024)?,
+            lease: Duration::from_millis(parse(&get, "LEASE_MS", 30_000)?),
+            sweep_interval: Duration::from_millis(parse(&get, "SWEEP_INTERVAL_MS", 2_000)?),
+            max_event_attempts: parse(&get, "MAX_EVENT_ATTEMPTS", 5)?,
+            max_send_attempts: parse(&get, "MAX_SEND_ATTEMPTS", 6)?,
+            shutdown_grace: Duration::from_millis(parse(&get, "SHUTDOWN_GRACE_MS", 8_000)?),
+            instance_id: get("INSTANCE_ID").unwrap_or_else(default_instance_id),
         })
     }
+}
+
+/// `{pid}-{random}`: unique per process, short enough to read in a document.
+fn default_instance_id() -> String {
+    format!(
+        "{}-{}",
+        std::process::id(),
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    )
 }
 
 fn parse<T: std::str::FromStr>(
@@ -145,11 +169,7 @@ where
     }
 }
 
-fn parse_bool(
-    get: &impl Fn(&str) -> Option<String>,
-    name: &'static str,
-    default: bool,
-) -> Result<bool, ConfigError> {
+fn parse_bool(get: &impl Fn(&str) -> Option<String>, name: &'static str, default: bool) -> Result<bool, ConfigError> {
     match get(name).map(|raw| raw.to_ascii_lowercase()).as_deref() {
         None => Ok(default),
         Some("1" | "true" | "yes" | "on") => Ok(true),
@@ -167,20 +187,14 @@ mod tests {
     use std::collections::HashMap;
 
     fn config(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         Config::from_lookup(|name| map.get(name).cloned())
     }
 
     #[test]
     fn the_channel_secret_is_required_and_named() {
         let error = config(&[("GOOGLE_CLOUD_PROJECT", "p")]).unwrap_err();
-        assert_eq!(
-            error.to_string(),
-            "LINE_CHANNEL_SECRET is required but not set"
-        );
+        assert_eq!(error.to_string(), "LINE_CHANNEL_SECRET is required but not set");
     }
 
     #[test]

@@ -133,10 +133,7 @@ mod tests {
 
     #[test]
     fn separator_keeps_field_boundaries_apart() {
-        assert_ne!(
-            deterministic_id(&["ab", "c"]),
-            deterministic_id(&["a", "bc"])
-        );
+        assert_ne!(deterministic_id(&["ab", "c"]), deterministic_id(&["a", "bc"]));
     }
 
     #[test]

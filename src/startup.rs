@@ -2,11 +2,12 @@
 //! the very same server (tests on port 0).
 
 use crate::config::Config;
-use crate::dispatch::Dispatcher;
 use crate::engine::Engine;
 use crate::http::{AppState, admin, health, webhook};
+use crate::ingest::Ingest;
 use crate::line::client::LineClient;
-use crate::outbound::Outbound;
+use crate::outbound::{Courier, RetryPolicy};
+use crate::pipeline::{Pipeline, PipelineSettings, Processor};
 use crate::scenario::load_dir;
 use crate::store::{Store, StoreOptions};
 use actix_web::dev::Server;
@@ -14,21 +15,26 @@ use actix_web::{App, HttpResponse, HttpServer, web};
 use anyhow::Context;
 use std::net::TcpListener;
 use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 pub struct Application {
     port: u16,
     server: Server,
+    pipeline: Arc<Pipeline>,
+    shutdown_grace: Duration,
 }
 
 impl Application {
     pub async fn build(config: Config) -> anyhow::Result<Self> {
-        let scenarios =
-            load_dir(&config.scenarios_dir).map_err(|error| anyhow::anyhow!("{error}"))?;
+        let scenarios = load_dir(&config.scenarios_dir).map_err(|error| anyhow::anyhow!("{error}"))?;
         let store = Store::connect(StoreOptions {
             project_id: config.google_cloud_project.clone(),
             emulator_host: config.firestore_emulator_host.clone(),
             request_timeout: config.firestore_timeout,
             legacy_answer_lookup: config.legacy_answer_lookup,
+            instance_id: config.instance_id.clone(),
+            lease: config.lease,
         })
         .await
         .context("cannot connect to Firestore")?;
@@ -38,28 +44,54 @@ impl Application {
             config.line_timeout,
         )?;
         if !client.sends_for_real() {
-            tracing::warn!(
-                "LINE_CHANNEL_ACCESS_TOKEN is not set: outbound messages are logged, not sent"
-            );
+            tracing::warn!("LINE_CHANNEL_ACCESS_TOKEN is not set: outbound messages are logged, not sent");
         }
         if config.admin_token.is_none() {
             tracing::info!("ADMIN_TOKEN is not set: the admin routes are off");
         }
+        if config.worker_count == 0 {
+            tracing::warn!("WORKER_COUNT is 0: this instance stores events; other instances process them");
+        }
+
+        let engine = Engine::new(Arc::new(scenarios));
+        let shutdown = CancellationToken::new();
+        let policy = RetryPolicy {
+            max_attempts: config.max_send_attempts,
+            first_backoff: Duration::from_millis(200),
+            max_backoff: Duration::from_secs(30),
+            max_inline_wait: Duration::from_secs(2),
+            reply_token_max_age: config.reply_token_max_age,
+        };
+        let courier = Courier::new(client, store.clone(), policy, shutdown.clone());
+        let processor = Arc::new(Processor::new(
+            engine.clone(),
+            store.clone(),
+            courier,
+            Duration::from_millis(500),
+        ));
+        let pipeline = Pipeline::start(
+            processor.clone(),
+            PipelineSettings {
+                workers: config.worker_count,
+                queue_capacity: config.queue_capacity,
+                sweep_interval: config.sweep_interval,
+                max_event_attempts: config.max_event_attempts,
+            },
+            shutdown,
+        );
         tracing::info!(
-            scenarios = scenarios.len(),
+            scenarios = engine.scenarios().len(),
             firestore.project = %config.google_cloud_project,
             firestore.emulator = config.firestore_emulator_host.as_deref().unwrap_or("-"),
+            instance.id = %config.instance_id,
+            workers = config.worker_count,
             legacy_answer_lookup = config.legacy_answer_lookup,
             "scenarios loaded"
         );
 
-        let dispatcher = Dispatcher::new(
-            Engine::new(Arc::new(scenarios)),
-            store,
-            Outbound::new(client, config.reply_token_max_age),
-        );
         let state = web::Data::new(AppState {
-            dispatcher,
+            ingest: Ingest::new(engine, store, pipeline.clone()),
+            processor,
             channel_secret: config.channel_secret.clone(),
             admin_token: config.admin_token.clone(),
         });
@@ -75,26 +107,65 @@ impl Application {
                 .route("/healthz", web::get().to(health::healthz))
                 .route("/webhook", web::post().to(webhook::webhook));
             if admin_enabled {
-                app = app.route(
-                    "/admin/scenarios/{scenario_id}/send",
-                    web::post().to(admin::send_scenario),
-                );
+                app = app
+                    .route(
+                        "/admin/scenarios/{scenario_id}/send",
+                        web::post().to(admin::send::send_scenario),
+                    )
+                    .route("/admin/dead-letters", web::get().to(admin::dead_letters::list))
+                    .route(
+                        "/admin/dead-letters/{id}/replay",
+                        web::post().to(admin::dead_letters::replay),
+                    );
             }
             app.default_service(web::to(|| async {
                 HttpResponse::NotFound().json(crate::http::error_body("no such route"))
             }))
         })
+        // Signals are handled in `run_until_stopped`, which also stops the pipeline.
+        .disable_signals()
+        .shutdown_timeout(config.shutdown_grace.as_secs().max(1))
         .listen(listener)?
         .run();
         tracing::info!(port, "listening");
-        Ok(Self { port, server })
+        Ok(Self {
+            port,
+            server,
+            pipeline,
+            shutdown_grace: config.shutdown_grace,
+        })
     }
 
     pub fn port(&self) -> u16 {
         self.port
     }
 
+    /// Serves until SIGTERM or SIGINT, then stops taking requests, lets requests
+    /// in progress finish, hands queued work back and waits for running work,
+    /// all within the grace period.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        self.server.await
+        let handle = self.server.handle();
+        let mut server = tokio::spawn(self.server);
+        tokio::select! {
+            result = &mut server => return result.unwrap_or_else(|error| Err(std::io::Error::other(error))),
+            signal = termination() => tracing::info!(signal, "shutting down"),
+        }
+        let started = std::time::Instant::now();
+        handle.stop(true).await;
+        let left = self.shutdown_grace.saturating_sub(started.elapsed());
+        self.pipeline.shutdown(left).await;
+        tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "stopped");
+        Ok(())
+    }
+}
+
+/// Resolves at the first SIGTERM (Cloud Run's stop signal) or SIGINT (Ctrl-C).
+async fn termination() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler installs");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler installs");
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
     }
 }

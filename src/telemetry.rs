@@ -12,8 +12,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 const DEFAULT_FILTER: &str = "info,h2=warn,hyper=warn,tower=warn,firestore=warn,gcloud_sdk=warn";
 
 pub fn init(format: LogFormat) {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let registry = tracing_subscriber::registry().with(filter);
     // `try_init`: tests build several apps in one process; the first subscriber wins.
     let _ = match format {

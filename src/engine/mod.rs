@@ -25,6 +25,10 @@ pub enum Decision {
     CardTap(CardTapPlan),
     /// Guard 3: a follow or text trigger.
     Start(StartPlan),
+    /// The user unsent a message: remove any stored copy of its text.
+    Unsend {
+        message_id: String,
+    },
 }
 
 /// Why an event has no effect. Logged, never an error: LINE gets 200.
@@ -116,6 +120,12 @@ impl Engine {
     }
 
     fn try_decide(&self, event: &Event) -> Result<Decision, Ignored> {
+        // Privacy comes first: even in standby mode an unsent message's text goes.
+        if let EventKind::Unsend { unsend } = &event.kind {
+            return Ok(Decision::Unsend {
+                message_id: unsend.message_id.clone(),
+            });
+        }
         if event.mode != Mode::Active {
             return Err(Ignored::Standby);
         }
@@ -136,16 +146,12 @@ impl Engine {
             EventKind::Message {
                 message: MessageContent::Text { text, .. },
             } => {
-                let entry = self
-                    .scenarios
-                    .text_trigger(text)
-                    .ok_or(Ignored::NoTrigger)?;
+                let entry = self.scenarios.text_trigger(text).ok_or(Ignored::NoTrigger)?;
                 Ok(Decision::Start(self.start(user, entry)))
             }
             EventKind::Message { .. } => Err(Ignored::NotText),
             EventKind::Postback { postback } => {
-                let postback =
-                    Postback::decode(&postback.data).map_err(Ignored::ForeignPostback)?;
+                let postback = Postback::decode(&postback.data).map_err(Ignored::ForeignPostback)?;
                 self.postback(user, postback)
             }
             _ => Err(Ignored::UnhandledType),
@@ -153,10 +159,7 @@ impl Engine {
     }
 
     fn start(&self, user: LineUserId, entry: &Entry) -> StartPlan {
-        let scenario = self
-            .scenarios
-            .get(&entry.scenario)
-            .expect("validated trigger target");
+        let scenario = self.scenarios.get(&entry.scenario).expect("validated trigger target");
         let guard = scenario.has_survey.then(|| ScenarioGuard {
             scenario: entry.scenario.clone(),
             marker_id: scenario_marker_id(&entry.scenario, &user),
@@ -178,15 +181,8 @@ impl Engine {
 
     fn postback(&self, user: LineUserId, postback: Postback) -> Result<Decision, Ignored> {
         match postback {
-            Postback::Answer {
-                scenario,
-                node,
-                choice,
-            } => {
-                let loaded = self
-                    .scenarios
-                    .get(&scenario)
-                    .ok_or(Ignored::UnknownScenario)?;
+            Postback::Answer { scenario, node, choice } => {
+                let loaded = self.scenarios.get(&scenario).ok_or(Ignored::UnknownScenario)?;
                 let Node::Survey(survey) = loaded.node(&node).ok_or(Ignored::UnknownNode)? else {
                     return Err(Ignored::WrongNodeKind);
                 };
@@ -209,17 +205,11 @@ impl Engine {
                 }))
             }
             Postback::CardTap { scenario, node } => {
-                let loaded = self
-                    .scenarios
-                    .get(&scenario)
-                    .ok_or(Ignored::UnknownScenario)?;
+                let loaded = self.scenarios.get(&scenario).ok_or(Ignored::UnknownScenario)?;
                 let Node::FlexImage(card) = loaded.node(&node).ok_or(Ignored::UnknownNode)? else {
                     return Err(Ignored::WrongNodeKind);
                 };
-                let target = self
-                    .scenarios
-                    .get(&card.starts)
-                    .expect("validated card target");
+                let target = self.scenarios.get(&card.starts).expect("validated card target");
                 Ok(Decision::CardTap(CardTapPlan {
                     guard: ScenarioGuard {
                         scenario: card.starts.clone(),

@@ -24,10 +24,7 @@ fn render(scenario: &LoadedScenario, node: &Node) -> Option<Message> {
         }),
         Node::End(end) => end.text.clone().map(|text| Message::Text { text }),
         Node::Survey(survey) => Some(Message::Template {
-            alt_text: survey
-                .alt_text
-                .clone()
-                .unwrap_or_else(|| survey.text.clone()),
+            alt_text: survey.alt_text.clone().unwrap_or_else(|| survey.text.clone()),
             template: Template::Buttons {
                 title: survey.title.clone(),
                 text: survey.text.clone(),

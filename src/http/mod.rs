@@ -4,11 +4,14 @@ pub mod admin;
 pub mod health;
 pub mod webhook;
 
-use crate::dispatch::Dispatcher;
+use crate::ingest::Ingest;
+use crate::pipeline::Processor;
+use std::sync::Arc;
 
 /// Shared by every route.
 pub struct AppState {
-    pub dispatcher: Dispatcher,
+    pub ingest: Ingest,
+    pub processor: Arc<Processor>,
     pub channel_secret: String,
     pub admin_token: Option<String>,
 }

@@ -1,7 +1,7 @@
 //! `POST /webhook`: signature first, then the envelope, then the dispatcher.
 
 use super::{AppState, error_body};
-use crate::dispatch::RetryLater;
+use crate::ingest::RetryLater;
 use crate::line::signature::{self, SignatureError};
 use crate::line::webhook::Envelope;
 use actix_web::http::StatusCode;
@@ -36,10 +36,7 @@ pub async fn webhook(
     body: web::Bytes,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, WebhookError> {
-    let header = request
-        .headers()
-        .get("x-line-signature")
-        .map(|value| value.as_bytes());
+    let header = request.headers().get("x-line-signature").map(|value| value.as_bytes());
     if let Err(error) = signature::verify(state.channel_secret.as_bytes(), &body, header) {
         tracing::warn!(reason = %error, body.bytes = body.len(), outcome = "rejected", "webhook signature check failed");
         return Err(error.into());
@@ -52,6 +49,6 @@ pub async fn webhook(
         tracing::info!(outcome = "verified", "webhook verify request");
         return Ok(HttpResponse::Ok().finish());
     }
-    state.dispatcher.handle(&envelope).await?;
+    state.ingest.handle(&envelope).await?;
     Ok(HttpResponse::Ok().finish())
 }

@@ -67,11 +67,7 @@ enum Transport {
 
 impl LineClient {
     /// A client that sends to `base_url`, or only logs when `access_token` is `None`.
-    pub fn new(
-        base_url: &str,
-        access_token: Option<&str>,
-        timeout: Duration,
-    ) -> anyhow::Result<Self> {
+    pub fn new(base_url: &str, access_token: Option<&str>, timeout: Duration) -> anyhow::Result<Self> {
         let transport = match access_token {
             None => Transport::LogOnly,
             Some(token) => Transport::Http {
@@ -92,35 +88,17 @@ impl LineClient {
 
     /// Replies with a single-use reply token. Never retried here: a reply whose
     /// answer was lost cannot be repeated safely.
-    pub async fn reply(
-        &self,
-        reply_token: &str,
-        messages: &[Message],
-    ) -> Result<Delivered, SendError> {
-        let body = ReplyRequest {
-            reply_token,
-            messages,
-        };
-        self.post("/v2/bot/message/reply", &body, None, messages.len())
-            .await
+    pub async fn reply(&self, reply_token: &str, messages: &[Message]) -> Result<Delivered, SendError> {
+        let body = ReplyRequest { reply_token, messages };
+        self.post("/v2/bot/message/reply", &body, None, messages.len()).await
     }
 
     /// Pushes to one user. LINE remembers `retry_key` for 24 hours and answers 409
     /// to a repeat, so the same action may be pushed again safely.
-    pub async fn push(
-        &self,
-        to: &str,
-        messages: &[Message],
-        retry_key: Uuid,
-    ) -> Result<Delivered, SendError> {
+    pub async fn push(&self, to: &str, messages: &[Message], retry_key: Uuid) -> Result<Delivered, SendError> {
         let body = PushRequest { to, messages };
-        self.post(
-            "/v2/bot/message/push",
-            &body,
-            Some(retry_key),
-            messages.len(),
-        )
-        .await
+        self.post("/v2/bot/message/push", &body, Some(retry_key), messages.len())
+            .await
     }
 
     async fn post<B: serde::Serialize>(

@@ -6,31 +6,15 @@ use serde::{Deserialize, Serialize};
 pub const MAX_MESSAGES_PER_REQUEST: usize = 5;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(
-    tag = "type",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum Message {
-    Text {
-        text: String,
-    },
-    Template {
-        alt_text: String,
-        template: Template,
-    },
-    Flex {
-        alt_text: String,
-        contents: FlexBubble,
-    },
+    Text { text: String },
+    Template { alt_text: String, template: Template },
+    Flex { alt_text: String, contents: FlexBubble },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(
-    tag = "type",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum Template {
     Buttons {
         #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -41,11 +25,7 @@ pub enum Template {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(
-    tag = "type",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum Action {
     Postback {
         /// Required on template buttons, optional on a Flex image.

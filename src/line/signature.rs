@@ -24,33 +24,24 @@ pub enum SignatureError {
 
 /// Verifies `header` against `body`. The final comparison runs in constant time
 /// (`Mac::verify_slice`), so response timing reveals nothing about the expected digest.
-pub fn verify(
-    channel_secret: &[u8],
-    body: &[u8],
-    header: Option<&[u8]>,
-) -> Result<(), SignatureError> {
+pub fn verify(channel_secret: &[u8], body: &[u8], header: Option<&[u8]>) -> Result<(), SignatureError> {
     let header = header.ok_or(SignatureError::Missing)?;
     let header = header.trim_ascii();
     if header.is_empty() {
         return Err(SignatureError::Empty);
     }
-    let claimed = STANDARD
-        .decode(header)
-        .map_err(|_| SignatureError::Malformed)?;
+    let claimed = STANDARD.decode(header).map_err(|_| SignatureError::Malformed)?;
     if claimed.len() != 32 {
         return Err(SignatureError::Malformed);
     }
-    let mut mac =
-        HmacSha256::new_from_slice(channel_secret).expect("HMAC accepts keys of any length");
+    let mut mac = HmacSha256::new_from_slice(channel_secret).expect("HMAC accepts keys of any length");
     mac.update(body);
-    mac.verify_slice(&claimed)
-        .map_err(|_| SignatureError::Mismatch)
+    mac.verify_slice(&claimed).map_err(|_| SignatureError::Mismatch)
 }
 
 /// The header value LINE would send for `body`. Used by tests and local tools.
 pub fn sign(channel_secret: &[u8], body: &[u8]) -> String {
-    let mut mac =
-        HmacSha256::new_from_slice(channel_secret).expect("HMAC accepts keys of any length");
+    let mut mac = HmacSha256::new_from_slice(channel_secret).expect("HMAC accepts keys of any length");
     mac.update(body);
     STANDARD.encode(mac.finalize().into_bytes())
 }
@@ -84,17 +75,11 @@ mod tests {
     #[test]
     fn missing_empty_and_malformed_headers_are_told_apart() {
         assert_eq!(verify(SECRET, b"{}", None), Err(SignatureError::Missing));
-        assert_eq!(
-            verify(SECRET, b"{}", Some(b"  ")),
-            Err(SignatureError::Empty)
-        );
+        assert_eq!(verify(SECRET, b"{}", Some(b"  ")), Err(SignatureError::Empty));
         assert_eq!(
             verify(SECRET, b"{}", Some(b"not base64!")),
             Err(SignatureError::Malformed)
         );
-        assert_eq!(
-            verify(SECRET, b"{}", Some(b"c2hvcnQ=")),
-            Err(SignatureError::Malformed)
-        );
+        assert_eq!(verify(SECRET, b"{}", Some(b"c2hvcnQ=")), Err(SignatureError::Malformed));
     }
 }

@@ -55,11 +55,7 @@ pub struct DeliveryContext {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-#[serde(
-    tag = "type",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum Source {
     User {
         #[serde(default)]
@@ -83,9 +79,9 @@ impl Source {
     /// The user behind the event; `None` for group or room events LINE sends without one.
     pub fn user_id(&self) -> Option<&str> {
         match self {
-            Source::User { user_id }
-            | Source::Group { user_id, .. }
-            | Source::Room { user_id, .. } => user_id.as_deref(),
+            Source::User { user_id } | Source::Group { user_id, .. } | Source::Room { user_id, .. } => {
+                user_id.as_deref()
+            }
             Source::Unknown => None,
         }
     }
@@ -148,18 +144,11 @@ impl Event {
     pub fn parse(raw: &Value) -> EventParse {
         match Event::deserialize(raw) {
             Ok(mut event) => {
-                event.type_name = raw
-                    .get("type")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
+                event.type_name = raw.get("type").and_then(Value::as_str).unwrap_or_default().to_owned();
                 EventParse::Parsed(Box::new(event))
             }
             Err(error) => EventParse::Malformed {
-                webhook_event_id: raw
-                    .get("webhookEventId")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
+                webhook_event_id: raw.get("webhookEventId").and_then(Value::as_str).map(str::to_owned),
                 reason: error.to_string(),
             },
         }
@@ -184,10 +173,7 @@ mod tests {
             "source": {"type": "user", "userId": "U1"},
             "replyToken": "token",
         });
-        event
-            .as_object_mut()
-            .unwrap()
-            .extend(kind.as_object().unwrap().clone());
+        event.as_object_mut().unwrap().extend(kind.as_object().unwrap().clone());
         event
     }
 

@@ -7,17 +7,9 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug)]
 pub enum LoadError {
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    Parse {
-        path: PathBuf,
-        message: String,
-    },
-    NoScenarios {
-        dir: PathBuf,
-    },
+    Io { path: PathBuf, source: std::io::Error },
+    Parse { path: PathBuf, message: String },
+    NoScenarios { dir: PathBuf },
     Invalid(Vec<ScenarioError>),
 }
 
@@ -25,11 +17,7 @@ impl fmt::Display for LoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LoadError::Io { path, source } => write!(f, "cannot read {}: {source}", path.display()),
-            LoadError::Parse { path, message } => write!(
-                f,
-                "{}: not a valid scenario file: {message}",
-                path.display()
-            ),
+            LoadError::Parse { path, message } => write!(f, "{}: not a valid scenario file: {message}", path.display()),
             LoadError::NoScenarios { dir } => {
                 write!(f, "{} holds no *.toml scenario files", dir.display())
             }
@@ -60,9 +48,7 @@ pub fn load_dir(dir: &Path) -> Result<Scenarios, LoadError> {
     paths.retain(|path| path.extension().is_some_and(|ext| ext == "toml"));
     paths.sort();
     if paths.is_empty() {
-        return Err(LoadError::NoScenarios {
-            dir: dir.to_owned(),
-        });
+        return Err(LoadError::NoScenarios { dir: dir.to_owned() });
     }
     let mut parsed = Vec::new();
     for path in paths {
@@ -99,9 +85,7 @@ fn from_parsed(parsed: Vec<(Scenario, PathBuf)>) -> Result<Scenarios, LoadError>
             };
             match trigger.on {
                 TriggerOn::Follow => scenarios.follow_trigger = Some(entry),
-                TriggerOn::Text if trigger.keywords.is_empty() => {
-                    scenarios.any_text_trigger = Some(entry)
-                }
+                TriggerOn::Text if trigger.keywords.is_empty() => scenarios.any_text_trigger = Some(entry),
                 TriggerOn::Text => {
                     for keyword in &trigger.keywords {
                         scenarios
@@ -183,18 +167,13 @@ mod tests {
         let found = problems(&[("lunch.toml", &broken)]);
         assert_eq!(
             found,
-            vec![
-                r#"lunch.toml: scenario "lunch": node "ask": `next` names node "nowhere", which does not exist"#
-            ]
+            vec![r#"lunch.toml: scenario "lunch": node "ask": `next` names node "nowhere", which does not exist"#]
         );
     }
 
     #[test]
     fn line_limits_are_enforced() {
-        let long_label = SURVEY.replace(
-            r#"label = "Good""#,
-            r#"label = "This label is far too long""#,
-        );
+        let long_label = SURVEY.replace(r#"label = "Good""#, r#"label = "This label is far too long""#);
         assert!(problems(&[("a.toml", &long_label)])[0].contains("20"));
         let five = SURVEY.replace(
             r#"{ label = "Bad", value = "bad" },"#,
@@ -203,10 +182,7 @@ mod tests {
         assert!(problems(&[("a.toml", &five)])[0].contains("5 choices"));
         // Non-ASCII is percent-encoded (9 characters per kana), so a valid-length
         // value can still overflow the 300-character postback data.
-        let long_value = SURVEY.replace(
-            r#"value = "bad""#,
-            &format!("value = \"{}\"", "ア".repeat(40)),
-        );
+        let long_value = SURVEY.replace(r#"value = "bad""#, &format!("value = \"{}\"", "ア".repeat(40)));
         assert!(
             problems(&[("a.toml", &long_value)])
                 .iter()
@@ -217,11 +193,7 @@ mod tests {
     #[test]
     fn nul_in_ids_is_refused() {
         let nul = SURVEY.replace(r#"id = "ask""#, r#"id = "a\u0000sk""#);
-        assert!(
-            problems(&[("a.toml", &nul)])
-                .iter()
-                .any(|p| p.contains("NUL"))
-        );
+        assert!(problems(&[("a.toml", &nul)]).iter().any(|p| p.contains("NUL")));
     }
 
     #[test]
@@ -248,9 +220,7 @@ mod tests {
         let found = problems(&[("lunch.toml", SURVEY), ("loop.toml", looping)]);
         assert!(found.iter().any(|p| p.contains("loops")), "{found:?}");
         assert!(
-            found
-                .iter()
-                .any(|p| p.contains(r#"keyword "lunch" already starts"#)),
+            found.iter().any(|p| p.contains(r#"keyword "lunch" already starts"#)),
             "{found:?}"
         );
     }

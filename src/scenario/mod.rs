@@ -16,10 +16,7 @@ pub use validate::ScenarioError;
 pub use walk::WalkError;
 
 /// The nodes that speak when the scenario reaches `from` (see [`walk::walk`]).
-pub fn walk_nodes<'a>(
-    scenario: &'a LoadedScenario,
-    from: &NodeId,
-) -> Result<Vec<&'a Node>, WalkError> {
+pub fn walk_nodes<'a>(scenario: &'a LoadedScenario, from: &NodeId) -> Result<Vec<&'a Node>, WalkError> {
     walk::walk(|id| scenario.node(id), from)
 }
 
@@ -179,10 +176,7 @@ impl LoadedScenario {
             .enumerate()
             .map(|(index, node)| (node.id().clone(), index))
             .collect();
-        let has_survey = scenario
-            .nodes
-            .iter()
-            .any(|node| matches!(node, Node::Survey(_)));
+        let has_survey = scenario.nodes.iter().any(|node| matches!(node, Node::Survey(_)));
         let start = scenario.start.clone().unwrap_or_else(|| {
             scenario
                 .nodes
@@ -205,9 +199,7 @@ impl LoadedScenario {
     }
 
     pub fn node(&self, id: &NodeId) -> Option<&Node> {
-        self.node_index
-            .get(id)
-            .map(|&index| &self.scenario.nodes[index])
+        self.node_index.get(id).map(|&index| &self.scenario.nodes[index])
     }
 }
 

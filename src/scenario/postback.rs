@@ -56,11 +56,7 @@ pub enum PostbackError {
 impl Postback {
     pub fn encode(&self) -> String {
         let wire = match self {
-            Postback::Answer {
-                scenario,
-                node,
-                choice,
-            } => Wire {
+            Postback::Answer { scenario, node, choice } => Wire {
                 v: FORMAT_VERSION,
                 k: Kind::Answer,
                 s: scenario.to_string(),
@@ -79,34 +75,18 @@ impl Postback {
     }
 
     pub fn decode(data: &str) -> Result<Self, PostbackError> {
-        let wire: Wire = serde_urlencoded::from_str(data)
-            .map_err(|error| PostbackError::Foreign(error.to_string()))?;
+        let wire: Wire = serde_urlencoded::from_str(data).map_err(|error| PostbackError::Foreign(error.to_string()))?;
         if wire.v != FORMAT_VERSION {
             return Err(PostbackError::Version(wire.v));
         }
-        let scenario = ScenarioId::parse(wire.s).map_err(|problem| PostbackError::BadField {
-            field: "s",
-            problem,
-        })?;
-        let node = NodeId::parse(wire.n).map_err(|problem| PostbackError::BadField {
-            field: "n",
-            problem,
-        })?;
+        let scenario = ScenarioId::parse(wire.s).map_err(|problem| PostbackError::BadField { field: "s", problem })?;
+        let node = NodeId::parse(wire.n).map_err(|problem| PostbackError::BadField { field: "n", problem })?;
         match (wire.k, wire.c) {
             (Kind::Answer, Some(choice)) => {
-                crate::ids::check_id(&choice).map_err(|problem| PostbackError::BadField {
-                    field: "c",
-                    problem,
-                })?;
-                Ok(Postback::Answer {
-                    scenario,
-                    node,
-                    choice,
-                })
+                crate::ids::check_id(&choice).map_err(|problem| PostbackError::BadField { field: "c", problem })?;
+                Ok(Postback::Answer { scenario, node, choice })
             }
-            (Kind::Answer, None) => Err(PostbackError::Foreign(
-                "an answer without a choice".to_owned(),
-            )),
+            (Kind::Answer, None) => Err(PostbackError::Foreign("an answer without a choice".to_owned())),
             (Kind::CardTap, _) => Ok(Postback::CardTap { scenario, node }),
         }
     }

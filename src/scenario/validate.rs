@@ -85,11 +85,7 @@ pub(super) fn check_scenario(scenario: &Scenario, report: &mut Report<'_>) {
     if let Err(problem) = check_id(scenario.id.as_str()) {
         report.scenario_problem(format!("scenario id {problem}"));
     }
-    if !scenario
-        .nodes
-        .iter()
-        .any(|node| !matches!(node, Node::Trigger(_)))
-    {
+    if !scenario.nodes.iter().any(|node| !matches!(node, Node::Trigger(_))) {
         report.scenario_problem("has no node other than triggers; it would send nothing");
     }
     let mut seen = HashSet::new();
@@ -103,18 +99,11 @@ pub(super) fn check_scenario(scenario: &Scenario, report: &mut Report<'_>) {
         }
         check_node(scenario, node, report);
     }
-    let by_id: HashMap<&NodeId, &Node> = scenario
-        .nodes
-        .iter()
-        .map(|node| (node.id(), node))
-        .collect();
+    let by_id: HashMap<&NodeId, &Node> = scenario.nodes.iter().map(|node| (node.id(), node)).collect();
     let lookup = |id: &NodeId| by_id.get(id).copied();
     if let Some(start) = &scenario.start {
         match lookup(start) {
-            None => report.scenario_problem(format!(
-                "`start` names node {:?}, which does not exist",
-                start.as_str()
-            )),
+            None => report.scenario_problem(format!("`start` names node {:?}, which does not exist", start.as_str())),
             Some(Node::Trigger(_)) => report.scenario_problem("`start` must not be a trigger node"),
             Some(_) => {}
         }
@@ -150,17 +139,11 @@ fn check_node(scenario: &Scenario, node: &Node, report: &mut Report<'_>) {
             if trigger.on == TriggerOn::Follow && !trigger.keywords.is_empty() {
                 report.node_problem(&trigger.id, "a follow trigger takes no keywords");
             }
-            if trigger
-                .keywords
-                .iter()
-                .any(|keyword| keyword.trim().is_empty())
-            {
+            if trigger.keywords.iter().any(|keyword| keyword.trim().is_empty()) {
                 report.node_problem(&trigger.id, "a keyword is empty");
             }
         }
-        Node::Message(message) => {
-            report.text(&message.id, "text", &message.text, MAX_TEXT_MESSAGE_CHARS)
-        }
+        Node::Message(message) => report.text(&message.id, "text", &message.text, MAX_TEXT_MESSAGE_CHARS),
         Node::Survey(survey) => {
             let text_max = if survey.title.is_some() {
                 MAX_BUTTONS_TEXT_WITH_TITLE_CHARS
@@ -174,10 +157,7 @@ fn check_node(scenario: &Scenario, node: &Node, report: &mut Report<'_>) {
             if let Some(alt_text) = &survey.alt_text {
                 report.text(&survey.id, "alt_text", alt_text, MAX_ALT_TEXT_CHARS);
             } else if chars(&survey.text) > MAX_ALT_TEXT_CHARS {
-                report.node_problem(
-                    &survey.id,
-                    "text is too long to double as alt_text; set alt_text",
-                );
+                report.node_problem(&survey.id, "text is too long to double as alt_text; set alt_text");
             }
             if survey.choices.is_empty() || survey.choices.len() > MAX_BUTTONS {
                 report.node_problem(
@@ -197,22 +177,13 @@ fn check_node(scenario: &Scenario, node: &Node, report: &mut Report<'_>) {
                     MAX_LABEL_CHARS,
                 );
                 if let Err(problem) = check_id(&choice.value) {
-                    report.node_problem(
-                        &survey.id,
-                        format!("choice value {:?} {problem}", choice.value),
-                    );
+                    report.node_problem(&survey.id, format!("choice value {:?} {problem}", choice.value));
                 }
                 if !values.insert(&choice.value) {
-                    report.node_problem(
-                        &survey.id,
-                        format!("choice value {:?} is used twice", choice.value),
-                    );
+                    report.node_problem(&survey.id, format!("choice value {:?} is used twice", choice.value));
                 }
                 if choice.tags.iter().any(|tag| tag.trim().is_empty()) {
-                    report.node_problem(
-                        &survey.id,
-                        format!("choice {:?} has an empty tag", choice.value),
-                    );
+                    report.node_problem(&survey.id, format!("choice {:?} has an empty tag", choice.value));
                 }
                 let data = Postback::Answer {
                     scenario: scenario.id.clone(),
@@ -300,10 +271,7 @@ pub(super) fn check_set(scenarios: &[(Scenario, PathBuf)]) -> Vec<ScenarioError>
         .map(|(scenario, _)| {
             (
                 scenario.id.as_str(),
-                scenario
-                    .nodes
-                    .iter()
-                    .any(|node| matches!(node, Node::Survey(_))),
+                scenario.nodes.iter().any(|node| matches!(node, Node::Survey(_))),
             )
         })
         .collect();
@@ -342,20 +310,14 @@ pub(super) fn check_set(scenarios: &[(Scenario, PathBuf)]) -> Vec<ScenarioError>
                             .map(|keyword| format!("keyword {:?}", normalize_keyword(keyword)))
                             .collect(),
                     };
-                    let here = format!(
-                        "scenario {:?}, node {:?}",
-                        scenario.id.as_str(),
-                        trigger.id.as_str()
-                    );
+                    let here = format!("scenario {:?}, node {:?}", scenario.id.as_str(), trigger.id.as_str());
                     for input in inputs {
                         if let Some(other) = claimed.insert(input.clone(), here.clone()) {
                             problem(
                                 file,
                                 scenario.id.as_str(),
                                 Some(&trigger.id),
-                                format!(
-                                    "{input} already starts {other}; each input may start one scenario"
-                                ),
+                                format!("{input} already starts {other}; each input may start one scenario"),
                             );
                         }
                     }

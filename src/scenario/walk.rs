@@ -15,18 +15,13 @@ pub enum WalkError {
     IntoTrigger(NodeId),
     #[error("the message chain loops back to node \"{0}\"")]
     Loop(NodeId),
-    #[error(
-        "the message chain would send {0} messages at once; LINE allows at most {MAX_MESSAGES_PER_REQUEST}"
-    )]
+    #[error("the message chain would send {0} messages at once; LINE allows at most {MAX_MESSAGES_PER_REQUEST}")]
     TooManyMessages(usize),
 }
 
 /// The nodes that speak, in order, from `from` until one waits (survey, Flex card)
 /// or the chain ends. At most [`MAX_MESSAGES_PER_REQUEST`] of them produce a message.
-pub fn walk<'a>(
-    lookup: impl Fn(&NodeId) -> Option<&'a Node>,
-    from: &NodeId,
-) -> Result<Vec<&'a Node>, WalkError> {
+pub fn walk<'a>(lookup: impl Fn(&NodeId) -> Option<&'a Node>, from: &NodeId) -> Result<Vec<&'a Node>, WalkError> {
     let mut visited = HashSet::new();
     let mut spoken = Vec::new();
     let mut current = Some(from.clone());

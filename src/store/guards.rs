@@ -4,7 +4,6 @@
 use super::docs::collections::{SCENARIO_ANSWERS, SURVEY_RESPONSES};
 use super::{Store, StoreError, classify};
 use crate::ids::{LineUserId, NodeId, ScenarioId};
-use firestore::FirestoreInstant;
 
 impl Store {
     pub fn legacy_lookup(&self) -> bool {
@@ -41,12 +40,6 @@ impl Store {
             return Ok(true);
         }
         self.legacy_answer_exists(scenario, Some(node), user).await
-    }
-
-    /// Records a tap on a Flex card as a tag, whatever the guard decides next.
-    pub async fn record_tap_tag(&self, user: &LineUserId, tag: &str) -> Result<(), StoreError> {
-        let write = self.user_write(user, &[tag.to_owned()], FirestoreInstant::now())?;
-        self.commit_unconditional(vec![write]).await
     }
 
     async fn exists(&self, collection: &str, id: &str) -> Result<bool, StoreError> {

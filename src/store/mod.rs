@@ -4,17 +4,22 @@
 //!
 //! Collections (names are part of the data contract, see the README):
 //! `survey_responses`, `users`, `scenario_answers` (the "answered this scenario"
-//! marker) and `webhook_inbox`.
+//! marker), `webhook_inbox`, `outbound_ledger` and `dead_letters`.
 
 mod answers;
+mod dead_letters;
 mod docs;
 mod guards;
 mod inbox;
+mod lease;
+mod ledger;
 mod writes;
 
-pub use answers::AnswerCommit;
-pub use docs::collections;
-pub use inbox::{Claim, ClaimedEvent, InboxKey};
+pub use answers::{AnswerCommit, EffectCommit};
+pub use docs::{DeadLetterDoc, DeadLetterKind, InboxDoc, InboxState, LedgerDoc, LedgerState, RouteDoc, collections};
+pub use inbox::{Claim, InboxKey, NewEvent, dead_letter_id};
+pub use lease::Leased;
+pub use ledger::{Recorded, Settlement};
 
 use firestore::errors::FirestoreError;
 use firestore::{FirestoreDb, FirestoreDbOptions};
@@ -41,6 +46,10 @@ pub struct StoreOptions {
     pub request_timeout: Duration,
     /// Also look for answers saved under random ids (before deterministic ids).
     pub legacy_answer_lookup: bool,
+    /// Names this process as the owner of the leases it takes.
+    pub instance_id: String,
+    /// How long a lease lasts before another instance may take the work over.
+    pub lease: Duration,
 }
 
 #[derive(Clone)]
@@ -77,15 +86,10 @@ impl Store {
 /// which callers treat as "retry later", and the rest to `Firestore`.
 fn classify(error: FirestoreError) -> StoreError {
     match &error {
-        FirestoreError::DatabaseError(db) if db.retry_possible => {
-            StoreError::Unavailable(error.to_string())
-        }
+        FirestoreError::DatabaseError(db) if db.retry_possible => StoreError::Unavailable(error.to_string()),
         FirestoreError::NetworkError(_) => StoreError::Unavailable(error.to_string()),
         FirestoreError::DatabaseError(db)
-            if matches!(
-                db.public.code.as_str(),
-                "Unavailable" | "DeadlineExceeded" | "Unknown"
-            ) =>
+            if matches!(db.public.code.as_str(), "Unavailable" | "DeadlineExceeded" | "Unknown") =>
         {
             StoreError::Unavailable(error.to_string())
         }

@@ -13,6 +13,7 @@ use firestore::gcloud_sdk::google::firestore::v1::{
     precondition::ConditionType,
     value::ValueType,
 };
+use firestore::gcloud_sdk::prost_types;
 use serde::Serialize;
 
 /// Writes `object` as a whole new document; fails with `ALREADY_EXISTS` if it exists.
@@ -39,18 +40,57 @@ pub fn set<T: Serialize>(path: String, object: &T) -> Result<Write, FirestoreErr
 
 /// Changes only the fields of `object` (creating the document if needed), then
 /// applies `transforms` server-side.
-pub fn merge<T: Serialize>(
+pub fn merge<T: Serialize>(path: String, object: &T, transforms: Vec<FieldTransform>) -> Result<Write, FirestoreError> {
+    merge_deleting(path, object, &[], transforms)
+}
+
+/// Like [`merge`], and removes the fields named in `delete`.
+pub fn merge_deleting<T: Serialize>(
     path: String,
     object: &T,
+    delete: &[&str],
     transforms: Vec<FieldTransform>,
 ) -> Result<Write, FirestoreError> {
     let document = FirestoreDb::serialize_to_doc(path, object)?;
-    let field_paths = document.fields.keys().cloned().collect();
+    let field_paths = document
+        .fields
+        .keys()
+        .cloned()
+        .chain(delete.iter().map(|field| (*field).to_owned()))
+        .collect();
     Ok(Write {
         operation: Some(v1::write::Operation::Update(document)),
         update_mask: Some(DocumentMask { field_paths }),
         update_transforms: transforms,
         current_document: None,
+    })
+}
+
+/// Requires the document to exist (an update must not resurrect a deleted one).
+pub fn if_exists(write: Write) -> Write {
+    Write {
+        current_document: Some(Precondition {
+            condition_type: Some(ConditionType::Exists(true)),
+        }),
+        ..write
+    }
+}
+
+/// Requires the document to be unchanged since `update_time`: the optimistic
+/// check that lets exactly one instance take over an expired lease.
+pub fn if_unchanged_since(write: Write, update_time: prost_types::Timestamp) -> Write {
+    Write {
+        current_document: Some(Precondition {
+            condition_type: Some(ConditionType::UpdateTime(update_time)),
+        }),
+        ..write
+    }
+}
+
+/// A Firestore timestamp value, for query filters.
+pub fn timestamp_value(instant: firestore::FirestoreInstant) -> firestore::FirestoreValue {
+    firestore::FirestoreValue::from(v1::Value {
+        value_type: Some(ValueType::TimestampValue(firestore::FirestoreTimestamp(instant).into())),
     })
 }
 
@@ -112,9 +152,8 @@ impl Store {
             Ok(Ok(response)) => Ok(response.into_inner()),
             Ok(Err(status)) => Err(match status.code() {
                 firestore::gcloud_sdk::tonic::Code::AlreadyExists => CommitError::AlreadyExists,
-                firestore::gcloud_sdk::tonic::Code::FailedPrecondition => {
-                    CommitError::FailedPrecondition
-                }
+                firestore::gcloud_sdk::tonic::Code::FailedPrecondition => CommitError::FailedPrecondition,
+                firestore::gcloud_sdk::tonic::Code::NotFound => CommitError::NotFound,
                 _ => CommitError::Store(classify(FirestoreError::from(status))),
             }),
         }
@@ -122,12 +161,17 @@ impl Store {
 }
 
 impl Store {
-    /// Commits writes that carry no precondition, so only store errors can occur.
-    pub(super) async fn commit_unconditional(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+    /// Commits writes that settle records' states. A record that vanished in the
+    /// meantime (its TTL expired) leaves nothing to settle, so that is not an error.
+    pub(super) async fn commit_settling(&self, writes: Vec<Write>) -> Result<(), StoreError> {
         match self.commit(writes).await {
             Ok(_) => Ok(()),
+            Err(CommitError::FailedPrecondition | CommitError::NotFound) => {
+                tracing::warn!("a record to settle no longer exists");
+                Ok(())
+            }
+            Err(CommitError::AlreadyExists) => Err(StoreError::Unavailable("unexpected ALREADY_EXISTS".into())),
             Err(CommitError::Store(error)) => Err(error),
-            Err(other) => unreachable!("a write without precondition failed one: {other}"),
         }
     }
 }
@@ -145,6 +189,9 @@ pub enum CommitError {
     /// Another precondition failed: nothing of the commit was applied.
     #[error("a write precondition failed")]
     FailedPrecondition,
+    /// An update required a document that does not exist: nothing was applied.
+    #[error("a document to update does not exist")]
+    NotFound,
     #[error(transparent)]
     Store(#[from] StoreError),
 }

@@ -14,12 +14,7 @@ async fn a_manual_send_reaches_users_who_already_answered() {
     app.answer(&answered, "ask_food", "good").await;
 
     let response = app
-        .admin_send(
-            "lunch",
-            &[&answered, &fresh],
-            Some("campaign-1"),
-            Some(ADMIN_TOKEN),
-        )
+        .admin_send("lunch", &[&answered, &fresh], Some("campaign-1"), Some(ADMIN_TOKEN))
         .await;
 
     assert_eq!(response.status(), 200);
@@ -70,11 +65,7 @@ async fn a_retried_call_with_the_same_idempotency_key_sends_nothing_new() {
             .all(|r| r["result"] == "already_sent"),
         "{body}"
     );
-    assert_eq!(
-        app.line.accepted().len(),
-        accepted,
-        "LINE accepted nothing new"
-    );
+    assert_eq!(app.line.accepted().len(), accepted, "LINE accepted nothing new");
     assert_eq!(accepted, 2);
 
     // A new key is a new send, on purpose.
@@ -90,9 +81,7 @@ async fn an_idempotency_key_is_generated_and_returned_when_absent() {
     let app = spawn_app().await;
     let user = events::new_user();
 
-    let response = app
-        .admin_send("news", &[&user], None, Some(ADMIN_TOKEN))
-        .await;
+    let response = app.admin_send("news", &[&user], None, Some(ADMIN_TOKEN)).await;
 
     assert_eq!(response.status(), 200);
     let header = response
@@ -141,17 +130,10 @@ async fn bad_requests_are_refused_with_a_reason() {
     let app = spawn_app().await;
 
     let unknown = app
-        .admin_send(
-            "no_such_scenario",
-            &[&events::new_user()],
-            None,
-            Some(ADMIN_TOKEN),
-        )
+        .admin_send("no_such_scenario", &[&events::new_user()], None, Some(ADMIN_TOKEN))
         .await;
     assert_eq!(unknown.status(), 404);
-    let bad_user = app
-        .admin_send("lunch", &["not-a-user"], None, Some(ADMIN_TOKEN))
-        .await;
+    let bad_user = app.admin_send("lunch", &["not-a-user"], None, Some(ADMIN_TOKEN)).await;
     assert_eq!(bad_user.status(), 400);
     assert!(bad_user.text().await.unwrap().contains("not-a-user"));
     let empty = app.admin_send("lunch", &[], None, Some(ADMIN_TOKEN)).await;

@@ -11,24 +11,16 @@ fn shared_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("LINE_SHARED_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"));
-    if dir.join("line-openapi/messaging-api.yml").exists()
-        && dir.join("tools/line_contract.py").exists()
-    {
+    if dir.join("line-openapi/messaging-api.yml").exists() && dir.join("tools/line_contract.py").exists() {
         Some(dir)
     } else {
-        println!(
-            "NOTICE: {} has no LINE schemas; contract check skipped",
-            dir.display()
-        );
+        println!("NOTICE: {} has no LINE schemas; contract check skipped", dir.display());
         None
     }
 }
 
 fn run_python(args: &[&std::ffi::OsStr]) -> (bool, String) {
-    let output = Command::new("python3")
-        .args(args)
-        .output()
-        .expect("python3 runs");
+    let output = Command::new("python3").args(args).output().expect("python3 runs");
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
@@ -61,10 +53,7 @@ fn the_checker_catches_a_broken_event() {
     let Some(shared) = shared_dir() else { return };
     let checker = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/contract/check_webhook.py");
     let mut broken = events::fixture("text_message.json");
-    broken["events"][0]
-        .as_object_mut()
-        .unwrap()
-        .remove("deliveryContext");
+    broken["events"][0].as_object_mut().unwrap().remove("deliveryContext");
     broken["events"][0]["message"]
         .as_object_mut()
         .unwrap()
@@ -87,8 +76,7 @@ async fn every_outbound_body_matches_the_messaging_api_schema() {
     let user = events::new_user();
     // Every message kind, by reply and by push.
     app.deliver(&follow(&user)).await; // text + flex
-    app.deliver(&postback(&user, &card_tap_data("welcome", "card")))
-        .await; // text + buttons
+    app.deliver(&postback(&user, &card_tap_data("welcome", "card"))).await; // text + buttons
     app.answer(&user, "ask_food", "good").await; // buttons with a title
     app.answer(&user, "ask_drink", "tea").await; // end text
     let mut old = text(&user, "news");
@@ -105,10 +93,7 @@ async fn every_outbound_body_matches_the_messaging_api_schema() {
         .flat_map(|call| call.messages())
         .map(|message| message["type"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(
-        kinds.into_iter().collect::<Vec<_>>(),
-        ["flex", "template", "text"]
-    );
+    assert_eq!(kinds.into_iter().collect::<Vec<_>>(), ["flex", "template", "text"]);
     let file = std::env::temp_dir().join(format!("line-calls-{}.json", uuid::Uuid::new_v4()));
     std::fs::write(&file, serde_json::to_vec_pretty(&calls).unwrap()).unwrap();
     let tool = shared.join("tools/line_contract.py");

@@ -7,12 +7,7 @@ use futures::future::join_all;
 const THANKS_AFTER_FOOD: &str = "Coffee or tea?";
 
 /// Fires `count` requests at once, each a separate tap (distinct event ids).
-async fn race_taps(
-    app: &crate::helpers::TestApp,
-    user: &str,
-    data_for: impl Fn(usize) -> String,
-    count: usize,
-) {
+async fn race_taps(app: &crate::helpers::TestApp, user: &str, data_for: impl Fn(usize) -> String, count: usize) {
     let bodies: Vec<_> = (0..count)
         .map(|i| envelope(vec![postback(user, &data_for(i))]))
         .collect();
@@ -20,6 +15,7 @@ async fn race_taps(
     for response in responses {
         assert_eq!(response.status(), 200);
     }
+    app.settled().await;
 }
 
 #[tokio::test]
@@ -27,13 +23,7 @@ async fn fifty_concurrent_taps_of_one_choice_record_one_answer_one_tag_set_and_o
     let app = spawn_app().await;
     let user = events::new_user();
 
-    race_taps(
-        &app,
-        &user,
-        |_| answer_data("lunch", "ask_food", "good"),
-        50,
-    )
-    .await;
+    race_taps(&app, &user, |_| answer_data("lunch", "ask_food", "good"), 50).await;
 
     assert_eq!(app.firestore.count("survey_responses").await, 1);
     assert_eq!(sorted(app.user_tags(&user).await), ["foodie", "lunch_good"]);
@@ -91,10 +81,7 @@ async fn concurrent_answers_to_two_questions_both_keep_their_tags() {
     .await;
 
     assert_eq!(app.firestore.count("survey_responses").await, 2);
-    assert_eq!(
-        sorted(app.user_tags(&user).await),
-        ["foodie", "lunch_good", "tea"]
-    );
+    assert_eq!(sorted(app.user_tags(&user).await), ["foodie", "lunch_good", "tea"]);
     assert_eq!(app.line.accepted_with_text("Thank you for answering!"), 1);
     assert_eq!(app.line.accepted_of_kind("template"), 1);
 }
@@ -139,9 +126,8 @@ async fn one_request_with_the_same_event_twice_acts_once() {
     let user = events::new_user();
     let tap = postback(&user, &answer_data("lunch", "ask_food", "bad"));
 
-    let response = app
-        .post_webhook(&envelope(vec![tap.clone(), redelivered(&tap)]))
-        .await;
+    let response = app.post_webhook(&envelope(vec![tap.clone(), redelivered(&tap)])).await;
+    app.settled().await;
 
     assert_eq!(response.status(), 200);
     assert_eq!(app.firestore.count("survey_responses").await, 1);

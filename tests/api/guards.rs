@@ -83,8 +83,7 @@ async fn a_card_tap_before_answering_starts_the_survey_and_is_tagged() {
     let app = spawn_app().await;
     let user = events::new_user();
 
-    app.deliver(&postback(&user, &card_tap_data("welcome", "card")))
-        .await;
+    app.deliver(&postback(&user, &card_tap_data("welcome", "card"))).await;
 
     assert_eq!(app.line.accepted_with_text(INTRO), 1);
     assert_eq!(app.user_tags(&user).await, ["flex_image_tap"]);
@@ -97,16 +96,11 @@ async fn a_card_tap_after_answering_is_tagged_but_does_not_restart_the_survey() 
     app.answer(&user, "ask_food", "bad").await;
     let sent = app.line.accepted().len();
 
-    app.deliver(&postback(&user, &card_tap_data("welcome", "card")))
-        .await;
-    app.deliver(&postback(&user, &card_tap_data("welcome", "card")))
-        .await;
+    app.deliver(&postback(&user, &card_tap_data("welcome", "card"))).await;
+    app.deliver(&postback(&user, &card_tap_data("welcome", "card"))).await;
 
     assert_eq!(app.line.accepted().len(), sent);
-    assert_eq!(
-        sorted(app.user_tags(&user).await),
-        ["flex_image_tap", "lunch_bad"]
-    );
+    assert_eq!(sorted(app.user_tags(&user).await), ["flex_image_tap", "lunch_bad"]);
 }
 
 #[tokio::test]
@@ -146,8 +140,7 @@ async fn with_legacy_lookup_an_answer_under_a_random_id_blocks_answers_and_resta
 
     app.answer(&user, "ask_food", "bad").await;
     app.deliver(&text(&user, "lunch")).await;
-    app.deliver(&postback(&user, &card_tap_data("welcome", "card")))
-        .await;
+    app.deliver(&postback(&user, &card_tap_data("welcome", "card"))).await;
 
     assert_eq!(
         app.firestore.count("survey_responses").await,

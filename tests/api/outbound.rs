@@ -31,10 +31,7 @@ async fn an_old_event_is_answered_by_push_with_a_retry_key() {
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].path, "/v2/bot/message/push");
     assert_eq!(calls[0].to(), Some(user.as_str()));
-    let key = calls[0]
-        .retry_key
-        .as_deref()
-        .expect("a push carries X-Line-Retry-Key");
+    let key = calls[0].retry_key.as_deref().expect("a push carries X-Line-Retry-Key");
     assert!(uuid::Uuid::parse_str(key).is_ok());
 }
 

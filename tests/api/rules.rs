@@ -28,8 +28,7 @@ async fn with_the_rules_loaded_an_unauthenticated_client_can_neither_read_nor_wr
         .await;
     assert_eq!(open, StatusCode::OK);
 
-    let rules =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/firestore.rules")).unwrap();
+    let rules = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/firestore.rules")).unwrap();
     firestore.load_rules(&rules).await;
 
     for collection in [
@@ -42,18 +41,12 @@ async fn with_the_rules_loaded_an_unauthenticated_client_can_neither_read_nor_wr
         let read = firestore
             .unauthenticated(Method::GET, &format!("{collection}/{id}"), None)
             .await;
-        let list = firestore
-            .unauthenticated(Method::GET, collection, None)
-            .await;
+        let list = firestore.unauthenticated(Method::GET, collection, None).await;
         let create = firestore
             .unauthenticated(Method::POST, collection, Some(write.clone()))
             .await;
         let update = firestore
-            .unauthenticated(
-                Method::PATCH,
-                &format!("{collection}/{id}"),
-                Some(write.clone()),
-            )
+            .unauthenticated(Method::PATCH, &format!("{collection}/{id}"), Some(write.clone()))
             .await;
         let delete = firestore
             .unauthenticated(Method::DELETE, &format!("{collection}/{id}"), None)
@@ -69,9 +62,6 @@ async fn with_the_rules_loaded_an_unauthenticated_client_can_neither_read_nor_wr
         }
     }
     // The server's admin access is unaffected, and nothing was changed.
-    let survivor = firestore
-        .get("survey_responses", &id)
-        .await
-        .expect("still there");
+    let survivor = firestore.get("survey_responses", &id).await.expect("still there");
     assert_eq!(survivor["fields"], document["fields"]);
 }

@@ -35,10 +35,7 @@ pub fn new_event_id() -> String {
 }
 
 pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
 }
 
 /// The single event of a fixture, re-addressed to `user` with fresh ids.

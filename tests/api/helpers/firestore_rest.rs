@@ -15,9 +15,7 @@ impl FirestoreRest {
     pub fn new(emulator_host: &str, project: &str) -> Self {
         Self {
             http: reqwest::Client::new(),
-            documents: format!(
-                "http://{emulator_host}/v1/projects/{project}/databases/(default)/documents"
-            ),
+            documents: format!("http://{emulator_host}/v1/projects/{project}/databases/(default)/documents"),
             emulator: format!("http://{emulator_host}"),
             project: project.to_owned(),
         }
@@ -39,16 +37,41 @@ impl FirestoreRest {
                 .json()
                 .await
                 .expect("emulator answers JSON");
-            documents.extend(
-                response["documents"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default(),
-            );
+            documents.extend(response["documents"].as_array().cloned().unwrap_or_default());
             match response["nextPageToken"].as_str() {
                 Some(token) if !token.is_empty() => page_token = token.to_owned(),
                 _ => return documents,
             }
+        }
+    }
+
+    /// Documents of `collection` whose `state` is `state`.
+    pub async fn in_state(&self, collection: &str, state: &str) -> Vec<Value> {
+        self.list(collection)
+            .await
+            .into_iter()
+            .filter(|document| string_field(document, "state").as_deref() == Some(state))
+            .collect()
+    }
+
+    /// Waits until no inbox event and no ledger action is pending; panics with
+    /// what is still pending after `limit`.
+    pub async fn settled(&self, limit: std::time::Duration) {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let events = self.in_state("webhook_inbox", "pending").await;
+            let actions = self.in_state("outbound_ledger", "pending").await;
+            if events.is_empty() && actions.is_empty() {
+                return;
+            }
+            if std::time::Instant::now() > deadline {
+                panic!(
+                    "still pending after {limit:?}: {} events, {} actions: {events:?} {actions:?}",
+                    events.len(),
+                    actions.len()
+                );
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
         }
     }
 
@@ -59,12 +82,11 @@ impl FirestoreRest {
     /// Counts of every collection the service writes, for "nothing changed" checks.
     pub async fn counts(&self) -> [(String, usize); 4] {
         let mut counts: [(String, usize); 4] = Default::default();
-        for (slot, collection) in counts.iter_mut().zip([
-            "survey_responses",
-            "users",
-            "scenario_answers",
-            "webhook_inbox",
-        ]) {
+        for (slot, collection) in
+            counts
+                .iter_mut()
+                .zip(["survey_responses", "users", "scenario_answers", "webhook_inbox"])
+        {
             *slot = (collection.to_owned(), self.count(collection).await);
         }
         counts
@@ -88,12 +110,7 @@ impl FirestoreRest {
     pub async fn create_with_random_id(&self, collection: &str, fields: &[(&str, &str)]) {
         let fields: serde_json::Map<String, Value> = fields
             .iter()
-            .map(|(name, value)| {
-                (
-                    name.to_string(),
-                    serde_json::json!({ "stringValue": value }),
-                )
-            })
+            .map(|(name, value)| (name.to_string(), serde_json::json!({ "stringValue": value })))
             .collect();
         let status = self
             .http
@@ -111,7 +128,10 @@ impl FirestoreRest {
     pub async fn load_rules(&self, rules: &str) {
         let status = self
             .http
-            .put(format!("{}/emulator/v1/projects/{}:securityRules", self.emulator, self.project))
+            .put(format!(
+                "{}/emulator/v1/projects/{}:securityRules",
+                self.emulator, self.project
+            ))
             .json(&serde_json::json!({"rules": {"files": [{"name": "firestore.rules", "content": rules}]}}))
             .send()
             .await
@@ -127,9 +147,7 @@ impl FirestoreRest {
         path: &str,
         body: Option<Value>,
     ) -> reqwest::StatusCode {
-        let mut request = self
-            .http
-            .request(method, format!("{}/{path}", self.documents));
+        let mut request = self.http.request(method, format!("{}/{path}", self.documents));
         if let Some(body) = body {
             request = request.json(&body);
         }
@@ -151,7 +169,5 @@ pub fn string_array(document: &Value, field: &str) -> Vec<String> {
 }
 
 pub fn string_field(document: &Value, field: &str) -> Option<String> {
-    document["fields"][field]["stringValue"]
-        .as_str()
-        .map(str::to_owned)
+    document["fields"][field]["stringValue"].as_str().map(str::to_owned)
 }

@@ -26,21 +26,13 @@ impl Call {
     }
 
     pub fn messages(&self) -> Vec<Value> {
-        self.body["messages"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
+        self.body["messages"].as_array().cloned().unwrap_or_default()
     }
 
     pub fn texts(&self) -> Vec<String> {
         self.messages()
             .iter()
-            .filter_map(|message| {
-                message
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-            })
+            .filter_map(|message| message.get("text").and_then(Value::as_str).map(str::to_owned))
             .collect()
     }
 
@@ -88,10 +80,9 @@ impl Respond for LineResponder {
                     }
                 }
                 "/v2/bot/message/push" => match &retry_key {
-                    Some(key) if !state.accepted_retry_keys.insert(key.clone()) => (
-                        409,
-                        serde_json::json!({"message": "The retry key is already accepted"}),
-                    ),
+                    Some(key) if !state.accepted_retry_keys.insert(key.clone()) => {
+                        (409, serde_json::json!({"message": "The retry key is already accepted"}))
+                    }
                     _ => (200, serde_json::json!({"sentMessages": []})),
                 },
                 _ => (404, serde_json::json!({"message": "Not found"})),
@@ -121,9 +112,7 @@ impl LineStandIn {
         let server = MockServer::start().await;
         let state = Arc::new(Mutex::new(State::default()));
         Mock::given(method("POST"))
-            .respond_with(LineResponder {
-                state: state.clone(),
-            })
+            .respond_with(LineResponder { state: state.clone() })
             .mount(&server)
             .await;
         Self { server, state }
@@ -154,11 +143,7 @@ impl LineStandIn {
     pub fn accepted_of_kind(&self, kind: &str) -> usize {
         self.accepted()
             .iter()
-            .filter(|call| {
-                call.messages()
-                    .iter()
-                    .any(|message| message["type"] == kind)
-            })
+            .filter(|call| call.messages().iter().any(|message| message["type"] == kind))
             .count()
     }
 

@@ -70,8 +70,7 @@ pub fn test_config(project_id: &str, line_uri: &str, options: &TestOptions) -> C
     config.port = 0;
     config.channel_access_token = options.access_token.then(|| ACCESS_TOKEN.to_owned());
     config.line_api_base_url = line_uri.to_owned();
-    config.firestore_emulator_host =
-        Some(options.firestore_host.clone().unwrap_or_else(emulator_host));
+    config.firestore_emulator_host = Some(options.firestore_host.clone().unwrap_or_else(emulator_host));
     config.scenarios_dir = fixture_scenarios();
     config.admin_token = Some(ADMIN_TOKEN.to_owned());
     config.legacy_answer_lookup = options.legacy_answer_lookup;
@@ -91,9 +90,7 @@ pub async fn spawn_app_with(options: TestOptions) -> TestApp {
     let line = LineStandIn::start().await;
     let project_id = new_project_id();
     let config = test_config(&project_id, &line.uri(), &options);
-    let application = Application::build(config)
-        .await
-        .expect("the service starts");
+    let application = Application::build(config).await.expect("the service starts");
     let address = format!("http://127.0.0.1:{}", application.port());
     tokio::spawn(application.run_until_stopped());
     TestApp {
@@ -114,22 +111,22 @@ impl TestApp {
 
     /// Posts one event in its own request and expects 200.
     pub async fn deliver(&self, event: &Value) {
-        let response = self
-            .post_webhook(&events::envelope(vec![event.clone()]))
-            .await;
+        let response = self.post_webhook(&events::envelope(vec![event.clone()])).await;
         assert_eq!(
             response.status(),
             200,
             "webhook answered {}",
             response.text().await.unwrap_or_default()
         );
+        self.settled().await;
     }
 
-    pub async fn post_webhook_raw(
-        &self,
-        body: Vec<u8>,
-        signature: Option<&str>,
-    ) -> reqwest::Response {
+    /// Waits until no stored event and no outbound action is pending any more.
+    pub async fn settled(&self) {
+        self.firestore.settled(Duration::from_secs(20)).await;
+    }
+
+    pub async fn post_webhook_raw(&self, body: Vec<u8>, signature: Option<&str>) -> reqwest::Response {
         let mut request = self
             .http
             .post(format!("{}/webhook", self.address))
@@ -170,11 +167,8 @@ impl TestApp {
 
     /// Answers `node` of the lunch survey with `choice` and expects 200.
     pub async fn answer(&self, user: &str, node: &str, choice: &str) {
-        self.deliver(&events::postback(
-            user,
-            &events::answer_data("lunch", node, choice),
-        ))
-        .await;
+        self.deliver(&events::postback(user, &events::answer_data("lunch", node, choice)))
+            .await;
     }
 }
 

@@ -1,0 +1,72 @@
+//! Operator API: manual sends and dead letters. Off unless `ADMIN_TOKEN` is set;
+//! every route checks the bearer token first, in constant time.
+
+pub mod dead_letters;
+pub mod send;
+
+use super::{AppState, error_body};
+use crate::store::StoreError;
+use actix_web::http::StatusCode;
+use actix_web::http::header::AUTHORIZATION;
+use actix_web::{HttpRequest, HttpResponse, ResponseError};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    #[error("missing or wrong bearer token")]
+    Unauthorized,
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("no scenario with id {0:?}")]
+    UnknownScenario(String),
+    #[error("no dead letter with id {0:?}")]
+    UnknownDeadLetter(String),
+    #[error("Firestore is unavailable; try again: {0}")]
+    Store(#[from] StoreError),
+}
+
+impl ResponseError for AdminError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            AdminError::Unauthorized => StatusCode::UNAUTHORIZED,
+            AdminError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            AdminError::UnknownScenario(_) | AdminError::UnknownDeadLetter(_) => StatusCode::NOT_FOUND,
+            AdminError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut response = HttpResponse::build(self.status_code());
+        if matches!(self, AdminError::Unauthorized) {
+            response.insert_header(("WWW-Authenticate", "Bearer"));
+        }
+        response.json(error_body(self))
+    }
+}
+
+/// Compares digests, so neither the token's content nor its length shows in timing.
+fn authorized(request: &HttpRequest, expected: &str) -> bool {
+    let Some(presented) = request
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+    else {
+        return false;
+    };
+    let presented = Sha256::digest(presented.trim().as_bytes());
+    let expected = Sha256::digest(expected.as_bytes());
+    presented.ct_eq(&expected).into()
+}
+
+/// Lets the request through only with the right bearer token.
+pub fn require_admin(request: &HttpRequest, state: &AppState) -> Result<(), AdminError> {
+    let expected = state.admin_token.as_deref().ok_or(AdminError::Unauthorized)?;
+    if authorized(request, expected) {
+        Ok(())
+    } else {
+        tracing::warn!(outcome = "rejected", "admin call with a missing or wrong token");
+        Err(AdminError::Unauthorized)
+    }
+}

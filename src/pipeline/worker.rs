@@ -1,0 +1,295 @@
+//! Processing one stored event: the engine decides, the guard reads, one atomic
+//! commit records the effect together with the inbox's "done" and the ledger
+//! entry of what to send, and only then the courier sends.
+
+use super::Job;
+use crate::engine::{AnswerPlan, CardTapPlan, Decision, Engine, FLEX_TAP_TAG, StartPlan};
+use crate::ids::{LineUserId, ScenarioId};
+use crate::line::messages::Message;
+use crate::line::webhook::Event;
+use crate::outbound::{Courier, Origin, OutboundAction, ReplyContext};
+use crate::store::{AnswerCommit, EffectCommit, InboxKey, Settlement, Store, StoreError};
+use std::time::Duration;
+use tracing::Instrument;
+
+/// What became of one event, for the log and for replays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Processed {
+    Ignored,
+    Answered,
+    AlreadyAnswered,
+    Started,
+    NotRestarted,
+    CardTapped,
+    /// Another run of the same event committed first.
+    AlreadyDone,
+    TextRemoved,
+}
+
+impl Processed {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Processed::Ignored => "ignored",
+            Processed::Answered => "answered",
+            Processed::AlreadyAnswered => "already_answered",
+            Processed::Started => "started",
+            Processed::NotRestarted => "not_restarted",
+            Processed::CardTapped => "card_tapped",
+            Processed::AlreadyDone => "already_done",
+            Processed::TextRemoved => "text_removed",
+        }
+    }
+}
+
+pub struct Processor {
+    engine: Engine,
+    store: Store,
+    courier: Courier,
+    /// Wait before a failed event is retried (grows with its attempts).
+    retry_backoff: Duration,
+}
+
+impl Processor {
+    pub fn new(engine: Engine, store: Store, courier: Courier, retry_backoff: Duration) -> Self {
+        Self {
+            engine,
+            store,
+            courier,
+            retry_backoff,
+        }
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn courier(&self) -> &Courier {
+        &self.courier
+    }
+
+    pub async fn run(&self, job: Job) {
+        match job {
+            Job::Event { key, event } => {
+                let span = event_span(&event, &key);
+                let _ = self.process_event(&key, &event, 1).instrument(span).await;
+            }
+            Job::Outbound { record } => {
+                self.courier.deliver(&record.id, &record.doc, Origin::Recovered).await;
+            }
+        }
+    }
+
+    /// Gives a queued job's lease back at shutdown so another instance takes it now.
+    pub async fn hand_back(&self, job: Job) {
+        let result = match &job {
+            Job::Event { key, .. } => self.store.release_event(key, Duration::ZERO, None).await,
+            Job::Outbound { record } => {
+                let retry = Settlement::RetryAt {
+                    attempts: record.doc.attempts,
+                    after: Duration::ZERO,
+                    error: "handed back at shutdown".into(),
+                };
+                self.store
+                    .settle_outbound(&record.id, &record.doc, record.doc.attempts, record.doc.route, &retry)
+                    .await
+            }
+        };
+        if let Err(error) = result {
+            tracing::warn!(error = %error, "could not hand work back; its lease will run out");
+        }
+    }
+
+    /// Processes an event; a failure releases it for a later attempt.
+    pub async fn process_event(&self, key: &InboxKey, event: &Event, attempts: u32) -> Result<Processed, StoreError> {
+        match self.try_process(key, event).await {
+            Ok(processed) => {
+                tracing::info!(outcome = processed.as_str(), "event processed");
+                Ok(processed)
+            }
+            Err(error) => {
+                let retry_in = self.retry_backoff.saturating_mul(attempts.max(1));
+                tracing::error!(error = %error, retry_in_ms = retry_in.as_millis() as u64, outcome = "failed", "event processing failed; it will be retried");
+                if let Err(release) = self.store.release_event(key, retry_in, Some(&error.to_string())).await {
+                    tracing::warn!(error = %release, "could not release the event; its lease will run out");
+                }
+                Err(error)
+            }
+        }
+    }
+
+    async fn try_process(&self, key: &InboxKey, event: &Event) -> Result<Processed, StoreError> {
+        match self.engine.decide(event) {
+            Decision::Ignore(reason) => {
+                tracing::info!(reason = %reason, "nothing to do");
+                self.store.mark_event_done(key).await?;
+                Ok(Processed::Ignored)
+            }
+            // Handled when the webhook stored it; nothing to do later.
+            Decision::Unsend { .. } => {
+                self.store.mark_event_done(key).await?;
+                Ok(Processed::TextRemoved)
+            }
+            Decision::Answer(plan) => self.answer(&plan, event, key).await,
+            Decision::CardTap(plan) => self.card_tap(&plan, event, key).await,
+            Decision::Start(plan) => self.start(&plan, event, key).await,
+        }
+    }
+
+    async fn answer(&self, plan: &AnswerPlan, event: &Event, key: &InboxKey) -> Result<Processed, StoreError> {
+        if self.store.legacy_lookup()
+            && self
+                .store
+                .node_answered_legacy(&plan.answer_id, &plan.scenario, &plan.node, &plan.user)
+                .await?
+        {
+            self.store.mark_event_done(key).await?;
+            return Ok(Processed::AlreadyAnswered);
+        }
+        // Keyed by the answer, not the event: whichever delivery records the answer,
+        // its follow-up is one and the same action.
+        let follow_up = Cause { event, key }
+            .action(format!("answer:{}", plan.answer_id), plan, &plan.follow_up)
+            .map(|action| OutboundAction {
+                answer_id: Some(plan.answer_id.clone()),
+                ..action
+            });
+        match self
+            .store
+            .commit_answer(plan, key, &event.webhook_event_id, follow_up.as_ref())
+            .await?
+        {
+            AnswerCommit::AlreadyAnswered => {
+                self.store.mark_event_done(key).await?;
+                Ok(Processed::AlreadyAnswered)
+            }
+            AnswerCommit::Recorded => {
+                self.send(follow_up).await;
+                Ok(Processed::Answered)
+            }
+        }
+    }
+
+    async fn card_tap(&self, plan: &CardTapPlan, event: &Event, key: &InboxKey) -> Result<Processed, StoreError> {
+        let answered = self
+            .store
+            .scenario_answered(&plan.guard.marker_id, &plan.guard.scenario, &plan.user)
+            .await?;
+        let messages: &[Message] = if answered { &[] } else { &plan.messages };
+        let action = Cause { event, key }.action(
+            format!("event:{}", key.as_str()),
+            (&plan.user, &plan.guard.scenario),
+            messages,
+        );
+        match self
+            .store
+            .commit_event_effects(key, Some((&plan.user, FLEX_TAP_TAG)), action.as_ref())
+            .await?
+        {
+            EffectCommit::AlreadyDone => Ok(Processed::AlreadyDone),
+            EffectCommit::Committed => {
+                self.send(action).await;
+                Ok(if answered {
+                    Processed::AlreadyAnswered
+                } else {
+                    Processed::CardTapped
+                })
+            }
+        }
+    }
+
+    async fn start(&self, plan: &StartPlan, event: &Event, key: &InboxKey) -> Result<Processed, StoreError> {
+        if let Some(guard) = &plan.guard
+            && self
+                .store
+                .scenario_answered(&guard.marker_id, &guard.scenario, &plan.user)
+                .await?
+        {
+            self.store.mark_event_done(key).await?;
+            return Ok(Processed::NotRestarted);
+        }
+        let action = Cause { event, key }.action(
+            format!("event:{}", key.as_str()),
+            (&plan.user, &plan.scenario),
+            &plan.messages,
+        );
+        match self.store.commit_event_effects(key, None, action.as_ref()).await? {
+            EffectCommit::AlreadyDone => Ok(Processed::AlreadyDone),
+            EffectCommit::Committed => {
+                self.send(action).await;
+                Ok(Processed::Started)
+            }
+        }
+    }
+
+    async fn send(&self, action: Option<OutboundAction>) {
+        if let Some(action) = action {
+            let doc = self.store.ledger_doc(&action);
+            self.courier.deliver(&action.ledger_id(), &doc, Origin::Fresh).await;
+        }
+    }
+}
+
+/// The event an action answers: where its reply token and correlation ids come from.
+struct Cause<'a> {
+    event: &'a Event,
+    key: &'a InboxKey,
+}
+
+impl Cause<'_> {
+    /// `None` when there is nothing to send.
+    fn action(&self, action_key: String, to: impl Recipient, messages: &[Message]) -> Option<OutboundAction> {
+        if messages.is_empty() {
+            return None;
+        }
+        let (user, scenario) = to.recipient();
+        Some(OutboundAction {
+            action_key,
+            user: user.clone(),
+            messages: messages.to_vec(),
+            reply: reply_context(self.event),
+            scenario: scenario.clone(),
+            webhook_event_id: Some(self.event.webhook_event_id.clone()),
+            inbox_id: Some(self.key.as_str().to_owned()),
+            answer_id: None,
+        })
+    }
+}
+
+/// Who an action goes to, and for which scenario.
+trait Recipient {
+    fn recipient(&self) -> (&LineUserId, &ScenarioId);
+}
+
+impl Recipient for &AnswerPlan {
+    fn recipient(&self) -> (&LineUserId, &ScenarioId) {
+        (&self.user, &self.scenario)
+    }
+}
+
+impl Recipient for (&LineUserId, &ScenarioId) {
+    fn recipient(&self) -> (&LineUserId, &ScenarioId) {
+        (self.0, self.1)
+    }
+}
+
+fn reply_context(event: &Event) -> Option<ReplyContext> {
+    event.reply_token.as_ref().map(|token| ReplyContext {
+        token: token.clone(),
+        event_time_ms: event.timestamp,
+    })
+}
+
+pub fn event_span(event: &Event, key: &InboxKey) -> tracing::Span {
+    tracing::info_span!(
+        "event",
+        event.id = %event.webhook_event_id,
+        event.kind = %event.type_name,
+        event.redelivery = event.delivery_context.is_redelivery,
+        inbox.id = key.as_str(),
+        user.id = event.user_id().unwrap_or("-"),
+    )
+}
