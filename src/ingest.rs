@@ -118,6 +118,11 @@ impl Ingest {
                     queued,
                     "event acknowledged"
                 );
+                if !queued {
+                    // Overloaded or stopping: let any instance's sweeper take it now
+                    // instead of after our lease. If this fails, the lease runs out.
+                    let _ = self.store.release_event(&key, std::time::Duration::ZERO, None).await;
+                }
             }
         }
         Ok(())

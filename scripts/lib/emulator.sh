@@ -43,7 +43,8 @@ start_emulator() {
   java -Duser.language=en -cp "$jar" "$EMULATOR_MAIN_CLASS" start \
     --host=127.0.0.1 --port="$port" >"$EMULATOR_LOG" 2>&1 &
   EMULATOR_PID=$!
-  export EMULATOR_PID FIRESTORE_EMULATOR_HOST="127.0.0.1:$port"
+  # Tests that stop an emulator on purpose start one of their own from this jar.
+  export EMULATOR_PID FIRESTORE_EMULATOR_HOST="127.0.0.1:$port" FIRESTORE_EMULATOR_JAR="$jar"
   local waited=0
   until emulator_answers "$FIRESTORE_EMULATOR_HOST"; do
     if ! kill -0 "$EMULATOR_PID" 2>/dev/null; then

@@ -110,7 +110,7 @@ impl Courier {
                     let reason = "a reply was due when the previous run stopped; it may have been sent".to_owned();
                     return (Settlement::Uncertain(reason), RouteDoc::Reply, doc.attempts);
                 }
-                (Origin::Fresh, Some(token), Some(event_time_ms)) if self.is_fresh(event_time_ms) => {
+                (Origin::Fresh, Some(token), Some(event_time_ms)) if self.reply_is_fresh(event_time_ms) => {
                     match self.client.reply(token, &messages).await {
                         Ok(_) => return (Settlement::Sent, RouteDoc::Reply, doc.attempts + 1),
                         Err(error) if error.certainly_not_sent() => {
@@ -185,7 +185,8 @@ impl Courier {
         }
     }
 
-    fn is_fresh(&self, event_time_ms: i64) -> bool {
+    /// Whether a reply token issued at `event_time_ms` is still safe to use.
+    pub fn reply_is_fresh(&self, event_time_ms: i64) -> bool {
         let age_ms = super::now_ms().saturating_sub(event_time_ms).max(0);
         u128::from(age_ms.unsigned_abs()) < self.policy.reply_token_max_age.as_millis()
     }

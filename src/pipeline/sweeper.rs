@@ -6,6 +6,7 @@ use super::{Job, PipelineSettings, Processor};
 use crate::line::webhook::{Event, EventParse};
 use crate::store::{InboxDoc, InboxKey, Leased, StoreError};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -48,13 +49,13 @@ async fn sweep_events(
 ) -> Result<(), StoreError> {
     let store = processor.store();
     for record in store.expired_events(limit).await? {
+        // Stopping: leave the rest to the other instances.
+        if jobs.is_closed() {
+            return Ok(());
+        }
         let key = InboxKey::from_document_id(record.id.clone());
         if record.doc.attempts >= settings.max_event_attempts {
-            let reason = record
-                .doc
-                .last_error
-                .clone()
-                .unwrap_or_else(|| "processing did not finish".to_owned());
+            let reason = record.doc.last_error.as_deref().unwrap_or("processing did not finish");
             let reason = format!("gave up after {} attempts: {reason}", record.doc.attempts);
             tracing::error!(inbox.id = key.as_str(), event.id = %record.doc.webhook_event_id, reason = %reason, outcome = "parked", "event parked as a dead letter");
             store.park_event(&key, &record.doc, &reason).await?;
@@ -76,10 +77,17 @@ async fn sweep_events(
         tracing::info!(inbox.id = key.as_str(), event.id = %record.doc.webhook_event_id, attempts = record.doc.attempts + 1, "taking over an expired event");
         match stored_event(&record) {
             Ok(event) => {
-                let _ = jobs.try_send(Job::Event {
-                    key,
-                    event: Box::new(event),
-                });
+                if jobs
+                    .try_send(Job::Event {
+                        key: key.clone(),
+                        event: Box::new(event),
+                    })
+                    .is_err()
+                {
+                    // The queue closed (shutdown) or filled up since the sweep began:
+                    // give the lease straight back rather than sit on it.
+                    store.release_event(&key, Duration::ZERO, None).await?;
+                }
             }
             Err(reason) => store.park_event(&key, &record.doc, &reason).await?,
         }
@@ -90,11 +98,16 @@ async fn sweep_events(
 async fn sweep_outbound(processor: &Processor, jobs: &mpsc::Sender<Job>, limit: u32) -> Result<(), StoreError> {
     let store = processor.store();
     for record in store.expired_outbound(limit).await? {
+        if jobs.is_closed() {
+            return Ok(());
+        }
         if store.take_over_outbound(&record).await? {
             tracing::info!(ledger.id = %record.id, attempts = record.doc.attempts, "taking over a pending outbound action");
-            let _ = jobs.try_send(Job::Outbound {
+            if let Err(refused) = jobs.try_send(Job::Outbound {
                 record: Box::new(record),
-            });
+            }) {
+                processor.hand_back(refused.into_inner()).await;
+            }
         }
     }
     Ok(())

@@ -151,7 +151,8 @@ impl Processor {
         }
         // Keyed by the answer, not the event: whichever delivery records the answer,
         // its follow-up is one and the same action.
-        let follow_up = Cause { event, key }
+        let follow_up = self
+            .cause(event, key)
             .action(format!("answer:{}", plan.answer_id), plan, &plan.follow_up)
             .map(|action| OutboundAction {
                 answer_id: Some(plan.answer_id.clone()),
@@ -179,7 +180,7 @@ impl Processor {
             .scenario_answered(&plan.guard.marker_id, &plan.guard.scenario, &plan.user)
             .await?;
         let messages: &[Message] = if answered { &[] } else { &plan.messages };
-        let action = Cause { event, key }.action(
+        let action = self.cause(event, key).action(
             format!("event:{}", key.as_str()),
             (&plan.user, &plan.guard.scenario),
             messages,
@@ -211,7 +212,7 @@ impl Processor {
             self.store.mark_event_done(key).await?;
             return Ok(Processed::NotRestarted);
         }
-        let action = Cause { event, key }.action(
+        let action = self.cause(event, key).action(
             format!("event:{}", key.as_str()),
             (&plan.user, &plan.scenario),
             &plan.messages,
@@ -223,6 +224,13 @@ impl Processor {
                 Ok(Processed::Started)
             }
         }
+    }
+
+    fn cause<'a>(&self, event: &'a Event, key: &'a InboxKey) -> Cause<'a> {
+        // Decided now and recorded with the action: a reply-route entry found
+        // pending after a crash is uncertain, so only a usable token makes one.
+        let reply = reply_context(event).filter(|reply| self.courier.reply_is_fresh(reply.event_time_ms));
+        Cause { event, key, reply }
     }
 
     async fn send(&self, action: Option<OutboundAction>) {
@@ -237,6 +245,8 @@ impl Processor {
 struct Cause<'a> {
     event: &'a Event,
     key: &'a InboxKey,
+    /// The event's reply token, if still fresh enough to be worth a reply.
+    reply: Option<ReplyContext>,
 }
 
 impl Cause<'_> {
@@ -250,7 +260,7 @@ impl Cause<'_> {
             action_key,
             user: user.clone(),
             messages: messages.to_vec(),
-            reply: reply_context(self.event),
+            reply: self.reply.clone(),
             scenario: scenario.clone(),
             webhook_event_id: Some(self.event.webhook_event_id.clone()),
             inbox_id: Some(self.key.as_str().to_owned()),

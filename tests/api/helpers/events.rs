@@ -63,6 +63,12 @@ pub fn postback(user: &str, data: &str) -> Value {
     event
 }
 
+pub fn unsend(user: &str, message_id: &str) -> Value {
+    let mut event = event_from("unsend.json", user);
+    event["unsend"]["messageId"] = Value::from(message_id);
+    event
+}
+
 pub fn follow(user: &str) -> Value {
     event_from("follow.json", user)
 }

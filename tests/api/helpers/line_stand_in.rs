@@ -1,11 +1,13 @@
 //! A local stand-in for the LINE Messaging API. It behaves like LINE where the
 //! service depends on it: reply tokens are single use, a push retry key that was
 //! accepted before answers 409, a wrong access token answers 401. It records
-//! every call, with the status it answered.
+//! every call, with the status it answered and whether the message went out, and
+//! can inject faults: lost acknowledgements, slow answers, 429, refusals.
 
 use serde_json::Value;
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
@@ -17,6 +19,22 @@ pub struct Call {
     pub body: Value,
     pub retry_key: Option<String>,
     pub status: u16,
+    pub at: std::time::Instant,
+    /// Whether the message went out to the user (true for a 500 after accepting).
+    pub accepted: bool,
+}
+
+/// A fault for the next call of a kind.
+#[derive(Debug, Clone)]
+pub enum Fault {
+    /// The message goes out, then LINE answers 500: a lost acknowledgement.
+    AcceptThenFail,
+    /// The message goes out, but the answer comes only after this long.
+    AcceptSlowly(Duration),
+    /// 429 with `Retry-After`; nothing goes out.
+    RateLimit { retry_after_secs: u64 },
+    /// This status; nothing goes out.
+    Refuse(u16),
 }
 
 impl Call {
@@ -37,7 +55,7 @@ impl Call {
     }
 
     pub fn is_accepted(&self) -> bool {
-        self.status == 200
+        self.accepted
     }
 }
 
@@ -46,6 +64,9 @@ struct State {
     calls: Vec<Call>,
     used_reply_tokens: HashSet<String>,
     accepted_retry_keys: HashSet<String>,
+    push_faults: VecDeque<Fault>,
+    reply_faults: VecDeque<Fault>,
+    latency: Duration,
 }
 
 struct LineResponder {
@@ -67,34 +88,59 @@ impl Respond for LineResponder {
             .and_then(|value| value.to_str().ok())
             == Some(&format!("Bearer {ACCESS_TOKEN}"));
         let mut state = self.state.lock().unwrap();
-        let (status, answer) = if !authorized {
-            (401, serde_json::json!({"message": "Authentication failed"}))
-        } else {
-            match path.as_str() {
+        let fault = match path.as_str() {
+            "/v2/bot/message/reply" => state.reply_faults.pop_front(),
+            "/v2/bot/message/push" => state.push_faults.pop_front(),
+            _ => None,
+        };
+        let (mut status, answer, accepted) = match (&fault, authorized) {
+            (_, false) => (401, serde_json::json!({"message": "Authentication failed"}), false),
+            (Some(Fault::RateLimit { .. }), true) => (429, serde_json::json!({"message": "Too many requests"}), false),
+            (Some(Fault::Refuse(status)), true) => (
+                *status,
+                serde_json::json!({"message": "Refused by the stand-in"}),
+                false,
+            ),
+            (_, true) => match path.as_str() {
                 "/v2/bot/message/reply" => {
                     let token = body["replyToken"].as_str().unwrap_or_default().to_owned();
                     if state.used_reply_tokens.insert(token) {
-                        (200, serde_json::json!({"sentMessages": []}))
+                        (200, serde_json::json!({"sentMessages": []}), true)
                     } else {
-                        (400, serde_json::json!({"message": "Invalid reply token"}))
+                        (400, serde_json::json!({"message": "Invalid reply token"}), false)
                     }
                 }
                 "/v2/bot/message/push" => match &retry_key {
-                    Some(key) if !state.accepted_retry_keys.insert(key.clone()) => {
-                        (409, serde_json::json!({"message": "The retry key is already accepted"}))
-                    }
-                    _ => (200, serde_json::json!({"sentMessages": []})),
+                    Some(key) if !state.accepted_retry_keys.insert(key.clone()) => (
+                        409,
+                        serde_json::json!({"message": "The retry key is already accepted"}),
+                        false,
+                    ),
+                    _ => (200, serde_json::json!({"sentMessages": []}), true),
                 },
-                _ => (404, serde_json::json!({"message": "Not found"})),
-            }
+                _ => (404, serde_json::json!({"message": "Not found"}), false),
+            },
         };
+        if accepted && matches!(fault, Some(Fault::AcceptThenFail)) {
+            status = 500;
+        }
         state.calls.push(Call {
             path,
             body,
             retry_key,
             status,
+            at: std::time::Instant::now(),
+            accepted,
         });
         let mut template = ResponseTemplate::new(status).set_body_json(answer);
+        match fault {
+            Some(Fault::AcceptSlowly(delay)) => template = template.set_delay(delay),
+            Some(Fault::RateLimit { retry_after_secs }) => {
+                template = template.insert_header("retry-after", retry_after_secs.to_string().as_str())
+            }
+            _ if !state.latency.is_zero() => template = template.set_delay(state.latency),
+            _ => {}
+        }
         if status == 409 {
             template = template.insert_header("x-line-accepted-request-id", "accepted-request-id");
         }
@@ -120,6 +166,21 @@ impl LineStandIn {
 
     pub fn uri(&self) -> String {
         self.server.uri()
+    }
+
+    /// Faults for the next pushes, in order.
+    pub fn fail_next_pushes(&self, faults: impl IntoIterator<Item = Fault>) {
+        self.state.lock().unwrap().push_faults.extend(faults);
+    }
+
+    /// Faults for the next replies, in order.
+    pub fn fail_next_replies(&self, faults: impl IntoIterator<Item = Fault>) {
+        self.state.lock().unwrap().reply_faults.extend(faults);
+    }
+
+    /// Every answer takes this long (the message goes out at once).
+    pub fn set_latency(&self, latency: Duration) {
+        self.state.lock().unwrap().latency = latency;
     }
 
     pub fn calls(&self) -> Vec<Call> {

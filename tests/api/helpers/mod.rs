@@ -1,9 +1,12 @@
 //! One place that starts the real service against the real emulator and a LINE
 //! stand-in, with a method per endpoint.
 
+pub mod emulator;
 pub mod events;
 pub mod firestore_rest;
 pub mod line_stand_in;
+pub mod process;
+pub mod storm;
 pub mod tcp_proxy;
 
 use firestore_rest::FirestoreRest;
@@ -13,6 +16,7 @@ use line_survey::line::signature;
 use line_survey::startup::Application;
 use serde_json::Value;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub const CHANNEL_SECRET: &str = "test-channel-secret";
@@ -35,6 +39,10 @@ pub struct TestOptions {
     /// Overrides the emulator address (to put a [`tcp_proxy::TcpProxy`] between).
     pub firestore_host: Option<String>,
     pub max_body_bytes: usize,
+    /// Any other setting, changed on top of the test defaults.
+    pub adjust: fn(&mut Config),
+    /// Another app's project and LINE stand-in, to run a second instance beside it.
+    pub beside: Option<(String, Arc<LineStandIn>)>,
 }
 
 impl Default for TestOptions {
@@ -44,6 +52,8 @@ impl Default for TestOptions {
             legacy_answer_lookup: false,
             firestore_host: None,
             max_body_bytes: 256 * 1024,
+            adjust: |_| {},
+            beside: None,
         }
     }
 }
@@ -51,8 +61,9 @@ impl Default for TestOptions {
 pub struct TestApp {
     pub address: String,
     pub http: reqwest::Client,
-    pub line: LineStandIn,
+    pub line: Arc<LineStandIn>,
     pub firestore: FirestoreRest,
+    pub project_id: String,
 }
 
 pub fn fixture_scenarios() -> PathBuf {
@@ -78,6 +89,8 @@ pub fn test_config(project_id: &str, line_uri: &str, options: &TestOptions) -> C
     config.max_body_bytes = options.max_body_bytes;
     config.firestore_timeout = Duration::from_millis(1500);
     config.line_timeout = Duration::from_secs(5);
+    config.sweep_interval = Duration::from_millis(100);
+    (options.adjust)(&mut config);
     config
 }
 
@@ -87,8 +100,10 @@ pub async fn spawn_app() -> TestApp {
 
 pub async fn spawn_app_with(options: TestOptions) -> TestApp {
     line_survey::telemetry::init(LogFormat::Pretty);
-    let line = LineStandIn::start().await;
-    let project_id = new_project_id();
+    let (project_id, line) = match options.beside.clone() {
+        Some(beside) => beside,
+        None => (new_project_id(), Arc::new(LineStandIn::start().await)),
+    };
     let config = test_config(&project_id, &line.uri(), &options);
     let application = Application::build(config).await.expect("the service starts");
     let address = format!("http://127.0.0.1:{}", application.port());
@@ -98,6 +113,7 @@ pub async fn spawn_app_with(options: TestOptions) -> TestApp {
         http: reqwest::Client::new(),
         line,
         firestore: FirestoreRest::new(&emulator_host(), &project_id),
+        project_id,
     }
 }
 
@@ -156,6 +172,32 @@ impl TestApp {
             request = request.header("Idempotency-Key", key);
         }
         request.send().await.expect("service reachable")
+    }
+
+    /// Options for a second instance beside this one (same project, same LINE).
+    pub fn beside(&self) -> TestOptions {
+        TestOptions {
+            beside: Some((self.project_id.clone(), self.line.clone())),
+            ..TestOptions::default()
+        }
+    }
+
+    pub async fn get_admin(&self, path: &str) -> reqwest::Response {
+        self.http
+            .get(format!("{}{path}", self.address))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .expect("service reachable")
+    }
+
+    pub async fn post_admin(&self, path: &str) -> reqwest::Response {
+        self.http
+            .post(format!("{}{path}", self.address))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .expect("service reachable")
     }
 
     pub async fn user_tags(&self, user: &str) -> Vec<String> {

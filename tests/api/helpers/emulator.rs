@@ -1,0 +1,88 @@
+//! A Firestore emulator of the test's own, which the test may stop (SIGSTOP) and
+//! resume (SIGCONT) without disturbing the shared one.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct DedicatedEmulator {
+    child: Child,
+    pub host: String,
+}
+
+/// The emulator's jar: `FIRESTORE_EMULATOR_JAR` (set by scripts/test.sh) or the
+/// usual install location.
+fn jar() -> String {
+    std::env::var("FIRESTORE_EMULATOR_JAR").unwrap_or_else(|_| {
+        "/usr/lib/google-cloud-sdk/platform/cloud-firestore-emulator/cloud-firestore-emulator.jar".to_owned()
+    })
+}
+
+impl DedicatedEmulator {
+    pub async fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("java")
+            .args([
+                "-Duser.language=en",
+                "-cp",
+                &jar(),
+                "com.google.cloud.datastore.emulator.firestore.CloudFirestore",
+            ])
+            .args(["start", "--host=127.0.0.1", &format!("--port={port}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("java runs the emulator");
+        let emulator = Self {
+            child,
+            host: format!("127.0.0.1:{port}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let client = reqwest::Client::new();
+        loop {
+            if let Ok(response) = client.get(format!("http://{}/", emulator.host)).send().await
+                && response.text().await.unwrap_or_default().trim() == "Ok"
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the dedicated emulator did not start");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // A cold emulator is slow for its first operations: warm it up.
+        let warm = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/warm_emulator.py");
+        let status = Command::new("python3")
+            .args([warm, &emulator.host, "400"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        emulator
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Freezes the emulator: connections stay open, nothing answers.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+}
+
+impl Drop for DedicatedEmulator {
+    fn drop(&mut self) {
+        self.resume();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,65 @@
+//! Firestore stopped in mid-run: the webhook answers 5xx meanwhile; once it is
+//! back, redelivered events are processed exactly once.
+
+use crate::helpers::emulator::DedicatedEmulator;
+use crate::helpers::firestore_rest::FirestoreRest;
+use crate::helpers::line_stand_in::LineStandIn;
+use crate::helpers::process::ServiceProcess;
+use crate::helpers::storm::{Storm, effects, exactly_once, post_event};
+use crate::helpers::{events, new_project_id};
+use std::time::Duration;
+
+#[tokio::test]
+async fn a_stopped_firestore_gets_5xx_and_redeliveries_are_processed_once_when_it_is_back() {
+    let emulator = DedicatedEmulator::start().await;
+    let project = new_project_id();
+    let line = LineStandIn::start().await;
+    let firestore = FirestoreRest::new(&emulator.host, &project);
+    let storm = Storm::new(20);
+    let settings = [
+        ("REPLY_TOKEN_MAX_AGE_SECS", "0"),
+        ("FIRESTORE_TIMEOUT_MS", "500"),
+        ("LEASE_MS", "1500"),
+    ];
+    let service = ServiceProcess::start_with_firestore(&project, &line.uri(), &emulator.host, &settings).await;
+    let client = reqwest::Client::new();
+    for event in &storm.starts {
+        assert_eq!(post_event(&client, &service.address, event).await.unwrap(), 200);
+    }
+    firestore.settled(Duration::from_secs(30)).await;
+
+    // Half the taps with Firestore up, the rest while it is stopped.
+    let (before, during) = storm.taps.split_at(storm.taps.len() / 2);
+    let mut redeliver = Vec::new();
+    for event in before {
+        if post_event(&client, &service.address, event).await.unwrap() != 200 {
+            redeliver.push(event.clone());
+        }
+    }
+    emulator.pause();
+    let mut refused = 0;
+    for event in during {
+        let status = post_event(&client, &service.address, event).await.unwrap();
+        assert!(
+            status == 503,
+            "while Firestore is stopped the webhook answers 503, not {status}"
+        );
+        refused += 1;
+        redeliver.push(event.clone());
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    emulator.resume();
+
+    for event in &redeliver {
+        let status = post_event(&client, &service.address, &events::redelivered(event))
+            .await
+            .unwrap();
+        assert_eq!(status, 200);
+    }
+    firestore.settled(Duration::from_secs(60)).await;
+
+    assert!(refused > 0);
+    for (user, got) in effects(&storm, &firestore, &line).await {
+        assert_eq!(got, exactly_once(), "{user}");
+    }
+}

@@ -1,0 +1,206 @@
+//! Crash recovery, several instances and graceful shutdown, with the real binary
+//! as separate processes against one emulator and one LINE stand-in.
+
+use crate::helpers::firestore_rest::FirestoreRest;
+use crate::helpers::line_stand_in::LineStandIn;
+use crate::helpers::process::ServiceProcess;
+use crate::helpers::storm::{Storm, effects, exactly_once, post_event};
+use crate::helpers::{emulator_host, events, new_project_id};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use std::time::{Duration, Instant};
+
+const IN_FLIGHT: usize = 16;
+
+/// Sends every event (to the address `route` picks), at most 16 at once, and
+/// returns the events the service did not acknowledge with 200.
+async fn send_all(events: &[serde_json::Value], route: impl Fn(usize) -> String) -> Vec<serde_json::Value> {
+    let client = reqwest::Client::new();
+    let unacknowledged: Vec<_> = futures::stream::iter(events.iter().enumerate())
+        .map(|(index, event)| {
+            let (client, address) = (&client, route(index));
+            async move {
+                match post_event(client, &address, event).await {
+                    Ok(200) => None,
+                    _ => Some(event.clone()),
+                }
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .collect()
+        .await;
+    unacknowledged.into_iter().flatten().collect()
+}
+
+#[tokio::test]
+async fn a_process_killed_mid_storm_loses_no_acknowledged_event_and_doubles_nothing() {
+    let project = new_project_id();
+    let line = LineStandIn::start().await;
+    // Slow LINE answers keep work in flight when the process dies.
+    line.set_latency(Duration::from_millis(30));
+    let firestore = FirestoreRest::new(&emulator_host(), &project);
+    let storm = Storm::new(60);
+    let mut first = ServiceProcess::start(&project, &line.uri(), &[]).await;
+    assert!(send_all(&storm.starts, |_| first.address.clone()).await.is_empty());
+    firestore.settled(Duration::from_secs(30)).await;
+
+    // The taps, killing the process with SIGKILL once a third are acknowledged.
+    let client = reqwest::Client::new();
+    let mut pending = storm.taps.iter();
+    let mut running = FuturesUnordered::new();
+    let mut unacknowledged = Vec::new();
+    let mut acknowledged = 0;
+    let mut killed = false;
+    loop {
+        while running.len() < IN_FLIGHT
+            && let Some(event) = pending.next()
+        {
+            let (client, address) = (client.clone(), first.address.clone());
+            running.push(async move { (event.clone(), post_event(&client, &address, event).await) });
+        }
+        let Some((event, result)) = running.next().await else {
+            break;
+        };
+        match result {
+            Ok(200) => acknowledged += 1,
+            _ => unacknowledged.push(event),
+        }
+        if !killed && acknowledged >= storm.taps.len() / 3 {
+            first.kill();
+            killed = true;
+        }
+    }
+    assert!(killed && !unacknowledged.is_empty(), "the kill happened mid-storm");
+
+    // A new process; LINE redelivers what was not acknowledged.
+    let second = ServiceProcess::start(&project, &line.uri(), &[]).await;
+    let redeliveries: Vec<_> = unacknowledged.iter().map(events::redelivered).collect();
+    assert!(send_all(&redeliveries, |_| second.address.clone()).await.is_empty());
+    firestore.settled(Duration::from_secs(60)).await;
+
+    let mut uncertain = 0;
+    for (user, got) in effects(&storm, &firestore, &line).await {
+        // A reply that was in flight when the process died cannot be known to have
+        // arrived: it is marked uncertain (for an operator) and never resent.
+        uncertain += got.uncertain;
+        let expected = exactly_once();
+        assert_eq!(got.answers, 1, "{user}: {got:?}");
+        assert_eq!(got.tags, expected.tags, "{user}: {got:?}");
+        assert_eq!(got.starts_received, 1, "{user}: {got:?}");
+        assert!(
+            got.follow_ups_received <= 1,
+            "{user}: a follow-up arrived twice: {got:?}"
+        );
+        // Uncertain means "may have arrived": either it did, or an operator sees it.
+        assert!(
+            got.follow_ups_received == 1 || got.uncertain == 1,
+            "{user}: follow-up silently lost: {got:?}"
+        );
+    }
+    println!(
+        "{} taps, {} unacknowledged at the kill, {uncertain} uncertain replies",
+        storm.taps.len(),
+        unacknowledged.len()
+    );
+}
+
+#[tokio::test]
+async fn with_pushes_a_killed_process_is_recovered_exactly_once() {
+    let project = new_project_id();
+    let line = LineStandIn::start().await;
+    line.set_latency(Duration::from_millis(30));
+    let firestore = FirestoreRest::new(&emulator_host(), &project);
+    let storm = Storm::new(40);
+    // Reply tokens are never used: every send is a push with a retry key.
+    let push_only = [("REPLY_TOKEN_MAX_AGE_SECS", "0")];
+    let mut first = ServiceProcess::start(&project, &line.uri(), &push_only).await;
+    assert!(send_all(&storm.starts, |_| first.address.clone()).await.is_empty());
+    firestore.settled(Duration::from_secs(30)).await;
+
+    let half = storm.taps.len() / 2;
+    let mut unacknowledged = send_all(&storm.taps[..half], |_| first.address.clone()).await;
+    // Killed right after acknowledging: its queue and its sends are cut short.
+    first.kill();
+    unacknowledged.extend(storm.taps[half..].iter().cloned());
+
+    let second = ServiceProcess::start(&project, &line.uri(), &push_only).await;
+    let redeliveries: Vec<_> = unacknowledged.iter().map(events::redelivered).collect();
+    assert!(send_all(&redeliveries, |_| second.address.clone()).await.is_empty());
+    firestore.settled(Duration::from_secs(60)).await;
+
+    for (user, got) in effects(&storm, &firestore, &line).await {
+        assert_eq!(got, exactly_once(), "{user}");
+    }
+}
+
+#[tokio::test]
+async fn three_instances_sharing_a_duplicate_storm_act_exactly_once() {
+    let project = new_project_id();
+    let line = LineStandIn::start().await;
+    let firestore = FirestoreRest::new(&emulator_host(), &project);
+    let storm = Storm::new(60);
+    let settings = [("LEASE_MS", "10000")];
+    let instances = [
+        ServiceProcess::start(&project, &line.uri(), &settings).await,
+        ServiceProcess::start(&project, &line.uri(), &settings).await,
+        ServiceProcess::start(&project, &line.uri(), &settings).await,
+    ];
+    let spread = |index: usize| instances[index % 3].address.clone();
+
+    assert!(send_all(&storm.starts, spread).await.is_empty());
+    firestore.settled(Duration::from_secs(30)).await;
+    // The taps shuffled, each to the next instance: duplicates of one user's tap
+    // (and the redelivery) land on different instances at the same time.
+    assert!(send_all(&storm.taps, spread).await.is_empty());
+    firestore.settled(Duration::from_secs(30)).await;
+
+    for (user, got) in effects(&storm, &firestore, &line).await {
+        assert_eq!(got, exactly_once(), "{user}");
+    }
+    assert_eq!(firestore.count("webhook_inbox").await, storm.users.len() * 4);
+}
+
+#[tokio::test]
+async fn sigterm_hands_queued_work_back_and_another_instance_finishes_it() {
+    let project = new_project_id();
+    let line = LineStandIn::start().await;
+    line.set_latency(Duration::from_millis(300));
+    let firestore = FirestoreRest::new(&emulator_host(), &project);
+    // A lease far longer than the test: only handing work back lets it finish.
+    let settings = [
+        ("LEASE_MS", "120000"),
+        ("WORKER_COUNT", "2"),
+        ("SHUTDOWN_GRACE_MS", "4000"),
+    ];
+    let mut first = ServiceProcess::start(&project, &line.uri(), &settings).await;
+    let users: Vec<String> = (0..20).map(|_| events::new_user()).collect();
+    let news: Vec<_> = users.iter().map(|user| events::text(user, "news")).collect();
+    assert!(send_all(&news, |_| first.address.clone()).await.is_empty());
+
+    let stopping = Instant::now();
+    first.terminate();
+    let status = first
+        .wait_exit(Duration::from_secs(8))
+        .await
+        .expect("the process exits within its grace period");
+    assert!(status.success(), "clean exit: {status}; log: {}", first.log_text());
+    assert!(
+        stopping.elapsed() < Duration::from_secs(5),
+        "stopped in {:?}",
+        stopping.elapsed()
+    );
+    let sent_before_stop = line.accepted().len();
+    assert!(sent_before_stop < users.len(), "some work was still queued at SIGTERM");
+
+    let second = ServiceProcess::start(&project, &line.uri(), &settings).await;
+    firestore.settled(Duration::from_secs(30)).await;
+    drop(second);
+
+    let news_text = "Today's news: the cafeteria has a new menu.";
+    assert_eq!(
+        line.accepted_with_text(news_text),
+        users.len(),
+        "every user got the news once"
+    );
+    assert!(first.log_text().contains("handed back"), "log: {}", first.log_text());
+}
