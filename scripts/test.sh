@@ -12,8 +12,8 @@ trap stop_emulator EXIT INT TERM
 python3 scripts/warm_emulator.py "$FIRESTORE_EMULATOR_HOST"
 
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --all-targets "$@"
+  cargo nextest run --lib --bins --tests "$@"
 else
   echo "cargo-nextest not found; using cargo test" >&2
-  cargo test --all-targets "$@"
+  cargo test --lib --bins --tests "$@"
 fi

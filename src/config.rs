@@ -36,6 +36,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Names this process in leases; unique per process by default.
     pub instance_id: String,
+    /// Threads serving HTTP; the pipeline runs on the main runtime beside them.
+    pub http_workers: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,8 +141,14 @@ impl Config {
             max_send_attempts: parse(&get, "MAX_SEND_ATTEMPTS", 6)?,
             shutdown_grace: Duration::from_millis(parse(&get, "SHUTDOWN_GRACE_MS", 8_000)?),
             instance_id: get("INSTANCE_ID").unwrap_or_else(default_instance_id),
+            http_workers: parse(&get, "HTTP_WORKERS", default_http_workers())?,
         })
     }
+}
+
+/// One per CPU, as actix-web does by default.
+fn default_http_workers() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
 /// `{pid}-{random}`: unique per process, short enough to read in a document.

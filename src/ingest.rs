@@ -6,7 +6,9 @@
 
 use crate::engine::{Decision, Engine};
 use crate::line::webhook::{Envelope, Event, EventKind, EventParse, MessageContent};
+use crate::metrics::Metrics;
 use crate::pipeline::{Job, Pipeline};
+use crate::store::round_trips::counted;
 use crate::store::{Claim, InboxKey, NewEvent, Store, StoreError};
 use std::sync::Arc;
 use tracing::Instrument;
@@ -16,6 +18,12 @@ pub struct Ingest {
     engine: Engine,
     store: Store,
     pipeline: Arc<Pipeline>,
+}
+
+impl Ingest {
+    fn metrics(&self) -> &Metrics {
+        self.pipeline.processor().metrics()
+    }
 }
 
 /// Some events could not be stored; LINE should deliver the request again.
@@ -105,12 +113,17 @@ impl Ingest {
             message_id,
             payload: raw.to_string(),
         };
-        match self.store.claim_event(&key, new).await? {
-            Claim::Duplicate => tracing::info!(inbox.id = key.as_str(), outcome = "duplicate", "event acknowledged"),
+        let (claim, round_trips) = counted(self.store.claim_event(&key, new)).await;
+        match claim? {
+            Claim::Duplicate => {
+                self.metrics().record("redelivery", round_trips);
+                tracing::info!(inbox.id = key.as_str(), outcome = "duplicate", "event acknowledged")
+            }
             Claim::Claimed => {
                 let queued = self.pipeline.submit(Job::Event {
                     key: key.clone(),
                     event: Box::new(event),
+                    claim_round_trips: Some(round_trips),
                 });
                 tracing::info!(
                     inbox.id = key.as_str(),

@@ -21,6 +21,7 @@ pub mod http;
 pub mod ids;
 pub mod ingest;
 pub mod line;
+pub mod metrics;
 pub mod outbound;
 pub mod pipeline;
 pub mod scenario;

@@ -6,6 +6,7 @@ use crate::engine::Engine;
 use crate::http::{AppState, admin, health, webhook};
 use crate::ingest::Ingest;
 use crate::line::client::LineClient;
+use crate::metrics::Metrics;
 use crate::outbound::{Courier, RetryPolicy};
 use crate::pipeline::{Pipeline, PipelineSettings, Processor};
 use crate::scenario::load_dir;
@@ -67,6 +68,7 @@ impl Application {
             engine.clone(),
             store.clone(),
             courier,
+            Arc::new(Metrics::default()),
             Duration::from_millis(500),
         ));
         let pipeline = Pipeline::start(
@@ -113,6 +115,7 @@ impl Application {
                         web::post().to(admin::send::send_scenario),
                     )
                     .route("/admin/dead-letters", web::get().to(admin::dead_letters::list))
+                    .route("/admin/metrics", web::get().to(admin::metrics))
                     .route(
                         "/admin/dead-letters/{id}/replay",
                         web::post().to(admin::dead_letters::replay),
@@ -123,6 +126,7 @@ impl Application {
             }))
         })
         // Signals are handled in `run_until_stopped`, which also stops the pipeline.
+        .workers(config.http_workers)
         .disable_signals()
         .shutdown_timeout(config.shutdown_grace.as_secs().max(1))
         .listen(listener)?

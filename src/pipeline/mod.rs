@@ -23,7 +23,13 @@ use tokio_util::sync::CancellationToken;
 /// One unit of work.
 pub enum Job {
     /// A stored event to process.
-    Event { key: InboxKey, event: Box<Event> },
+    Event {
+        key: InboxKey,
+        event: Box<Event>,
+        /// Firestore round trips spent storing it, for the metrics; `None` when
+        /// this instance did not store it (a recovery).
+        claim_round_trips: Option<u32>,
+    },
     /// A recorded outbound action to send (recovered or replayed).
     Outbound { record: Box<Leased<LedgerDoc>> },
 }
@@ -88,7 +94,11 @@ impl Pipeline {
         self.shutdown.cancel();
         let tasks = std::mem::take(&mut *self.tasks.lock().await);
         let all = futures::future::join_all(tasks);
-        if tokio::time::timeout(grace, all).await.is_err() {
+        let flushed = async {
+            all.await;
+            self.processor.store().flush_settles().await;
+        };
+        if tokio::time::timeout(grace, flushed).await.is_err() {
             tracing::warn!(
                 grace_ms = grace.as_millis() as u64,
                 "work still running at the end of the grace period; its leases will run out"

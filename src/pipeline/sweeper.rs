@@ -81,6 +81,7 @@ async fn sweep_events(
                     .try_send(Job::Event {
                         key: key.clone(),
                         event: Box::new(event),
+                        claim_round_trips: None,
                     })
                     .is_err()
                 {

@@ -7,8 +7,11 @@ use crate::engine::{AnswerPlan, CardTapPlan, Decision, Engine, FLEX_TAP_TAG, Sta
 use crate::ids::{LineUserId, ScenarioId};
 use crate::line::messages::Message;
 use crate::line::webhook::Event;
+use crate::metrics::Metrics;
 use crate::outbound::{Courier, Origin, OutboundAction, ReplyContext};
+use crate::store::round_trips::counted;
 use crate::store::{AnswerCommit, EffectCommit, InboxKey, Settlement, Store, StoreError};
+use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument;
 
@@ -18,9 +21,14 @@ pub enum Processed {
     Ignored,
     Answered,
     AlreadyAnswered,
+    /// A trigger started a scenario that has a survey (after its guard read).
+    StartedGuarded,
+    /// A trigger started a scenario without survey nodes (no guard read).
     Started,
     NotRestarted,
     CardTapped,
+    /// A card tap by a user who had answered: tagged, not restarted.
+    CardTapAnswered,
     /// Another run of the same event committed first.
     AlreadyDone,
     TextRemoved,
@@ -31,12 +39,28 @@ impl Processed {
         match self {
             Processed::Ignored => "ignored",
             Processed::Answered => "answered",
-            Processed::AlreadyAnswered => "already_answered",
-            Processed::Started => "started",
+            Processed::AlreadyAnswered | Processed::CardTapAnswered => "already_answered",
+            Processed::StartedGuarded | Processed::Started => "started",
             Processed::NotRestarted => "not_restarted",
             Processed::CardTapped => "card_tapped",
             Processed::AlreadyDone => "already_done",
             Processed::TextRemoved => "text_removed",
+        }
+    }
+
+    /// The event kind the metrics count it under.
+    pub fn metric_kind(self) -> &'static str {
+        match self {
+            Processed::Answered => "first_answer",
+            Processed::AlreadyAnswered => "repeated_tap",
+            Processed::StartedGuarded => "text_trigger_unanswered_survey",
+            Processed::Started => "text_trigger_without_survey",
+            Processed::NotRestarted => "text_trigger_answered_survey",
+            Processed::CardTapped => "flex_tap_starting_survey",
+            Processed::CardTapAnswered => "flex_tap_after_answer",
+            Processed::Ignored => "ignored",
+            Processed::AlreadyDone => "already_done",
+            Processed::TextRemoved => "unsend",
         }
     }
 }
@@ -45,18 +69,24 @@ pub struct Processor {
     engine: Engine,
     store: Store,
     courier: Courier,
+    metrics: Arc<Metrics>,
     /// Wait before a failed event is retried (grows with its attempts).
     retry_backoff: Duration,
 }
 
 impl Processor {
-    pub fn new(engine: Engine, store: Store, courier: Courier, retry_backoff: Duration) -> Self {
+    pub fn new(engine: Engine, store: Store, courier: Courier, metrics: Arc<Metrics>, retry_backoff: Duration) -> Self {
         Self {
             engine,
             store,
             courier,
+            metrics,
             retry_backoff,
         }
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     pub fn engine(&self) -> &Engine {
@@ -73,9 +103,17 @@ impl Processor {
 
     pub async fn run(&self, job: Job) {
         match job {
-            Job::Event { key, event } => {
+            Job::Event {
+                key,
+                event,
+                claim_round_trips,
+            } => {
                 let span = event_span(&event, &key);
-                let _ = self.process_event(&key, &event, 1).instrument(span).await;
+                let (result, round_trips) = counted(self.process_event(&key, &event, 1).instrument(span)).await;
+                // Counted for events whose whole life this instance saw (not recoveries).
+                if let (Ok(processed), Some(claim)) = (result, claim_round_trips) {
+                    self.metrics.record(processed.metric_kind(), claim + round_trips);
+                }
             }
             Job::Outbound { record } => {
                 self.courier.deliver(&record.id, &record.doc, Origin::Recovered).await;
@@ -194,7 +232,7 @@ impl Processor {
             EffectCommit::Committed => {
                 self.send(action).await;
                 Ok(if answered {
-                    Processed::AlreadyAnswered
+                    Processed::CardTapAnswered
                 } else {
                     Processed::CardTapped
                 })
@@ -221,7 +259,11 @@ impl Processor {
             EffectCommit::AlreadyDone => Ok(Processed::AlreadyDone),
             EffectCommit::Committed => {
                 self.send(action).await;
-                Ok(Processed::Started)
+                Ok(if plan.guard.is_some() {
+                    Processed::StartedGuarded
+                } else {
+                    Processed::Started
+                })
             }
         }
     }

@@ -43,6 +43,7 @@ impl Store {
     }
 
     async fn exists(&self, collection: &str, id: &str) -> Result<bool, StoreError> {
+        super::round_trips::count();
         let found = self
             .db
             .fluent()
@@ -63,6 +64,7 @@ impl Store {
         node: Option<&NodeId>,
         user: &LineUserId,
     ) -> Result<bool, StoreError> {
+        super::round_trips::count();
         let found = self
             .db
             .fluent()

@@ -114,9 +114,11 @@ impl Store {
     }
 
     /// Marks an event done that had no effect (already answered, not restarted).
+    /// Queued with the batched settles (see `settler`): the event had no effect,
+    /// so running it again (if the batch were lost) could not double anything.
     pub async fn mark_event_done(&self, key: &InboxKey) -> Result<(), StoreError> {
-        let write = self.inbox_done_write(key)?;
-        self.commit_settling(vec![write]).await
+        self.settler.submit(self.inbox_done_write(key)?);
+        Ok(())
     }
 
     /// Gives the lease back after `retry_in`: a failed attempt is retried by the

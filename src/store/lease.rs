@@ -33,6 +33,7 @@ impl Store {
         collection: &str,
         limit: u32,
     ) -> Result<Vec<Leased<T>>, StoreError> {
+        super::round_trips::count();
         let now = FirestoreInstant::now();
         let documents = self
             .db
@@ -58,6 +59,7 @@ impl Store {
         collection: &str,
         id: &str,
     ) -> Result<Option<Leased<T>>, StoreError> {
+        super::round_trips::count();
         let found = self
             .db
             .fluent()

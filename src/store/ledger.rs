@@ -156,7 +156,13 @@ impl Store {
             &["replyToken"]
         };
         let path = self.document_path(OUTBOUND_LEDGER, ledger_id);
-        let mut writes = vec![if_exists(merge_deleting(path, &change, delete, Vec::new())?)];
+        let settle = if_exists(merge_deleting(path, &change, delete, Vec::new())?);
+        if matches!(settlement, Settlement::Sent) {
+            // The common case goes with the batched settles (see `settler`).
+            self.settler.submit(settle);
+            return Ok(());
+        }
+        let mut writes = vec![settle];
         if let (Some(kind), Some(reason)) = (letter, error) {
             let dead = DeadLetterDoc {
                 kind,

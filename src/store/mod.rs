@@ -13,6 +13,8 @@ mod guards;
 mod inbox;
 mod lease;
 mod ledger;
+pub mod round_trips;
+mod settler;
 mod writes;
 
 pub use answers::{AnswerCommit, EffectCommit};
@@ -23,6 +25,7 @@ pub use ledger::{Recorded, Settlement};
 
 use firestore::errors::FirestoreError;
 use firestore::{FirestoreDb, FirestoreDbOptions};
+use settler::Settler;
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +59,7 @@ pub struct StoreOptions {
 pub struct Store {
     db: FirestoreDb,
     options: StoreOptions,
+    settler: Settler,
 }
 
 impl Store {
@@ -69,7 +73,18 @@ impl Store {
             db_options = db_options.with_firebase_api_url(format!("http://{host}"));
         }
         let db = FirestoreDb::with_options(db_options).await?;
-        Ok(Self { db, options })
+        let settler = Settler::start(db.clone(), options.request_timeout);
+        Ok(Self { db, options, settler })
+    }
+
+    /// Sends the settles still queued (at shutdown).
+    pub async fn flush_settles(&self) {
+        self.settler.flush().await;
+    }
+
+    /// Batched settle RPCs sent and the writes they carried.
+    pub fn settle_counts(&self) -> (u64, u64) {
+        self.settler.counts()
     }
 
     pub fn db(&self) -> &FirestoreDb {

@@ -136,6 +136,7 @@ fn integer_value(value: i64) -> v1::Value {
 impl Store {
     /// One `Commit` RPC without a transaction: atomic, one round trip.
     pub(super) async fn commit(&self, writes: Vec<Write>) -> Result<CommitResponse, CommitError> {
+        super::round_trips::count();
         let request = CommitRequest {
             database: self.db.get_database_path().clone(),
             writes,

@@ -13,5 +13,6 @@ mod inbox;
 mod outage;
 mod outbound;
 mod recovery;
+mod round_trips;
 mod rules;
 mod scenarios;

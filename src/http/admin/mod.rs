@@ -60,6 +60,17 @@ fn authorized(request: &HttpRequest, expected: &str) -> bool {
     presented.ct_eq(&expected).into()
 }
 
+/// `GET /admin/metrics`: events handled and the Firestore round trips they cost,
+/// per kind of event, since the process started.
+pub async fn metrics(request: HttpRequest, state: actix_web::web::Data<AppState>) -> Result<HttpResponse, AdminError> {
+    require_admin(&request, &state)?;
+    let (batches, writes) = state.processor.store().settle_counts();
+    Ok(HttpResponse::Ok().json(serde_json::json!({
+        "kinds": state.processor.metrics().snapshot(),
+        "batchedSettles": { "batches": batches, "writes": writes },
+    })))
+}
+
 /// Lets the request through only with the right bearer token.
 pub fn require_admin(request: &HttpRequest, state: &AppState) -> Result<(), AdminError> {
     let expected = state.admin_token.as_deref().ok_or(AdminError::Unauthorized)?;

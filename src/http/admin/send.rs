@@ -129,6 +129,9 @@ pub async fn send_scenario(
         .buffered(SEND_CONCURRENCY)
         .collect()
         .await;
+    // Settles are batched; the caller may retry right after this answer and must
+    // then find every push recorded as sent.
+    state.processor.store().flush_settles().await;
 
     let failed = results.iter().filter(|result| result.result == "failed").count();
     let response = SendResponse {

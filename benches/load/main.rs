@@ -1,0 +1,346 @@
+//! The load benchmark. Run it with `./scripts/bench.sh` (which starts a fresh
+//! Firestore emulator); options: `--users N` (default 500), `--in-flight 32,64`.
+//!
+//! Per level of requests in flight it measures the emulator's raw capacity, then
+//! starts the release binary and drives: every user starts the lunch survey with
+//! a text message; then every user taps the first choice three times plus one
+//! redelivery of the first tap, all shuffled. It reports events per second,
+//! acknowledgement latency, CPU per event, peak RSS, start-up time and Firestore
+//! round trips per kind of event, and fails when any effect is missing or doubled.
+
+mod driver;
+mod events;
+mod raw;
+mod service;
+mod stand_in;
+
+use driver::{quantile, send_all};
+use firestore::{FirestoreDb, FirestoreDbOptions};
+use serde_json::Value;
+use service::{CHANNEL_SECRET, Service};
+use stand_in::{Received, StandIn};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+const RAW_CREATES: usize = 4000;
+
+struct Args {
+    users: usize,
+    levels: Vec<usize>,
+    /// Extra settings for the service, `--set NAME=VALUE` (e.g. WORKER_COUNT=8).
+    settings: Vec<(String, String)>,
+}
+
+fn args() -> Args {
+    let mut args = Args {
+        users: 500,
+        levels: vec![32, 64],
+        settings: Vec::new(),
+    };
+    let mut raw = std::env::args().skip(1);
+    while let Some(arg) = raw.next() {
+        match arg.as_str() {
+            "--users" => args.users = raw.next().and_then(|n| n.parse().ok()).expect("--users N"),
+            "--in-flight" => {
+                args.levels = raw
+                    .next()
+                    .map(|list| list.split(',').map(|n| n.parse().expect("--in-flight 32,64")).collect())
+                    .expect("--in-flight 32,64")
+            }
+            "--set" => {
+                let setting = raw.next().expect("--set NAME=VALUE");
+                let (name, value) = setting.split_once('=').expect("--set NAME=VALUE");
+                args.settings.push((name.to_owned(), value.to_owned()));
+            }
+            // `cargo bench` passes `--bench` to every benchmark.
+            "--bench" => {}
+            other => panic!("unknown argument {other}; use --users N --in-flight 32,64 --set NAME=VALUE"),
+        }
+    }
+    args
+}
+
+/// Waits until the stand-in accepted `expected` calls in all; false on timeout.
+async fn wait_for_calls(stand_in: &StandIn, expected: u64, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while stand_in.accepted_calls() < expected {
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    true
+}
+
+fn register(stand_in: &StandIn, events: &[Value]) {
+    for event in events {
+        stand_in.register_token(
+            event["replyToken"].as_str().unwrap(),
+            event["source"]["userId"].as_str().unwrap(),
+        );
+    }
+}
+
+fn machine() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned());
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    format!("{} cores, {}", cores, model.unwrap_or_else(|| "unknown CPU".into()))
+}
+
+struct LevelReport {
+    in_flight: usize,
+    raw_creates_per_s: f64,
+    raw_p50: Duration,
+    raw_p99: Duration,
+    events_per_s: f64,
+    p50: Duration,
+    p99: Duration,
+    max: Duration,
+    cpu_ms_per_event: f64,
+    peak_rss_mib: f64,
+    startup: Duration,
+    problems: Vec<String>,
+    round_trips: Value,
+}
+
+async fn run_level(emulator: &str, stand_in: &StandIn, line_url: &str, args: &Args, in_flight: usize) -> LevelReport {
+    let users = args.users;
+    let raw = raw::creates(emulator, in_flight, RAW_CREATES).await;
+    let project = format!("bench-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let service = Service::start(&project, emulator, line_url, &args.settings).await;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(in_flight)
+        .build()
+        .unwrap();
+    let base_calls = stand_in.accepted_calls();
+    let mut problems = Vec::new();
+
+    let user_ids: Vec<String> = (0..users).map(|_| events::new_user()).collect();
+    let starts: Vec<Value> = user_ids.iter().map(|user| events::text(user, "lunch")).collect();
+    let mut taps = Vec::new();
+    for user in &user_ids {
+        let first = events::answer(user);
+        taps.push(events::redelivered(&first));
+        taps.push(first);
+        taps.push(events::answer(user));
+        taps.push(events::answer(user));
+    }
+    events::shuffle(&mut taps);
+    register(stand_in, &starts);
+    register(stand_in, &taps);
+
+    let cpu_before = service.cpu_time();
+    let started = send_all(&client, &service.address, CHANNEL_SECRET, &starts, in_flight).await;
+    if !wait_for_calls(stand_in, base_calls + users as u64, Duration::from_secs(120)).await {
+        problems.push("not every survey start was sent".into());
+    }
+    let storm_began = Instant::now();
+    let stormed = send_all(&client, &service.address, CHANNEL_SECRET, &taps, in_flight).await;
+    if !wait_for_calls(stand_in, base_calls + 2 * users as u64, Duration::from_secs(120)).await {
+        problems.push("not every follow-up was sent".into());
+    }
+    let storm_elapsed = storm_began.elapsed();
+    // Anything sent twice would show up now.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let cpu_used = service.cpu_time() - cpu_before;
+    let events_sent = starts.len() + taps.len();
+    if started.failures + stormed.failures > 0 {
+        problems.push(format!(
+            "{} webhook requests were not acknowledged",
+            started.failures + stormed.failures
+        ));
+    }
+    problems.extend(check_effects(emulator, &project, stand_in, &user_ids).await);
+
+    // A few events of each remaining kind, for the round-trip table.
+    let probes = users.min(50);
+    let fresh: Vec<String> = (0..probes).map(|_| events::new_user()).collect();
+    let mut probe_events = Vec::new();
+    for user in &user_ids[..probes] {
+        probe_events.push(events::text(user, "lunch"));
+        probe_events.push(events::text(user, "news"));
+        probe_events.push(events::card_tap(user));
+    }
+    for user in &fresh {
+        probe_events.push(events::card_tap(user));
+    }
+    register(stand_in, &probe_events);
+    let before_probes = stand_in.accepted_calls();
+    send_all(&client, &service.address, CHANNEL_SECRET, &probe_events, in_flight).await;
+    // News for the answered users, the survey for the fresh ones.
+    if !wait_for_calls(stand_in, before_probes + 2 * probes as u64, Duration::from_secs(60)).await {
+        problems.push("not every probe was answered".into());
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let mut latencies: Vec<Duration> = started.latencies.iter().chain(&stormed.latencies).copied().collect();
+    latencies.sort();
+    LevelReport {
+        in_flight,
+        raw_creates_per_s: raw.per_second,
+        raw_p50: quantile(&raw.latencies, 0.50),
+        raw_p99: quantile(&raw.latencies, 0.99),
+        events_per_s: taps.len() as f64 / storm_elapsed.as_secs_f64(),
+        p50: quantile(&latencies, 0.50),
+        p99: quantile(&latencies, 0.99),
+        max: latencies.last().copied().unwrap_or_default(),
+        cpu_ms_per_event: cpu_used.as_secs_f64() * 1000.0 / events_sent as f64,
+        peak_rss_mib: service.peak_rss_kib() as f64 / 1024.0,
+        startup: service.startup,
+        problems,
+        round_trips: service.metrics().await["kinds"].clone(),
+    }
+}
+
+/// Every user: one answer with its two tags, one start and one follow-up received.
+async fn check_effects(emulator: &str, project: &str, stand_in: &StandIn, users: &[String]) -> Vec<String> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct UserDoc {
+        line_user_id: String,
+        #[serde(default)]
+        tags: Vec<String>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct AnswerDoc {
+        line_user_id: String,
+    }
+    let db = FirestoreDb::with_options(
+        FirestoreDbOptions::new(project.to_owned()).with_firebase_api_url(format!("http://{emulator}")),
+    )
+    .await
+    .unwrap();
+    let answers: Vec<AnswerDoc> = db
+        .fluent()
+        .select()
+        .from("survey_responses")
+        .obj()
+        .query()
+        .await
+        .unwrap();
+    let user_docs: Vec<UserDoc> = db.fluent().select().from("users").obj().query().await.unwrap();
+    let mut answer_counts = std::collections::HashMap::new();
+    for answer in &answers {
+        *answer_counts.entry(answer.line_user_id.as_str()).or_insert(0) += 1;
+    }
+    let tags: std::collections::HashMap<&str, Vec<String>> = user_docs
+        .iter()
+        .map(|doc| {
+            let mut tags = doc.tags.clone();
+            tags.sort();
+            (doc.line_user_id.as_str(), tags)
+        })
+        .collect();
+    let expected = Received {
+        starts: 1,
+        follow_ups: 1,
+        news: 0,
+        cards: 0,
+    };
+    let (mut duplicated, mut missing) = (0, 0);
+    for user in users {
+        let received = stand_in.received(user);
+        let answers = answer_counts.get(user.as_str()).copied().unwrap_or(0);
+        let tags_ok = tags
+            .get(user.as_str())
+            .is_some_and(|tags| tags == &["foodie", "lunch_good"]);
+        if received.starts > 1 || received.follow_ups > 1 || answers > 1 {
+            duplicated += 1;
+        } else if received != expected || answers != 1 || !tags_ok {
+            missing += 1;
+        }
+    }
+    let mut problems = Vec::new();
+    if duplicated > 0 {
+        problems.push(format!("{duplicated} users got a duplicate effect"));
+    }
+    if missing > 0 {
+        problems.push(format!("{missing} users are missing an effect"));
+    }
+    problems
+}
+
+fn print_report(reports: &[LevelReport]) {
+    println!(
+        "\n| in flight | raw creates/s | raw create p50 / p99 | events/s | events/s ÷ raw | ack p50 | ack p99 | ack max | CPU ms/event | peak RSS | start-up |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for r in reports {
+        println!(
+            "| {} | {:.0} | {:.1} / {:.1} ms | {:.0} | {:.0}% | {:.1} ms | {:.1} ms | {:.1} ms | {:.3} | {:.1} MiB | {} ms |",
+            r.in_flight,
+            r.raw_creates_per_s,
+            r.raw_p50.as_secs_f64() * 1000.0,
+            r.raw_p99.as_secs_f64() * 1000.0,
+            r.events_per_s,
+            100.0 * r.events_per_s / r.raw_creates_per_s,
+            r.p50.as_secs_f64() * 1000.0,
+            r.p99.as_secs_f64() * 1000.0,
+            r.max.as_secs_f64() * 1000.0,
+            r.cpu_ms_per_event,
+            r.peak_rss_mib,
+            r.startup.as_millis(),
+        );
+    }
+    println!(
+        "\nFirestore round trips per event (counted by the service, {} in flight):",
+        reports[0].in_flight
+    );
+    println!("| kind | events | round trips per event |");
+    println!("|---|---|---|");
+    if let Some(kinds) = reports[0].round_trips.as_object() {
+        for (kind, counters) in kinds {
+            let events = counters["events"].as_f64().unwrap_or(0.0);
+            let trips = counters["firestoreRoundTrips"].as_f64().unwrap_or(0.0);
+            println!(
+                "| {kind} | {events} | {:.2} |",
+                if events > 0.0 { trips / events } else { 0.0 }
+            );
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = args();
+    let Ok(emulator) = std::env::var("FIRESTORE_EMULATOR_HOST") else {
+        eprintln!("FIRESTORE_EMULATOR_HOST is not set: run ./scripts/bench.sh, which starts the emulator");
+        return ExitCode::from(2);
+    };
+    let stand_in = StandIn::default();
+    let line_url = stand_in.serve();
+    println!("line-survey benchmark, {} users, machine: {}", args.users, machine());
+    // The emulator's JIT warms up per code path: the REST warm-up of bench.sh is
+    // not enough for gRPC commits, so a first raw run is thrown away.
+    let warm = raw::creates(&emulator, 64, 3 * RAW_CREATES).await;
+    println!("warm-up: {:.0} creates/s (not reported)", warm.per_second);
+    let mut reports = Vec::new();
+    for &in_flight in &args.levels {
+        println!("running at {in_flight} in flight ...");
+        reports.push(run_level(&emulator, &stand_in, &line_url, &args, in_flight).await);
+    }
+    print_report(&reports);
+    let problems: Vec<String> = reports
+        .iter()
+        .flat_map(|r| {
+            r.problems
+                .iter()
+                .map(move |p| format!("{} in flight: {p}", r.in_flight))
+        })
+        .collect();
+    if problems.is_empty() {
+        println!("\ncorrectness: 0 duplicate and 0 missing effects");
+        ExitCode::SUCCESS
+    } else {
+        println!("\ncorrectness FAILED:");
+        for problem in problems {
+            println!("  {problem}");
+        }
+        ExitCode::FAILURE
+    }
+}

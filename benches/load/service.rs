@@ -1,0 +1,109 @@
+//! The service's release binary as a child process, and what /proc says of it.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const CHANNEL_SECRET: &str = "bench-channel-secret";
+pub const ADMIN_TOKEN: &str = "bench-admin-token";
+
+pub struct Service {
+    child: Child,
+    pub address: String,
+    /// From spawning the process to the first 200 on `/healthz`.
+    pub startup: Duration,
+}
+
+impl Service {
+    pub async fn start(project: &str, firestore: &str, line_url: &str, settings: &[(String, String)]) -> Service {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let scenarios = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scenarios");
+        let started = Instant::now();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_line-survey"));
+        command
+            .env_clear()
+            .env("HOST", "127.0.0.1")
+            .env("PORT", port.to_string())
+            .env("LINE_CHANNEL_SECRET", CHANNEL_SECRET)
+            .env("LINE_CHANNEL_ACCESS_TOKEN", "bench-access-token")
+            .env("LINE_API_BASE_URL", line_url)
+            .env("GOOGLE_CLOUD_PROJECT", project)
+            .env("FIRESTORE_EMULATOR_HOST", firestore)
+            .env("SCENARIOS_DIR", scenarios)
+            .env("ADMIN_TOKEN", ADMIN_TOKEN)
+            .env("LOG_FORMAT", "json")
+            // Per-event info lines would measure the log pipe, not the service.
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        command.envs(settings.iter().map(|(name, value)| (name, value)));
+        let child = command.spawn().expect("the release binary starts");
+        let address = format!("http://127.0.0.1:{port}");
+        let client = reqwest::Client::new();
+        loop {
+            if let Ok(response) = client.get(format!("{address}/healthz")).send().await
+                && response.status() == 200
+            {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(30), "the service did not start");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        Service {
+            child,
+            address,
+            startup: started.elapsed(),
+        }
+    }
+
+    /// User plus system CPU time the process has used.
+    pub fn cpu_time(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
+        // Fields after the parenthesised command name; utime and stime are the
+        // 14th and 15th fields of the whole line.
+        let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        Duration::from_millis(ticks * 1000 / clock_ticks_per_second())
+    }
+
+    /// Peak resident set size (VmHWM), in KiB.
+    pub fn peak_rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|value| value.split_whitespace().next())
+            .and_then(|kib| kib.parse().ok())
+            .unwrap_or(0)
+    }
+
+    pub async fn metrics(&self) -> serde_json::Value {
+        reqwest::Client::new()
+            .get(format!("{}/admin/metrics", self.address))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+}
+
+fn clock_ticks_per_second() -> u64 {
+    let output = Command::new("getconf").arg("CLK_TCK").output().ok();
+    output
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100)
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,121 @@
+//! A minimal, fast LINE stand-in for the benchmark (the tests' wiremock one keeps
+//! every request and is built for checks, not for thousands of calls a second).
+//! It behaves like LINE where it matters: single-use reply tokens, 409 for a push
+//! retry key it accepted before. It counts what each user received.
+
+use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+pub const INTRO: &str = "A quick survey about today's lunch.";
+pub const FOLLOW_UP: &str = "Coffee or tea?";
+pub const NEWS: &str = "Today's news: the cafeteria has a new menu.";
+
+/// What one user received.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Received {
+    pub starts: u32,
+    pub follow_ups: u32,
+    pub news: u32,
+    pub cards: u32,
+}
+
+#[derive(Default)]
+struct State {
+    used_tokens: HashSet<String>,
+    accepted_keys: HashSet<String>,
+    /// Reply token -> user, registered by the driver before it sends an event.
+    token_users: HashMap<String, String>,
+    received: HashMap<String, Received>,
+    accepted_calls: u64,
+}
+
+#[derive(Clone, Default)]
+pub struct StandIn {
+    state: Arc<Mutex<State>>,
+}
+
+impl StandIn {
+    pub fn register_token(&self, token: &str, user: &str) {
+        self.state
+            .lock()
+            .unwrap()
+            .token_users
+            .insert(token.to_owned(), user.to_owned());
+    }
+
+    pub fn accepted_calls(&self) -> u64 {
+        self.state.lock().unwrap().accepted_calls
+    }
+
+    pub fn received(&self, user: &str) -> Received {
+        self.state
+            .lock()
+            .unwrap()
+            .received
+            .get(user)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Serves on a free local port in a thread of its own; returns its base URL.
+    pub fn serve(&self) -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let state = web::Data::new(self.clone());
+        std::thread::spawn(move || {
+            actix_web::rt::System::new().block_on(async move {
+                HttpServer::new(move || {
+                    App::new()
+                        .app_data(state.clone())
+                        .route("/v2/bot/message/{kind}", web::post().to(handle))
+                })
+                .workers(1)
+                .listen(listener)
+                .unwrap()
+                .run()
+                .await
+                .unwrap();
+            });
+        });
+        url
+    }
+}
+
+async fn handle(request: HttpRequest, body: web::Json<Value>, stand_in: web::Data<StandIn>) -> HttpResponse {
+    let mut state = stand_in.state.lock().unwrap();
+    let user = match request.match_info().get("kind") {
+        Some("reply") => {
+            let token = body["replyToken"].as_str().unwrap_or_default().to_owned();
+            if !state.used_tokens.insert(token.clone()) {
+                return HttpResponse::BadRequest().json(serde_json::json!({"message": "Invalid reply token"}));
+            }
+            state.token_users.get(&token).cloned().unwrap_or_default()
+        }
+        Some("push") => {
+            let key = request
+                .headers()
+                .get("x-line-retry-key")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            if !key.is_empty() && !state.accepted_keys.insert(key.to_owned()) {
+                return HttpResponse::Conflict().json(serde_json::json!({"message": "already accepted"}));
+            }
+            body["to"].as_str().unwrap_or_default().to_owned()
+        }
+        _ => return HttpResponse::NotFound().finish(),
+    };
+    state.accepted_calls += 1;
+    let received = state.received.entry(user).or_default();
+    for message in body["messages"].as_array().into_iter().flatten() {
+        match (message["type"].as_str(), message["text"].as_str()) {
+            (Some("text"), Some(INTRO)) => received.starts += 1,
+            (Some("text"), Some(NEWS)) => received.news += 1,
+            (Some("template"), _) if message["template"]["text"] == FOLLOW_UP => received.follow_ups += 1,
+            (Some("flex"), _) => received.cards += 1,
+            _ => {}
+        }
+    }
+    HttpResponse::Ok().json(serde_json::json!({"sentMessages": []}))
+}

@@ -1,0 +1,53 @@
+//! Firestore round trips per kind of event, as the service counts them
+//! (`GET /admin/metrics`), against the targets: a first answer costs the inbox
+//! claim plus one atomic commit; a repeated tap or a redelivery at most two; each
+//! scenario-level guard one get by id. Settles ("done", "sent") are batched and
+//! counted apart.
+
+use crate::helpers::events::{self, card_tap_data, postback, redelivered, text};
+use crate::helpers::spawn_app;
+use serde_json::Value;
+
+fn per_event(metrics: &Value, kind: &str) -> f64 {
+    let counters = &metrics["kinds"][kind];
+    let events = counters["events"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no {kind} events in {metrics}"));
+    counters["firestoreRoundTrips"].as_f64().unwrap() / events
+}
+
+#[tokio::test]
+async fn each_kind_of_event_costs_the_round_trips_of_its_target() {
+    let app = spawn_app().await;
+    let answered = events::new_user();
+    let fresh = events::new_user();
+    let tap = postback(&answered, &events::answer_data("lunch", "ask_food", "good"));
+
+    app.deliver(&tap).await;
+    app.deliver(&redelivered(&tap)).await;
+    app.answer(&answered, "ask_food", "good").await;
+    app.deliver(&text(&answered, "lunch")).await;
+    app.deliver(&text(&answered, "news")).await;
+    app.deliver(&postback(&answered, &card_tap_data("welcome", "card")))
+        .await;
+    app.deliver(&postback(&fresh, &card_tap_data("welcome", "card"))).await;
+    app.deliver(&text(&events::new_user(), "lunch")).await;
+
+    let metrics: Value = app.get_admin("/admin/metrics").await.json().await.unwrap();
+    // Inbox claim + the one atomic commit.
+    assert_eq!(per_event(&metrics, "first_answer"), 2.0, "{metrics}");
+    // Claim + the commit that fails with ALREADY_EXISTS.
+    assert_eq!(per_event(&metrics, "repeated_tap"), 2.0, "{metrics}");
+    // The claim alone.
+    assert_eq!(per_event(&metrics, "redelivery"), 1.0, "{metrics}");
+    // Claim + one get of the marker.
+    assert_eq!(per_event(&metrics, "text_trigger_answered_survey"), 2.0, "{metrics}");
+    // Claim + the commit of its ledger entry: no guard read at all.
+    assert_eq!(per_event(&metrics, "text_trigger_without_survey"), 2.0, "{metrics}");
+    // Claim + one get + the commit of tag, done and ledger entry.
+    assert_eq!(per_event(&metrics, "flex_tap_after_answer"), 3.0, "{metrics}");
+    assert_eq!(per_event(&metrics, "flex_tap_starting_survey"), 3.0, "{metrics}");
+    assert_eq!(per_event(&metrics, "text_trigger_unanswered_survey"), 3.0, "{metrics}");
+    let settles = &metrics["batchedSettles"];
+    assert!(settles["writes"].as_u64().unwrap() >= settles["batches"].as_u64().unwrap());
+}
