@@ -105,6 +105,7 @@ struct LevelReport {
     startup: Duration,
     problems: Vec<String>,
     round_trips: Value,
+    settles: Value,
 }
 
 async fn run_level(emulator: &str, stand_in: &StandIn, line_url: &str, args: &Args, in_flight: usize) -> LevelReport {
@@ -177,6 +178,7 @@ async fn run_level(emulator: &str, stand_in: &StandIn, line_url: &str, args: &Ar
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
 
+    let metrics = service.metrics().await;
     let mut latencies: Vec<Duration> = started.latencies.iter().chain(&stormed.latencies).copied().collect();
     latencies.sort();
     LevelReport {
@@ -192,7 +194,8 @@ async fn run_level(emulator: &str, stand_in: &StandIn, line_url: &str, args: &Ar
         peak_rss_mib: service.peak_rss_kib() as f64 / 1024.0,
         startup: service.startup,
         problems,
-        round_trips: service.metrics().await["kinds"].clone(),
+        round_trips: metrics["kinds"].clone(),
+        settles: metrics["batchedSettles"].clone(),
     }
 }
 
@@ -302,6 +305,15 @@ fn print_report(reports: &[LevelReport]) {
                 if events > 0.0 { trips / events } else { 0.0 }
             );
         }
+    }
+    for r in reports {
+        let batches = r.settles["batches"].as_f64().unwrap_or(0.0);
+        let writes = r.settles["writes"].as_f64().unwrap_or(0.0);
+        println!(
+            "{} in flight: settles ('done', 'sent') went out batched: {writes} writes in {batches} BatchWrite RPCs, {:.1} per RPC",
+            r.in_flight,
+            if batches > 0.0 { writes / batches } else { 0.0 }
+        );
     }
 }
 
