@@ -10,7 +10,7 @@ use crate::line::webhook::Event;
 use crate::metrics::Metrics;
 use crate::outbound::{Courier, Origin, OutboundAction, ReplyContext};
 use crate::store::round_trips::counted;
-use crate::store::{AnswerCommit, EffectCommit, InboxKey, Settlement, Store, StoreError};
+use crate::store::{AnswerCommit, EffectCommit, InboxKey, Settlement, StagedAction, Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument;
@@ -195,7 +195,8 @@ impl Processor {
             .map(|action| OutboundAction {
                 answer_id: Some(plan.answer_id.clone()),
                 ..action
-            });
+            })
+            .map(|action| self.store.stage(&action));
         match self
             .store
             .commit_answer(plan, key, &event.webhook_event_id, follow_up.as_ref())
@@ -218,11 +219,14 @@ impl Processor {
             .scenario_answered(&plan.guard.marker_id, &plan.guard.scenario, &plan.user)
             .await?;
         let messages: &[Message] = if answered { &[] } else { &plan.messages };
-        let action = self.cause(event, key).action(
-            format!("event:{}", key.as_str()),
-            (&plan.user, &plan.guard.scenario),
-            messages,
-        );
+        let action = self
+            .cause(event, key)
+            .action(
+                format!("event:{}", key.as_str()),
+                (&plan.user, &plan.guard.scenario),
+                messages,
+            )
+            .map(|action| self.store.stage(&action));
         match self
             .store
             .commit_event_effects(key, Some((&plan.user, FLEX_TAP_TAG)), action.as_ref())
@@ -250,11 +254,14 @@ impl Processor {
             self.store.mark_event_done(key).await?;
             return Ok(Processed::NotRestarted);
         }
-        let action = self.cause(event, key).action(
-            format!("event:{}", key.as_str()),
-            (&plan.user, &plan.scenario),
-            &plan.messages,
-        );
+        let action = self
+            .cause(event, key)
+            .action(
+                format!("event:{}", key.as_str()),
+                (&plan.user, &plan.scenario),
+                &plan.messages,
+            )
+            .map(|action| self.store.stage(&action));
         match self.store.commit_event_effects(key, None, action.as_ref()).await? {
             EffectCommit::AlreadyDone => Ok(Processed::AlreadyDone),
             EffectCommit::Committed => {
@@ -275,10 +282,11 @@ impl Processor {
         Cause { event, key, reply }
     }
 
-    async fn send(&self, action: Option<OutboundAction>) {
-        if let Some(action) = action {
-            let doc = self.store.ledger_doc(&action);
-            self.courier.deliver(&action.ledger_id(), &doc, Origin::Fresh).await;
+    async fn send(&self, staged: Option<StagedAction>) {
+        if let Some(staged) = staged {
+            self.courier
+                .deliver(&staged.ledger_id, &staged.doc, Origin::Fresh)
+                .await;
         }
     }
 }

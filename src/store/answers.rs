@@ -3,11 +3,11 @@
 
 use super::docs::{AnswerDoc, ScenarioAnswerDoc, collections};
 use super::inbox::InboxKey;
+use super::ledger::StagedAction;
 use super::writes::{CommitError, array_union, create, maximum, merge, minimum, set};
 use super::{Store, StoreError};
 use crate::engine::AnswerPlan;
 use crate::ids::LineUserId;
-use crate::outbound::OutboundAction;
 use firestore::FirestoreInstant;
 use firestore::gcloud_sdk::google::firestore::v1::Write;
 
@@ -37,7 +37,7 @@ impl Store {
         plan: &AnswerPlan,
         inbox: &InboxKey,
         webhook_event_id: &str,
-        follow_up: Option<&OutboundAction>,
+        follow_up: Option<&StagedAction>,
     ) -> Result<AnswerCommit, StoreError> {
         let now = FirestoreInstant::now();
         let answer = AnswerDoc {
@@ -88,7 +88,7 @@ impl Store {
         &self,
         inbox: &InboxKey,
         tag: Option<(&LineUserId, &str)>,
-        action: Option<&OutboundAction>,
+        action: Option<&StagedAction>,
     ) -> Result<EffectCommit, StoreError> {
         let mut writes = vec![self.inbox_done_write(inbox)?];
         if let Some((user, tag)) = tag {

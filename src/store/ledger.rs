@@ -55,17 +55,27 @@ struct SettleChange<'a> {
     route: Option<RouteDoc>,
 }
 
+/// An action's ledger entry, built once: written by the effect's commit, then
+/// handed as it is to the courier.
+#[derive(Debug, Clone)]
+pub struct StagedAction {
+    pub ledger_id: String,
+    pub doc: LedgerDoc,
+}
+
 impl Store {
     /// The `create` of a new pending entry, for an effect's commit.
-    pub(super) fn ledger_create_write(&self, action: &OutboundAction) -> Result<Write, StoreError> {
-        let doc = self.ledger_doc(action);
-        Ok(create(self.document_path(OUTBOUND_LEDGER, &action.ledger_id()), &doc)?)
+    pub(super) fn ledger_create_write(&self, staged: &StagedAction) -> Result<Write, StoreError> {
+        Ok(create(
+            self.document_path(OUTBOUND_LEDGER, &staged.ledger_id),
+            &staged.doc,
+        )?)
     }
 
     /// The pending entry of a new action, leased to this instance.
-    pub fn ledger_doc(&self, action: &OutboundAction) -> LedgerDoc {
+    pub fn stage(&self, action: &OutboundAction) -> StagedAction {
         let now = FirestoreInstant::now();
-        LedgerDoc {
+        let doc = LedgerDoc {
             action_key: action.action_key.clone(),
             line_user_id: action.user.to_string(),
             messages: serde_json::to_string(&action.messages).expect("messages serialise"),
@@ -88,18 +98,22 @@ impl Store {
             inbox_id: action.inbox_id.clone(),
             answer_id: action.answer_id.clone(),
             expire_at: now + LEDGER_RETENTION,
+        };
+        StagedAction {
+            ledger_id: action.ledger_id(),
+            doc,
         }
     }
 
     /// Records an action on its own (manual sends). An action recorded before
     /// comes back as it stands, so the caller can tell "already sent".
-    pub async fn record_outbound(&self, action: &OutboundAction) -> Result<Recorded, StoreError> {
-        let write = self.ledger_create_write(action)?;
+    pub async fn record_outbound(&self, staged: &StagedAction) -> Result<Recorded, StoreError> {
+        let write = self.ledger_create_write(staged)?;
         match self.commit(vec![write]).await {
             Ok(_) => Ok(Recorded::New),
             Err(CommitError::AlreadyExists | CommitError::FailedPrecondition) => {
                 let existing = self
-                    .outbound(&action.ledger_id())
+                    .outbound(&staged.ledger_id)
                     .await?
                     .ok_or_else(|| StoreError::Unavailable("ledger entry vanished".into()))?;
                 Ok(Recorded::Existing(Box::new(existing)))

@@ -21,7 +21,7 @@ pub use answers::{AnswerCommit, EffectCommit};
 pub use docs::{DeadLetterDoc, DeadLetterKind, InboxDoc, InboxState, LedgerDoc, LedgerState, RouteDoc, collections};
 pub use inbox::{Claim, InboxKey, NewEvent, dead_letter_id};
 pub use lease::Leased;
-pub use ledger::{Recorded, Settlement};
+pub use ledger::{Recorded, Settlement, StagedAction};
 
 use firestore::errors::FirestoreError;
 use firestore::{FirestoreDb, FirestoreDbOptions};

@@ -163,13 +163,18 @@ async fn send_one(
     messages: &[Message],
 ) -> Result<&'static str, String> {
     let store = state.processor.store();
-    let action = OutboundAction::manual(idempotency_key, scenario, user, messages.to_vec());
+    let staged = store.stage(&OutboundAction::manual(
+        idempotency_key,
+        scenario,
+        user,
+        messages.to_vec(),
+    ));
     let doc = match store
-        .record_outbound(&action)
+        .record_outbound(&staged)
         .await
         .map_err(|error| error.to_string())?
     {
-        Recorded::New => store.ledger_doc(&action),
+        Recorded::New => staged.doc,
         Recorded::Existing(existing) if existing.doc.state == LedgerState::Sent => {
             return Ok("already_sent");
         }
@@ -178,7 +183,7 @@ async fn send_one(
         Recorded::Existing(existing) => existing.doc,
     };
     let courier = state.processor.courier();
-    match courier.deliver(&action.ledger_id(), &doc, Origin::Fresh).await {
+    match courier.deliver(&staged.ledger_id, &doc, Origin::Fresh).await {
         Settlement::Sent if !courier.client().sends_for_real() => Ok("logged"),
         Settlement::Sent => Ok("sent"),
         Settlement::RetryAt { error, .. } => Err(format!("{error} (will be retried)")),
