@@ -101,11 +101,16 @@ struct LevelReport {
     p99: Duration,
     max: Duration,
     cpu_ms_per_event: f64,
+    /// During the storm: share of the machine's CPU in use, and the emulator's
+    /// CPU in cores.
+    machine_busy: f64,
+    emulator_cores: Option<f64>,
     peak_rss_mib: f64,
     startup: Duration,
     problems: Vec<String>,
     round_trips: Value,
     settles: Value,
+    claims: Value,
 }
 
 async fn run_level(emulator: &str, stand_in: &StandIn, line_url: &str, args: &Args, in_flight: usize) -> LevelReport {
@@ -140,11 +145,20 @@ async fn run_level(emulator: &str, stand_in: &StandIn, line_url: &str, args: &Ar
         problems.push("not every survey start was sent".into());
     }
     let storm_began = Instant::now();
+    let machine_before = service::machine_cpu();
+    let emulator_pid: Option<u32> = std::env::var("EMULATOR_PID").ok().and_then(|pid| pid.parse().ok());
+    let emulator_before = emulator_pid.and_then(service::process_cpu_time);
     let stormed = send_all(&client, &service.address, CHANNEL_SECRET, &taps, in_flight).await;
     if !wait_for_calls(stand_in, base_calls + 2 * users as u64, Duration::from_secs(120)).await {
         problems.push("not every follow-up was sent".into());
     }
     let storm_elapsed = storm_began.elapsed();
+    let machine_after = service::machine_cpu();
+    let machine_busy = (machine_after.0 - machine_before.0) as f64 / (machine_after.1 - machine_before.1).max(1) as f64;
+    let emulator_cpu = match (emulator_pid.and_then(service::process_cpu_time), emulator_before) {
+        (Some(after), Some(before)) => Some((after - before).as_secs_f64() / storm_elapsed.as_secs_f64()),
+        _ => None,
+    };
     // Anything sent twice would show up now.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let cpu_used = service.cpu_time() - cpu_before;
@@ -191,11 +205,14 @@ async fn run_level(emulator: &str, stand_in: &StandIn, line_url: &str, args: &Ar
         p99: quantile(&latencies, 0.99),
         max: latencies.last().copied().unwrap_or_default(),
         cpu_ms_per_event: cpu_used.as_secs_f64() * 1000.0 / events_sent as f64,
+        machine_busy,
+        emulator_cores: emulator_cpu,
         peak_rss_mib: service.peak_rss_kib() as f64 / 1024.0,
         startup: service.startup,
         problems,
         round_trips: metrics["kinds"].clone(),
         settles: metrics["batchedSettles"].clone(),
+        claims: metrics["batchedClaims"].clone(),
     }
 }
 
@@ -307,13 +324,23 @@ fn print_report(reports: &[LevelReport]) {
         }
     }
     for r in reports {
-        let batches = r.settles["batches"].as_f64().unwrap_or(0.0);
-        let writes = r.settles["writes"].as_f64().unwrap_or(0.0);
         println!(
-            "{} in flight: settles ('done', 'sent') went out batched: {writes} writes in {batches} BatchWrite RPCs, {:.1} per RPC",
+            "{} in flight, during the storm: machine CPU {:.0}% busy, emulator {} cores",
             r.in_flight,
-            if batches > 0.0 { writes / batches } else { 0.0 }
+            100.0 * r.machine_busy,
+            r.emulator_cores.map_or("?".to_owned(), |cores| format!("{cores:.2}"))
         );
+    }
+    for r in reports {
+        for (what, counts) in [("inbox claims", &r.claims), ("settles ('done', 'sent')", &r.settles)] {
+            let batches = counts["batches"].as_f64().unwrap_or(0.0);
+            let writes = counts["writes"].as_f64().unwrap_or(0.0);
+            println!(
+                "{} in flight: {what} went out batched: {writes} writes in {batches} BatchWrite RPCs, {:.1} per RPC",
+                r.in_flight,
+                if batches > 0.0 { writes / batches } else { 0.0 }
+            );
+        }
     }
 }
 

@@ -107,3 +107,29 @@ impl Drop for Service {
         let _ = self.child.wait();
     }
 }
+
+/// CPU time of any process by pid (the emulator's, say).
+pub fn process_cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 1000 / clock_ticks_per_second()))
+}
+
+/// Busy and total CPU time of the whole machine so far, from /proc/stat.
+pub fn machine_cpu() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let values: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|value| value.parse().ok())
+        .collect();
+    let total: u64 = values.iter().sum();
+    // idle and iowait are the 4th and 5th fields.
+    let idle = values.get(3).copied().unwrap_or(0) + values.get(4).copied().unwrap_or(0);
+    (total - idle, total)
+}

@@ -10,7 +10,7 @@
 use super::docs::collections::{DEAD_LETTERS, WEBHOOK_INBOX};
 use super::docs::{DeadLetterDoc, DeadLetterKind, InboxDoc, InboxState};
 use super::lease::Leased;
-use super::writes::{CommitError, create, if_exists, merge, merge_deleting, set};
+use super::writes::{create, if_exists, merge, merge_deleting, set};
 use super::{Store, StoreError, classify};
 use crate::ids::deterministic_id;
 use firestore::FirestoreInstant;
@@ -93,12 +93,9 @@ impl Store {
             text_removed: false,
         };
         let write = create(self.document_path(WEBHOOK_INBOX, key.as_str()), &doc)?;
-        match self.commit(vec![write]).await {
-            Ok(_) => Ok(Claim::Claimed),
-            Err(CommitError::AlreadyExists | CommitError::FailedPrecondition) => Ok(Claim::Duplicate),
-            Err(CommitError::NotFound) => Err(StoreError::Unavailable("unexpected NOT_FOUND".into())),
-            Err(CommitError::Store(error)) => Err(error),
-        }
+        // One round trip on this event's path, shared with the claims batched with it.
+        super::round_trips::count();
+        self.claimer.claim(write).await
     }
 
     /// Part of an effect's commit: the event is done, and its payload (with any

@@ -7,6 +7,7 @@
 //! marker), `webhook_inbox`, `outbound_ledger` and `dead_letters`.
 
 mod answers;
+mod claimer;
 mod dead_letters;
 mod docs;
 mod guards;
@@ -23,6 +24,7 @@ pub use inbox::{Claim, InboxKey, NewEvent, dead_letter_id};
 pub use lease::Leased;
 pub use ledger::{Recorded, Settlement, StagedAction};
 
+use claimer::Claimer;
 use firestore::errors::FirestoreError;
 use firestore::{FirestoreDb, FirestoreDbOptions};
 use settler::Settler;
@@ -60,6 +62,7 @@ pub struct Store {
     db: FirestoreDb,
     options: StoreOptions,
     settler: Settler,
+    claimer: Claimer,
 }
 
 impl Store {
@@ -74,7 +77,13 @@ impl Store {
         }
         let db = FirestoreDb::with_options(db_options).await?;
         let settler = Settler::start(db.clone(), options.request_timeout);
-        Ok(Self { db, options, settler })
+        let claimer = Claimer::start(db.clone(), options.request_timeout);
+        Ok(Self {
+            db,
+            options,
+            settler,
+            claimer,
+        })
     }
 
     /// Sends the settles still queued (at shutdown).
@@ -85,6 +94,11 @@ impl Store {
     /// Batched settle RPCs sent and the writes they carried.
     pub fn settle_counts(&self) -> (u64, u64) {
         self.settler.counts()
+    }
+
+    /// Batched claim RPCs sent and the claims they carried.
+    pub fn claim_counts(&self) -> (u64, u64) {
+        self.claimer.counts()
     }
 
     pub fn db(&self) -> &FirestoreDb {

@@ -65,9 +65,11 @@ fn authorized(request: &HttpRequest, expected: &str) -> bool {
 pub async fn metrics(request: HttpRequest, state: actix_web::web::Data<AppState>) -> Result<HttpResponse, AdminError> {
     require_admin(&request, &state)?;
     let (batches, writes) = state.processor.store().settle_counts();
+    let (claim_batches, claims) = state.processor.store().claim_counts();
     Ok(HttpResponse::Ok().json(serde_json::json!({
         "kinds": state.processor.metrics().snapshot(),
         "batchedSettles": { "batches": batches, "writes": writes },
+        "batchedClaims": { "batches": claim_batches, "writes": claims },
     })))
 }
 
