@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/emulator.sh
 . scripts/lib/emulator.sh
 
+# The LINE schema checks (tests/api/contract.rs) run ../shared/tools/line_contract.py.
+python3 -c 'import yaml' 2>/dev/null || pip install --quiet pyyaml
+
 start_emulator
 trap stop_emulator EXIT INT TERM
 python3 scripts/warm_emulator.py "$FIRESTORE_EMULATOR_HOST"
