@@ -124,6 +124,7 @@ impl Ingest {
                     key: key.clone(),
                     event: Box::new(event),
                     claim_round_trips: Some(round_trips),
+                    attempt: 1,
                 });
                 tracing::info!(
                     inbox.id = key.as_str(),

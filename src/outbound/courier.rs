@@ -168,7 +168,6 @@ impl Courier {
             if wait > self.policy.max_inline_wait || self.shutdown.is_cancelled() {
                 return (
                     Settlement::RetryAt {
-                        attempts,
                         after: wait,
                         error: error.to_string(),
                     },
@@ -179,7 +178,7 @@ impl Courier {
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
                 _ = self.shutdown.cancelled() => {
-                    return (Settlement::RetryAt { attempts, after: Duration::ZERO, error: error.to_string() }, RouteDoc::Push, attempts);
+                    return (Settlement::RetryAt { after: Duration::ZERO, error: error.to_string() }, RouteDoc::Push, attempts);
                 }
             }
         }

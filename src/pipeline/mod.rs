@@ -29,6 +29,9 @@ pub enum Job {
         /// Firestore round trips spent storing it, for the metrics; `None` when
         /// this instance did not store it (a recovery).
         claim_round_trips: Option<u32>,
+        /// Which processing attempt this is (1 for a fresh event); the wait before
+        /// a retry grows with it.
+        attempt: u32,
     },
     /// A recorded outbound action to send (recovered or replayed).
     Outbound { record: Box<Leased<LedgerDoc>> },

@@ -82,6 +82,7 @@ async fn sweep_events(
                         key: key.clone(),
                         event: Box::new(event),
                         claim_round_trips: None,
+                        attempt: record.doc.attempts + 1,
                     })
                     .is_err()
                 {

@@ -107,9 +107,10 @@ impl Processor {
                 key,
                 event,
                 claim_round_trips,
+                attempt,
             } => {
                 let span = event_span(&event, &key);
-                let (result, round_trips) = counted(self.process_event(&key, &event, 1).instrument(span)).await;
+                let (result, round_trips) = counted(self.process_event(&key, &event, attempt).instrument(span)).await;
                 // Counted for events whose whole life this instance saw (not recoveries).
                 if let (Ok(processed), Some(claim)) = (result, claim_round_trips) {
                     self.metrics.record(processed.metric_kind(), claim + round_trips);
@@ -127,7 +128,6 @@ impl Processor {
             Job::Event { key, .. } => self.store.release_event(key, Duration::ZERO, None).await,
             Job::Outbound { record } => {
                 let retry = Settlement::RetryAt {
-                    attempts: record.doc.attempts,
                     after: Duration::ZERO,
                     error: "handed back at shutdown".into(),
                 };

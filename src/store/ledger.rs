@@ -28,7 +28,6 @@ pub enum Settlement {
     Failed(String),
     /// Try again after the given time (the lease runs out then).
     RetryAt {
-        attempts: u32,
         after: Duration,
         error: String,
     },
