@@ -6,11 +6,14 @@
 //! or the process dies, nothing is lost: the stored event's lease runs out and
 //! the sweeper of some instance picks it up.
 
+mod cause;
+mod processed;
 mod sweeper;
 mod worker;
 
+pub use processed::Processed;
 pub use sweeper::stored_event;
-pub use worker::{Processed, Processor, event_span};
+pub use worker::{Processor, event_span};
 
 use crate::line::webhook::Event;
 use crate::store::{InboxKey, Leased, LedgerDoc};

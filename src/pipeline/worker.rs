@@ -3,67 +3,18 @@
 //! entry of what to send, and only then the courier sends.
 
 use super::Job;
+use super::cause::{Cause, reply_context};
+use super::processed::Processed;
 use crate::engine::{AnswerPlan, CardTapPlan, Decision, Engine, FLEX_TAP_TAG, StartPlan};
-use crate::ids::{LineUserId, ScenarioId};
 use crate::line::messages::Message;
 use crate::line::webhook::Event;
 use crate::metrics::Metrics;
-use crate::outbound::{Courier, Origin, OutboundAction, ReplyContext};
+use crate::outbound::{Courier, Origin, OutboundAction};
 use crate::store::round_trips::counted;
 use crate::store::{AnswerCommit, EffectCommit, InboxKey, Settlement, StagedAction, Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument;
-
-/// What became of one event, for the log and for replays.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Processed {
-    Ignored,
-    Answered,
-    AlreadyAnswered,
-    /// A trigger started a scenario that has a survey (after its guard read).
-    StartedGuarded,
-    /// A trigger started a scenario without survey nodes (no guard read).
-    Started,
-    NotRestarted,
-    CardTapped,
-    /// A card tap by a user who had answered: tagged, not restarted.
-    CardTapAnswered,
-    /// Another run of the same event committed first.
-    AlreadyDone,
-    TextRemoved,
-}
-
-impl Processed {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Processed::Ignored => "ignored",
-            Processed::Answered => "answered",
-            Processed::AlreadyAnswered | Processed::CardTapAnswered => "already_answered",
-            Processed::StartedGuarded | Processed::Started => "started",
-            Processed::NotRestarted => "not_restarted",
-            Processed::CardTapped => "card_tapped",
-            Processed::AlreadyDone => "already_done",
-            Processed::TextRemoved => "text_removed",
-        }
-    }
-
-    /// The event kind the metrics count it under.
-    pub fn metric_kind(self) -> &'static str {
-        match self {
-            Processed::Answered => "first_answer",
-            Processed::AlreadyAnswered => "repeated_tap",
-            Processed::StartedGuarded => "text_trigger_unanswered_survey",
-            Processed::Started => "text_trigger_without_survey",
-            Processed::NotRestarted => "text_trigger_answered_survey",
-            Processed::CardTapped => "flex_tap_starting_survey",
-            Processed::CardTapAnswered => "flex_tap_after_answer",
-            Processed::Ignored => "ignored",
-            Processed::AlreadyDone => "already_done",
-            Processed::TextRemoved => "unsend",
-        }
-    }
-}
 
 pub struct Processor {
     engine: Engine,
@@ -289,58 +240,6 @@ impl Processor {
                 .await;
         }
     }
-}
-
-/// The event an action answers: where its reply token and correlation ids come from.
-struct Cause<'a> {
-    event: &'a Event,
-    key: &'a InboxKey,
-    /// The event's reply token, if still fresh enough to be worth a reply.
-    reply: Option<ReplyContext>,
-}
-
-impl Cause<'_> {
-    /// `None` when there is nothing to send.
-    fn action(&self, action_key: String, to: impl Recipient, messages: &[Message]) -> Option<OutboundAction> {
-        if messages.is_empty() {
-            return None;
-        }
-        let (user, scenario) = to.recipient();
-        Some(OutboundAction {
-            action_key,
-            user: user.clone(),
-            messages: messages.to_vec(),
-            reply: self.reply.clone(),
-            scenario: scenario.clone(),
-            webhook_event_id: Some(self.event.webhook_event_id.clone()),
-            inbox_id: Some(self.key.as_str().to_owned()),
-            answer_id: None,
-        })
-    }
-}
-
-/// Who an action goes to, and for which scenario.
-trait Recipient {
-    fn recipient(&self) -> (&LineUserId, &ScenarioId);
-}
-
-impl Recipient for &AnswerPlan {
-    fn recipient(&self) -> (&LineUserId, &ScenarioId) {
-        (&self.user, &self.scenario)
-    }
-}
-
-impl Recipient for (&LineUserId, &ScenarioId) {
-    fn recipient(&self) -> (&LineUserId, &ScenarioId) {
-        (self.0, self.1)
-    }
-}
-
-fn reply_context(event: &Event) -> Option<ReplyContext> {
-    event.reply_token.as_ref().map(|token| ReplyContext {
-        token: token.clone(),
-        event_time_ms: event.timestamp,
-    })
 }
 
 pub fn event_span(event: &Event, key: &InboxKey) -> tracing::Span {
