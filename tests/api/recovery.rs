@@ -77,6 +77,10 @@ async fn a_process_killed_mid_storm_loses_no_acknowledged_event_and_doubles_noth
     let redeliveries: Vec<_> = unacknowledged.iter().map(events::redelivered).collect();
     assert!(send_all(&redeliveries, |_| second.address.clone()).await.is_empty());
     firestore.settled(Duration::from_secs(60)).await;
+    assert!(
+        second.log_text().contains("taking over"),
+        "the kill left work to recover"
+    );
 
     let mut uncertain = 0;
     for (user, got) in effects(&storm, &firestore, &line).await {
@@ -108,7 +112,8 @@ async fn a_process_killed_mid_storm_loses_no_acknowledged_event_and_doubles_noth
 async fn with_pushes_a_killed_process_is_recovered_exactly_once() {
     let project = new_project_id();
     let line = LineStandIn::start().await;
-    line.set_latency(Duration::from_millis(30));
+    // LINE answers slowly, so work is surely still queued when the process dies.
+    line.set_latency(Duration::from_millis(200));
     let firestore = FirestoreRest::new(&emulator_host(), &project);
     let storm = Storm::new(40);
     // Reply tokens are never used: every send is a push with a retry key.
@@ -127,6 +132,10 @@ async fn with_pushes_a_killed_process_is_recovered_exactly_once() {
     let redeliveries: Vec<_> = unacknowledged.iter().map(events::redelivered).collect();
     assert!(send_all(&redeliveries, |_| second.address.clone()).await.is_empty());
     firestore.settled(Duration::from_secs(60)).await;
+    assert!(
+        second.log_text().contains("taking over an expired event"),
+        "the kill left work to recover"
+    );
 
     for (user, got) in effects(&storm, &firestore, &line).await {
         assert_eq!(got, exactly_once(), "{user}");
