@@ -8,8 +8,9 @@
 
 use super::StoreError;
 use super::inbox::Claim;
+use super::writes::{batch_write, code};
 use firestore::FirestoreDb;
-use firestore::gcloud_sdk::google::firestore::v1::{BatchWriteRequest, Write, write::Operation};
+use firestore::gcloud_sdk::google::firestore::v1::{Write, write::Operation};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,9 +19,6 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Firestore's limit of writes per `BatchWrite`.
 const MAX_BATCH: usize = 500;
-/// gRPC status codes in `BatchWriteResponse.status`.
-const OK: i32 = 0;
-const ALREADY_EXISTS: i32 = 6;
 
 type Reply = oneshot::Sender<Result<Claim, StoreError>>;
 
@@ -118,34 +116,17 @@ async fn run(
 /// One outcome per write, in order.
 async fn send(db: &FirestoreDb, writes: Vec<Write>, timeout: Duration) -> Vec<Result<Claim, StoreError>> {
     let count = writes.len();
-    let request = BatchWriteRequest {
-        database: db.get_database_path().clone(),
-        writes,
-        labels: Default::default(),
-        request_options: None,
-    };
-    let mut client = db.client().get();
-    let all = |error: StoreError| {
-        (0..count)
+    match batch_write(db, writes, timeout).await {
+        Err(error) => (0..count)
             .map(|_| Err(StoreError::Unavailable(error.to_string())))
-            .collect()
-    };
-    match tokio::time::timeout(timeout, client.batch_write(request)).await {
-        Err(_) => all(StoreError::Unavailable("claim batch timed out; outcome unknown".into())),
-        Ok(Err(status)) => all(super::classify(firestore::errors::FirestoreError::from(status))),
-        Ok(Ok(response)) => {
-            let statuses = response.into_inner().status;
-            (0..count)
-                .map(
-                    |index| match statuses.get(index).map(|status| (status.code, &status.message)) {
-                        Some((OK, _)) | None => Ok(Claim::Claimed),
-                        Some((ALREADY_EXISTS, _)) => Ok(Claim::Duplicate),
-                        Some((code, message)) => {
-                            Err(StoreError::Unavailable(format!("claim refused ({code}): {message}")))
-                        }
-                    },
-                )
-                .collect()
-        }
+            .collect(),
+        Ok(codes) => codes
+            .into_iter()
+            .map(|status| match status {
+                code::OK => Ok(Claim::Claimed),
+                code::ALREADY_EXISTS => Ok(Claim::Duplicate),
+                other => Err(StoreError::Unavailable(format!("claim refused with status {other}"))),
+            })
+            .collect(),
     }
 }

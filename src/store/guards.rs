@@ -18,17 +18,11 @@ impl Store {
         scenario: &ScenarioId,
         user: &LineUserId,
     ) -> Result<bool, StoreError> {
-        if self.exists(SCENARIO_ANSWERS, marker_id).await? {
-            return Ok(true);
-        }
-        if !self.legacy_lookup() {
-            return Ok(false);
-        }
-        self.legacy_answer_exists(scenario, None, user).await
+        self.answered(SCENARIO_ANSWERS, marker_id, scenario, None, user).await
     }
 
-    /// Legacy mode only: whether this node was answered before deterministic ids,
-    /// checked after the fast get by id.
+    /// Whether this node was answered: the fast get of the answer by id, then, with
+    /// legacy lookup on, the query for an answer saved under a random id.
     pub async fn node_answered_legacy(
         &self,
         answer_id: &str,
@@ -36,10 +30,25 @@ impl Store {
         node: &NodeId,
         user: &LineUserId,
     ) -> Result<bool, StoreError> {
-        if self.exists(SURVEY_RESPONSES, answer_id).await? {
+        self.answered(SURVEY_RESPONSES, answer_id, scenario, Some(node), user)
+            .await
+    }
+
+    async fn answered(
+        &self,
+        collection: &str,
+        id: &str,
+        scenario: &ScenarioId,
+        node: Option<&NodeId>,
+        user: &LineUserId,
+    ) -> Result<bool, StoreError> {
+        if self.exists(collection, id).await? {
             return Ok(true);
         }
-        self.legacy_answer_exists(scenario, Some(node), user).await
+        if !self.legacy_lookup() {
+            return Ok(false);
+        }
+        self.legacy_answer_exists(scenario, node, user).await
     }
 
     async fn exists(&self, collection: &str, id: &str) -> Result<bool, StoreError> {

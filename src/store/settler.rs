@@ -13,8 +13,9 @@
 //! ledger entry exists), a push is re-sent under its retry key (LINE answers 409),
 //! and a reply becomes `uncertain`.
 
+use super::writes::{batch_write, code};
 use firestore::FirestoreDb;
-use firestore::gcloud_sdk::google::firestore::v1::{BatchWriteRequest, Write};
+use firestore::gcloud_sdk::google::firestore::v1::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -102,21 +103,12 @@ async fn run(
 
 async fn send(db: &FirestoreDb, writes: Vec<Write>, timeout: Duration) {
     let count = writes.len();
-    let request = BatchWriteRequest {
-        database: db.get_database_path().clone(),
-        writes,
-        labels: Default::default(),
-        request_options: None,
-    };
-    let mut client = db.client().get();
-    match tokio::time::timeout(timeout, client.batch_write(request)).await {
-        Ok(Ok(response)) => {
-            // NOT_FOUND (5): the record vanished (TTL); nothing to settle.
-            let failed = response
-                .into_inner()
-                .status
+    match batch_write(db, writes, timeout).await {
+        Ok(codes) => {
+            // NOT_FOUND: the record vanished (TTL); nothing to settle.
+            let failed = codes
                 .iter()
-                .filter(|status| !matches!(status.code, 0 | 5))
+                .filter(|code| !matches!(**code, code::OK | code::NOT_FOUND))
                 .count();
             if failed > 0 {
                 tracing::warn!(
@@ -126,12 +118,8 @@ async fn send(db: &FirestoreDb, writes: Vec<Write>, timeout: Duration) {
                 );
             }
         }
-        Ok(Err(status)) => {
-            tracing::warn!(error = %status, writes = count, "settle batch failed; the sweeper will settle them again")
+        Err(error) => {
+            tracing::warn!(error = %error, writes = count, "settle batch failed; the sweeper will settle what did not land")
         }
-        Err(_) => tracing::warn!(
-            writes = count,
-            "settle batch timed out; the sweeper will settle what did not land"
-        ),
     }
 }

@@ -8,13 +8,14 @@ use super::{Store, StoreError, classify};
 use firestore::FirestoreDb;
 use firestore::errors::FirestoreError;
 use firestore::gcloud_sdk::google::firestore::v1::{
-    self as v1, CommitRequest, CommitResponse, DocumentMask, Precondition, Write,
+    self as v1, BatchWriteRequest, CommitRequest, CommitResponse, DocumentMask, Precondition, Write,
     document_transform::{FieldTransform, field_transform::TransformType},
     precondition::ConditionType,
     value::ValueType,
 };
 use firestore::gcloud_sdk::prost_types;
 use serde::Serialize;
+use std::time::Duration;
 
 /// Writes `object` as a whole new document; fails with `ALREADY_EXISTS` if it exists.
 pub fn create<T: Serialize>(path: String, object: &T) -> Result<Write, FirestoreError> {
@@ -173,6 +174,42 @@ impl Store {
             }
             Err(CommitError::AlreadyExists) => Err(StoreError::Unavailable("unexpected ALREADY_EXISTS".into())),
             Err(CommitError::Store(error)) => Err(error),
+        }
+    }
+}
+
+/// gRPC status codes as `BatchWriteResponse.status` carries them.
+pub mod code {
+    pub const OK: i32 = 0;
+    pub const NOT_FOUND: i32 = 5;
+    pub const ALREADY_EXISTS: i32 = 6;
+}
+
+/// One `BatchWrite` RPC: the writes are applied independently (not atomically),
+/// each with its own status code, returned in order. `Err` when the request as a
+/// whole failed or timed out (then any of the writes may have landed).
+pub(super) async fn batch_write(
+    db: &FirestoreDb,
+    writes: Vec<Write>,
+    timeout: Duration,
+) -> Result<Vec<i32>, StoreError> {
+    let count = writes.len();
+    let request = BatchWriteRequest {
+        database: db.get_database_path().clone(),
+        writes,
+        labels: Default::default(),
+        request_options: None,
+    };
+    let mut client = db.client().get();
+    match tokio::time::timeout(timeout, client.batch_write(request)).await {
+        Err(_) => Err(StoreError::Unavailable("batch write timed out; outcome unknown".into())),
+        Ok(Err(status)) => Err(classify(FirestoreError::from(status))),
+        Ok(Ok(response)) => {
+            let statuses = response.into_inner().status;
+            // A missing status reads as OK, as the API documents for success.
+            Ok((0..count)
+                .map(|index| statuses.get(index).map_or(code::OK, |status| status.code))
+                .collect())
         }
     }
 }
