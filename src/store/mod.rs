@@ -101,10 +101,6 @@ impl Store {
         self.claimer.counts()
     }
 
-    pub fn db(&self) -> &FirestoreDb {
-        &self.db
-    }
-
     /// `projects/P/databases/(default)/documents/{collection}/{id}`
     fn document_path(&self, collection: &str, id: &str) -> String {
         format!("{}/{collection}/{id}", self.db.get_documents_path())
