@@ -12,7 +12,7 @@ pub enum WebhookError {
     #[error(transparent)]
     Signature(#[from] SignatureError),
     #[error("the body is not a LINE webhook request: {0}")]
-    Malformed(serde_json::Error),
+    Malformed(String),
     #[error(transparent)]
     RetryLater(#[from] RetryLater),
 }
@@ -42,8 +42,9 @@ pub async fn webhook(
         return Err(error.into());
     }
     let envelope: Envelope = serde_json::from_slice(&body).map_err(|error| {
-        tracing::warn!(reason = %error, outcome = "rejected", "webhook body is not an envelope");
-        WebhookError::Malformed(error)
+        let reason = crate::line::webhook::describe_error(&error);
+        tracing::warn!(reason, outcome = "rejected", "webhook body is not an envelope");
+        WebhookError::Malformed(reason)
     })?;
     if envelope.events.is_empty() {
         tracing::info!(outcome = "verified", "webhook verify request");

@@ -149,13 +149,26 @@ impl Event {
             }
             Err(error) => EventParse::Malformed {
                 webhook_event_id: raw.get("webhookEventId").and_then(Value::as_str).map(str::to_owned),
-                reason: error.to_string(),
+                reason: describe_error(&error),
             },
         }
     }
 
     pub fn user_id(&self) -> Option<&str> {
         self.source.as_ref().and_then(Source::user_id)
+    }
+}
+
+/// What is wrong with a webhook body, fit for a log line. serde's own message
+/// quotes the offending value ("invalid type: string \"...\""), which may be a
+/// user's message text; only a missing field (its name is ours) is named.
+pub fn describe_error(error: &serde_json::Error) -> String {
+    let message = error.to_string();
+    match error.classify() {
+        serde_json::error::Category::Data if message.starts_with("missing field") => message,
+        serde_json::error::Category::Data => "a field has an unexpected type or value".to_owned(),
+        // Syntax and end-of-input errors give only a position.
+        _ => message,
     }
 }
 
@@ -220,6 +233,21 @@ mod tests {
         let mut raw = base(json!({"type": "follow"}));
         raw["source"] = json!({"type": "group", "groupId": "C1"});
         assert_eq!(parsed(raw).user_id(), None);
+    }
+
+    #[test]
+    fn malformed_events_are_described_without_their_values() {
+        let mut raw = base(json!({"type": "message", "message": {"type": "text", "id": "1", "text": "hi"}}));
+        raw["timestamp"] = json!("my secret words");
+        let EventParse::Malformed { reason, .. } = Event::parse(&raw) else {
+            panic!("parsed")
+        };
+        assert!(!reason.contains("secret"), "{reason}");
+        raw.as_object_mut().unwrap().remove("timestamp");
+        let EventParse::Malformed { reason, .. } = Event::parse(&raw) else {
+            panic!("parsed")
+        };
+        assert!(reason.contains("timestamp"), "{reason}");
     }
 
     #[test]
