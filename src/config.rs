@@ -10,10 +10,15 @@ pub struct Config {
     pub host: String,
     pub port: u16,
     pub channel_secret: String,
-    /// `None`: outbound messages are logged, not sent (local runs).
+    /// Required unless this is a dry run.
     pub channel_access_token: Option<String>,
+    /// Nothing is sent to LINE: messages are printed and recorded as `logged`.
+    /// Set by `LINE_DRY_RUN`, or implied with the emulator and no access token.
+    pub line_dry_run: bool,
     pub line_api_base_url: String,
     pub google_cloud_project: String,
+    /// `(default)` or a named database. One database serves one LINE channel.
+    pub firestore_database: String,
     pub firestore_emulator_host: Option<String>,
     pub scenarios_dir: PathBuf,
     /// `None`: the admin routes are not mounted at all.
@@ -32,6 +37,8 @@ pub struct Config {
     pub sweep_interval: Duration,
     pub max_event_attempts: u32,
     pub max_send_attempts: u32,
+    /// A guarded scenario started twice for one user within this window starts once.
+    pub start_dedup: Duration,
     /// Time allowed at SIGTERM to finish work in progress (Cloud Run gives 10 s).
     pub shutdown_grace: Duration,
     /// Names this process in leases; unique per process by default.
@@ -70,8 +77,10 @@ impl std::fmt::Debug for Config {
                 "channel_access_token",
                 &self.channel_access_token.as_ref().map(|_| "<redacted>"),
             )
+            .field("line_dry_run", &self.line_dry_run)
             .field("line_api_base_url", &self.line_api_base_url)
             .field("google_cloud_project", &self.google_cloud_project)
+            .field("firestore_database", &self.firestore_database)
             .field("firestore_emulator_host", &self.firestore_emulator_host)
             .field("scenarios_dir", &self.scenarios_dir)
             .field("admin_token", &self.admin_token.as_ref().map(|_| "<redacted>"))
@@ -108,13 +117,20 @@ impl Config {
                 problem: "must start with https:// (or http:// for a local stand-in)".to_owned(),
             });
         }
-        Ok(Self {
+        let channel_access_token = get("LINE_CHANNEL_ACCESS_TOKEN");
+        // A local run against the emulator without a token is a dry run; against
+        // real Firestore a missing token is a mistake, unless asked for.
+        let line_dry_run = parse_bool(&get, "LINE_DRY_RUN", false)?
+            || (channel_access_token.is_none() && firestore_emulator_host.is_some());
+        let config = Self {
             host: get("HOST").unwrap_or_else(|| "0.0.0.0".to_owned()),
             port: parse(&get, "PORT", 8080)?,
             channel_secret: get("LINE_CHANNEL_SECRET").ok_or(ConfigError::Missing("LINE_CHANNEL_SECRET"))?,
-            channel_access_token: get("LINE_CHANNEL_ACCESS_TOKEN"),
+            channel_access_token,
+            line_dry_run,
             line_api_base_url,
             google_cloud_project,
+            firestore_database: get("FIRESTORE_DATABASE").unwrap_or_else(|| "(default)".to_owned()),
             firestore_emulator_host,
             scenarios_dir: get("SCENARIOS_DIR").unwrap_or_else(|| "scenarios".to_owned()).into(),
             admin_token: get("ADMIN_TOKEN"),
@@ -139,10 +155,71 @@ impl Config {
             sweep_interval: Duration::from_millis(parse(&get, "SWEEP_INTERVAL_MS", 2_000)?),
             max_event_attempts: parse(&get, "MAX_EVENT_ATTEMPTS", 5)?,
             max_send_attempts: parse(&get, "MAX_SEND_ATTEMPTS", 6)?,
+            start_dedup: Duration::from_secs(parse(&get, "START_DEDUP_SECS", 30)?),
             shutdown_grace: Duration::from_millis(parse(&get, "SHUTDOWN_GRACE_MS", 8_000)?),
             instance_id: get("INSTANCE_ID").unwrap_or_else(default_instance_id),
             http_workers: parse(&get, "HTTP_WORKERS", default_http_workers())?,
-        })
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Refuses combinations that would break at run time, naming the setting.
+    /// Start-up runs it again, for configurations built in code (the tests).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |name: &'static str, problem: &str| {
+            Err(ConfigError::Invalid {
+                name,
+                problem: problem.to_owned(),
+            })
+        };
+        if self.channel_access_token.is_none() && !self.line_dry_run {
+            return Err(ConfigError::Invalid {
+                name: "LINE_CHANNEL_ACCESS_TOKEN",
+                problem: "is required to send to LINE; set LINE_DRY_RUN=true to run without sending".to_owned(),
+            });
+        }
+        let positive: [(&'static str, bool); 9] = [
+            ("HTTP_WORKERS", self.http_workers == 0),
+            ("QUEUE_CAPACITY", self.queue_capacity == 0),
+            ("SWEEP_INTERVAL_MS", self.sweep_interval.is_zero()),
+            ("LEASE_MS", self.lease.is_zero()),
+            ("FIRESTORE_TIMEOUT_MS", self.firestore_timeout.is_zero()),
+            ("LINE_TIMEOUT_MS", self.line_timeout.is_zero()),
+            ("MAX_EVENT_ATTEMPTS", self.max_event_attempts == 0),
+            ("MAX_SEND_ATTEMPTS", self.max_send_attempts == 0),
+            ("MAX_BODY_BYTES", self.max_body_bytes == 0),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, zero)| *zero) {
+            return invalid(name, "must be greater than 0");
+        }
+        // A lease must outlast the longest thing its holder does without renewing
+        // it: the commit that records a message, then the one LINE call that sends
+        // it. Otherwise another instance takes the work over while it is running.
+        let worst_inline_send = self.firestore_timeout + self.line_timeout;
+        if self.lease <= worst_inline_send {
+            return Err(ConfigError::Invalid {
+                name: "LEASE_MS",
+                problem: format!(
+                    "{} ms is not longer than the worst inline send (FIRESTORE_TIMEOUT_MS + LINE_TIMEOUT_MS = {} ms)",
+                    self.lease.as_millis(),
+                    worst_inline_send.as_millis()
+                ),
+            });
+        }
+        if self.reply_token_max_age > Duration::from_secs(60) {
+            return invalid(
+                "REPLY_TOKEN_MAX_AGE_SECS",
+                "must be at most 60: LINE's reply tokens live about a minute, and a reply retried after that would be taken for delivered",
+            );
+        }
+        if self.firestore_database.is_empty() || self.firestore_database.contains('/') {
+            return invalid("FIRESTORE_DATABASE", "must be (default) or a database id");
+        }
+        if self.instance_id.contains('\0') {
+            return invalid("INSTANCE_ID", "must not contain NUL");
+        }
+        Ok(())
     }
 }
 
@@ -199,6 +276,24 @@ mod tests {
         Config::from_lookup(|name| map.get(name).cloned())
     }
 
+    /// The settings of a real deployment, plus `extra`.
+    fn deployed(extra: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let mut pairs = vec![
+            ("LINE_CHANNEL_SECRET", "s"),
+            ("GOOGLE_CLOUD_PROJECT", "p"),
+            ("LINE_CHANNEL_ACCESS_TOKEN", "t"),
+        ];
+        pairs.extend_from_slice(extra);
+        config(&pairs)
+    }
+
+    fn refused_setting(result: Result<Config, ConfigError>) -> &'static str {
+        match result {
+            Err(ConfigError::Invalid { name, .. }) | Err(ConfigError::Missing(name)) => name,
+            Ok(_) => "(accepted)",
+        }
+    }
+
     #[test]
     fn the_channel_secret_is_required_and_named() {
         let error = config(&[("GOOGLE_CLOUD_PROJECT", "p")]).unwrap_err();
@@ -206,9 +301,57 @@ mod tests {
     }
 
     #[test]
+    fn without_an_access_token_only_a_dry_run_or_the_emulator_starts() {
+        let missing = config(&[("LINE_CHANNEL_SECRET", "s"), ("GOOGLE_CLOUD_PROJECT", "p")]);
+        assert_eq!(refused_setting(missing), "LINE_CHANNEL_ACCESS_TOKEN");
+        let dry = config(&[
+            ("LINE_CHANNEL_SECRET", "s"),
+            ("GOOGLE_CLOUD_PROJECT", "p"),
+            ("LINE_DRY_RUN", "true"),
+        ])
+        .unwrap();
+        assert!(dry.line_dry_run);
+        let local = config(&[
+            ("LINE_CHANNEL_SECRET", "s"),
+            ("FIRESTORE_EMULATOR_HOST", "127.0.0.1:8681"),
+        ])
+        .unwrap();
+        assert!(local.line_dry_run, "the emulator without a token is a dry run");
+        assert!(!deployed(&[]).unwrap().line_dry_run);
+        assert!(deployed(&[("LINE_DRY_RUN", "1")]).unwrap().line_dry_run, "asked for");
+    }
+
+    #[test]
+    fn settings_that_would_break_at_run_time_are_refused_by_name() {
+        let cases: [(&str, &str, &str); 13] = [
+            ("SWEEP_INTERVAL_MS", "0", "SWEEP_INTERVAL_MS"),
+            ("HTTP_WORKERS", "0", "HTTP_WORKERS"),
+            ("QUEUE_CAPACITY", "0", "QUEUE_CAPACITY"),
+            ("LEASE_MS", "0", "LEASE_MS"),
+            ("FIRESTORE_TIMEOUT_MS", "0", "FIRESTORE_TIMEOUT_MS"),
+            ("LINE_TIMEOUT_MS", "0", "LINE_TIMEOUT_MS"),
+            ("MAX_EVENT_ATTEMPTS", "0", "MAX_EVENT_ATTEMPTS"),
+            ("MAX_SEND_ATTEMPTS", "0", "MAX_SEND_ATTEMPTS"),
+            ("MAX_BODY_BYTES", "0", "MAX_BODY_BYTES"),
+            // Shorter than a commit (1.5 s) plus one LINE call (5 s).
+            ("LEASE_MS", "6000", "LEASE_MS"),
+            ("REPLY_TOKEN_MAX_AGE_SECS", "61", "REPLY_TOKEN_MAX_AGE_SECS"),
+            ("FIRESTORE_DATABASE", "a/b", "FIRESTORE_DATABASE"),
+            ("START_DEDUP_SECS", "soon", "START_DEDUP_SECS"),
+        ];
+        for (name, value, refused) in cases {
+            assert_eq!(refused_setting(deployed(&[(name, value)])), refused, "{name}={value}");
+        }
+        let ok = deployed(&[("LEASE_MS", "6600"), ("WORKER_COUNT", "0")]).unwrap();
+        assert_eq!(ok.worker_count, 0, "an ingest-only instance is fine");
+        assert_eq!(ok.firestore_database, "(default)");
+        assert_eq!(ok.start_dedup, Duration::from_secs(30));
+    }
+
+    #[test]
     fn the_project_is_required_without_the_emulator() {
         assert_eq!(
-            config(&[("LINE_CHANNEL_SECRET", "s")]).unwrap_err(),
+            config(&[("LINE_CHANNEL_SECRET", "s"), ("LINE_CHANNEL_ACCESS_TOKEN", "t")]).unwrap_err(),
             ConfigError::Missing("GOOGLE_CLOUD_PROJECT")
         );
         let local = config(&[
@@ -221,17 +364,12 @@ mod tests {
 
     #[test]
     fn defaults_apply_and_bad_values_name_their_variable() {
-        let ok = config(&[("LINE_CHANNEL_SECRET", "s"), ("GOOGLE_CLOUD_PROJECT", "p")]).unwrap();
+        let ok = deployed(&[]).unwrap();
         assert_eq!(ok.port, 8080);
         assert_eq!(ok.line_api_base_url, "https://api.line.me");
         assert_eq!(ok.scenarios_dir, PathBuf::from("scenarios"));
-        assert!(ok.admin_token.is_none() && ok.channel_access_token.is_none());
-        let bad = config(&[
-            ("LINE_CHANNEL_SECRET", "s"),
-            ("GOOGLE_CLOUD_PROJECT", "p"),
-            ("PORT", "http"),
-        ])
-        .unwrap_err();
+        assert!(ok.admin_token.is_none());
+        let bad = deployed(&[("PORT", "http")]).unwrap_err();
         assert!(bad.to_string().starts_with("PORT is invalid"), "{bad}");
     }
 
@@ -241,9 +379,10 @@ mod tests {
             ("LINE_CHANNEL_SECRET", "topsecret"),
             ("GOOGLE_CLOUD_PROJECT", "p"),
             ("ADMIN_TOKEN", "admintoken"),
+            ("LINE_CHANNEL_ACCESS_TOKEN", "accesstoken"),
         ])
         .unwrap();
         let shown = format!("{ok:?}");
-        assert!(!shown.contains("topsecret") && !shown.contains("admintoken"));
+        assert!(!shown.contains("topsecret") && !shown.contains("admintoken") && !shown.contains("accesstoken"));
     }
 }

@@ -1,30 +1,31 @@
 //! LINE survey scenario engine on Firestore.
 //!
-//! A request travels through the modules in this order:
+//! The floors of the house, each importing only those below it:
 //!
-//! - [`http`]: actix routes. `POST /webhook` reads the raw body, checks the
-//!   signature ([`line::signature`]) and parses the envelope ([`line::webhook`]).
-//! - [`ingest`]: per event, asks the [`engine`] for a decision (pure code over
-//!   the loaded [`scenario`]s) and stores each event that can have an effect in
-//!   the [`store`]'s inbox; LINE gets its 200 once all are stored.
-//! - [`pipeline`]: workers off the request path run the guard, commit the effect
-//!   with its [`outbound`] ledger entry in one atomic commit, then send through
-//!   the courier ([`line::client`]); a sweeper recovers work whose lease ran out.
-//! - [`config`], [`telemetry`] and [`startup`] build and run the whole.
+//! - [`line`] and [`ids`]: the LINE protocol (signature, webhook and message
+//!   types, client) and the id newtypes with the deterministic ids the guards
+//!   rely on.
+//! - [`scenario`]: scenario files, loaded and checked at start.
+//! - `engine`: pure decisions, no I/O: what an event means, and whether a
+//!   guarded start goes ahead.
+//! - `store`: Firestore only. Versions and preconditions, never engine plans.
+//! - `outbound`: actions, their ledger entries and retry keys, and the courier
+//!   that sends them.
+//! - `pipeline`: the one place that orchestrates decide -> commit -> send: the
+//!   request path (ingest), the workers, the sweeper, manual sends and replays.
+//! - `http`: routes only.
 //!
-//! [`ids`] holds the id newtypes and the deterministic document ids the guards
-//! rely on.
+//! [`config`], [`telemetry`] and [`startup`] build and run the whole.
 
 pub mod config;
-pub mod engine;
-pub mod http;
+mod engine;
+mod http;
 pub mod ids;
-pub mod ingest;
 pub mod line;
-pub mod metrics;
-pub mod outbound;
-pub mod pipeline;
+mod metrics;
+mod outbound;
+mod pipeline;
 pub mod scenario;
 pub mod startup;
-pub mod store;
+mod store;
 pub mod telemetry;

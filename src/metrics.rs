@@ -8,25 +8,30 @@ use std::sync::Mutex;
 
 #[derive(Debug, Default, Clone, Copy, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct KindCounters {
-    pub events: u64,
-    pub firestore_round_trips: u64,
+pub(crate) struct KindCounters {
+    pub(crate) events: u64,
+    pub(crate) firestore_round_trips: u64,
 }
 
 #[derive(Debug, Default)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     kinds: Mutex<BTreeMap<&'static str, KindCounters>>,
 }
 
 impl Metrics {
-    pub fn record(&self, kind: &'static str, round_trips: u32) {
-        let mut kinds = self.kinds.lock().expect("metrics lock is never poisoned");
+    pub(crate) fn record(&self, kind: &'static str, round_trips: u32) {
+        // A poisoned lock only means another thread panicked mid-update: the
+        // counters are still usable.
+        let mut kinds = self.kinds.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let counters = kinds.entry(kind).or_default();
         counters.events += 1;
         counters.firestore_round_trips += u64::from(round_trips);
     }
 
-    pub fn snapshot(&self) -> BTreeMap<&'static str, KindCounters> {
-        self.kinds.lock().expect("metrics lock is never poisoned").clone()
+    pub(crate) fn snapshot(&self) -> BTreeMap<&'static str, KindCounters> {
+        self.kinds
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 }

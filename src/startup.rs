@@ -4,11 +4,13 @@
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::http::{AppState, admin, health, webhook};
-use crate::ingest::Ingest;
 use crate::line::client::LineClient;
 use crate::metrics::Metrics;
 use crate::outbound::{Courier, RetryPolicy};
-use crate::pipeline::{Pipeline, PipelineSettings, Processor};
+use crate::pipeline::ingest::Ingest;
+use crate::pipeline::manual_send::ManualSender;
+use crate::pipeline::replay::Replayer;
+use crate::pipeline::{Pipeline, PipelineSettings, Processor, ProcessorSettings};
 use crate::scenario::load_dir;
 use crate::store::{Store, StoreOptions};
 use actix_web::dev::Server;
@@ -28,9 +30,11 @@ pub struct Application {
 
 impl Application {
     pub async fn build(config: Config) -> anyhow::Result<Self> {
+        config.validate()?;
         let scenarios = load_dir(&config.scenarios_dir).map_err(|error| anyhow::anyhow!("{error}"))?;
         let store = Store::connect(StoreOptions {
             project_id: config.google_cloud_project.clone(),
+            database_id: config.firestore_database.clone(),
             emulator_host: config.firestore_emulator_host.clone(),
             request_timeout: config.firestore_timeout,
             legacy_answer_lookup: config.legacy_answer_lookup,
@@ -39,13 +43,10 @@ impl Application {
         })
         .await
         .context("cannot connect to Firestore")?;
-        let client = LineClient::new(
-            &config.line_api_base_url,
-            config.channel_access_token.as_deref(),
-            config.line_timeout,
-        )?;
-        if !client.sends_for_real() {
-            tracing::warn!("LINE_CHANNEL_ACCESS_TOKEN is not set: outbound messages are logged, not sent");
+        let access_token = config.channel_access_token.as_deref().filter(|_| !config.line_dry_run);
+        let client = LineClient::new(&config.line_api_base_url, access_token, config.line_timeout)?;
+        if client.is_dry_run() {
+            tracing::warn!("dry run: nothing is sent to LINE; messages are printed and recorded as logged");
         }
         if config.admin_token.is_none() {
             tracing::info!("ADMIN_TOKEN is not set: the admin routes are off");
@@ -60,16 +61,18 @@ impl Application {
             max_attempts: config.max_send_attempts,
             first_backoff: Duration::from_millis(200),
             max_backoff: Duration::from_secs(30),
-            max_inline_wait: Duration::from_secs(2),
             reply_token_max_age: config.reply_token_max_age,
         };
-        let courier = Courier::new(client, store.clone(), policy, shutdown.clone());
+        let courier = Courier::new(client, store.clone(), policy);
+        let metrics = Arc::new(Metrics::default());
         let processor = Arc::new(Processor::new(
-            engine.clone(),
             store.clone(),
-            courier,
-            Arc::new(Metrics::default()),
-            Duration::from_millis(500),
+            courier.clone(),
+            metrics.clone(),
+            ProcessorSettings {
+                retry_backoff: Duration::from_millis(500),
+                start_dedup: config.start_dedup,
+            },
         ));
         let pipeline = Pipeline::start(
             processor.clone(),
@@ -84,6 +87,7 @@ impl Application {
         tracing::info!(
             scenarios = engine.scenarios().len(),
             firestore.project = %config.google_cloud_project,
+            firestore.database = %config.firestore_database,
             firestore.emulator = config.firestore_emulator_host.as_deref().unwrap_or("-"),
             instance.id = %config.instance_id,
             workers = config.worker_count,
@@ -92,8 +96,11 @@ impl Application {
         );
 
         let state = web::Data::new(AppState {
-            ingest: Ingest::new(engine, store, pipeline.clone()),
-            processor,
+            ingest: Ingest::new(engine.clone(), store.clone(), pipeline.clone(), metrics.clone()),
+            manual_sender: ManualSender::new(engine, store.clone(), courier),
+            replayer: Replayer::new(processor),
+            store,
+            metrics,
             channel_secret: config.channel_secret.clone(),
             admin_token: config.admin_token.clone(),
         });
@@ -166,8 +173,10 @@ impl Application {
 /// Resolves at the first SIGTERM (Cloud Run's stop signal) or SIGINT (Ctrl-C).
 async fn termination() -> &'static str {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler installs");
-    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler installs");
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::error!("cannot install signal handlers; stop the process with SIGKILL");
+        return std::future::pending().await;
+    };
     tokio::select! {
         _ = term.recv() => "SIGTERM",
         _ = int.recv() => "SIGINT",

@@ -1,23 +1,27 @@
 //! The scenario runtime's decisions: pure code that turns an event into a plan.
-//! It reads scenarios and the event, nothing else; the dispatcher carries the plan
-//! out against Firestore and LINE.
+//! It reads scenarios and the event, nothing else. The engine decides once per
+//! event, at ingest; the plan is stored with the event and the pipeline carries
+//! it out against Firestore and LINE.
 
 mod render;
+mod start;
 
-pub use render::render_from;
+pub(crate) use render::render_from;
+pub(crate) use start::{StartVerdict, start_verdict};
 
 use crate::ids::{LineUserId, NodeId, ScenarioId, answer_id, scenario_marker_id};
 use crate::line::messages::Message;
-use crate::line::webhook::{Event, EventKind, MessageContent, Mode};
+use crate::line::webhook::{Event, EventKind, MessageContent, Mode, Source};
 use crate::scenario::postback::{Postback, PostbackError};
-use crate::scenario::{Entry, Node, Scenarios};
+use crate::scenario::{Entry, LoadedScenario, Node, Scenarios, WalkError};
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// The tag every Flex card tap adds, answered or not.
-pub const FLEX_TAP_TAG: &str = "flex_image_tap";
+pub(crate) const FLEX_TAP_TAG: &str = "flex_image_tap";
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Decision {
+pub(crate) enum Decision {
     Ignore(Ignored),
     /// Guard 1: a survey answer.
     Answer(AnswerPlan),
@@ -25,7 +29,7 @@ pub enum Decision {
     CardTap(CardTapPlan),
     /// Guard 3: a follow or text trigger.
     Start(StartPlan),
-    /// The user unsent a message: remove any stored copy of its text.
+    /// The user unsent a message: it must have no effect if it has had none yet.
     Unsend {
         message_id: String,
     },
@@ -33,13 +37,15 @@ pub enum Decision {
 
 /// Why an event has no effect. Logged, never an error: LINE gets 200.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Ignored {
+pub(crate) enum Ignored {
     #[error("the channel is in standby mode; another module owns the chat")]
     Standby,
     #[error("the event has no user id")]
     NoUser,
     #[error("the user id is not acceptable")]
     InvalidUser,
+    #[error("the event comes from a group or room; surveys run in one-to-one chats only")]
+    NotOneToOne,
     #[error("event type not handled")]
     UnhandledType,
     #[error("message type not handled")]
@@ -56,63 +62,76 @@ pub enum Ignored {
     WrongNodeKind,
     #[error("postback names an unknown choice")]
     UnknownChoice,
+    /// Validation at start-up rules this out; kept so that no input can panic.
+    #[error("scenario {scenario} cannot be rendered: {problem}")]
+    BrokenScenario { scenario: ScenarioId, problem: WalkError },
 }
 
 /// Record one answer; only if it is the first, send what follows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AnswerPlan {
-    pub user: LineUserId,
-    pub scenario: ScenarioId,
-    pub scenario_version: u32,
-    pub node: NodeId,
-    pub choice: String,
-    pub tags: Vec<String>,
-    pub answer_id: String,
-    pub marker_id: String,
-    pub follow_up: Vec<Message>,
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct AnswerPlan {
+    pub(crate) user: LineUserId,
+    pub(crate) scenario: ScenarioId,
+    pub(crate) scenario_version: u32,
+    pub(crate) node: NodeId,
+    pub(crate) choice: String,
+    pub(crate) tags: Vec<String>,
+    pub(crate) answer_id: String,
+    pub(crate) marker_id: String,
+    pub(crate) follow_up: Vec<Message>,
 }
 
-/// "Has this user answered `scenario`?" — one get of the marker by id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScenarioGuard {
-    pub scenario: ScenarioId,
-    pub marker_id: String,
+/// "Has this user answered `scenario`, and when was it last started?" — one get
+/// of the marker by id, and a commit conditional on what it read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ScenarioGuard {
+    pub(crate) scenario: ScenarioId,
+    pub(crate) marker_id: String,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct CardTapPlan {
-    pub user: LineUserId,
-    pub card_scenario: ScenarioId,
-    pub card_node: NodeId,
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct CardTapPlan {
+    pub(crate) user: LineUserId,
+    pub(crate) card_scenario: ScenarioId,
+    pub(crate) card_node: NodeId,
     /// The survey scenario the card starts, unless the user answered it.
-    pub guard: ScenarioGuard,
-    pub messages: Vec<Message>,
+    pub(crate) guard: ScenarioGuard,
+    pub(crate) messages: Vec<Message>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct StartPlan {
-    pub user: LineUserId,
-    pub scenario: ScenarioId,
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct StartPlan {
+    pub(crate) user: LineUserId,
+    pub(crate) scenario: ScenarioId,
     /// `None` for scenarios without a survey node: nothing to check, no read.
-    pub guard: Option<ScenarioGuard>,
-    pub messages: Vec<Message>,
+    pub(crate) guard: Option<ScenarioGuard>,
+    pub(crate) messages: Vec<Message>,
+}
+
+/// Why a manual send cannot start a scenario.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ManualStartError {
+    #[error("no such scenario")]
+    UnknownScenario,
+    #[error("the scenario cannot be rendered: {0}")]
+    Broken(WalkError),
 }
 
 #[derive(Clone)]
-pub struct Engine {
+pub(crate) struct Engine {
     scenarios: Arc<Scenarios>,
 }
 
 impl Engine {
-    pub fn new(scenarios: Arc<Scenarios>) -> Self {
+    pub(crate) fn new(scenarios: Arc<Scenarios>) -> Self {
         Self { scenarios }
     }
 
-    pub fn scenarios(&self) -> &Scenarios {
+    pub(crate) fn scenarios(&self) -> &Scenarios {
         &self.scenarios
     }
 
-    pub fn decide(&self, event: &Event) -> Decision {
+    pub(crate) fn decide(&self, event: &Event) -> Decision {
         match self.try_decide(event) {
             Ok(decision) => decision,
             Err(ignored) => Decision::Ignore(ignored),
@@ -120,7 +139,7 @@ impl Engine {
     }
 
     fn try_decide(&self, event: &Event) -> Result<Decision, Ignored> {
-        // Privacy comes first: even in standby mode an unsent message's text goes.
+        // Privacy comes first: even in standby mode an unsent message must not act.
         if let EventKind::Unsend { unsend } = &event.kind {
             return Ok(Decision::Unsend {
                 message_id: unsend.message_id.clone(),
@@ -136,18 +155,24 @@ impl Engine {
         if !acts {
             return Err(Ignored::UnhandledType);
         }
-        let user = event.user_id().ok_or(Ignored::NoUser)?;
+        let source = event.source.as_ref().ok_or(Ignored::NoUser)?;
+        let user = source.user_id().ok_or(Ignored::NoUser)?;
+        // A 1:1 survey must never be answered into a group chat: a reply goes
+        // where the event came from.
+        if !matches!(source, Source::User { .. }) {
+            return Err(Ignored::NotOneToOne);
+        }
         let user = LineUserId::parse(user).map_err(|_| Ignored::InvalidUser)?;
         match &event.kind {
             EventKind::Follow => {
                 let entry = self.scenarios.follow_trigger().ok_or(Ignored::NoTrigger)?;
-                Ok(Decision::Start(self.start(user, entry)))
+                Ok(Decision::Start(self.start(user, entry)?))
             }
             EventKind::Message {
                 message: MessageContent::Text { text, .. },
             } => {
                 let entry = self.scenarios.text_trigger(text).ok_or(Ignored::NoTrigger)?;
-                Ok(Decision::Start(self.start(user, entry)))
+                Ok(Decision::Start(self.start(user, entry)?))
             }
             EventKind::Message { .. } => Err(Ignored::NotText),
             EventKind::Postback { postback } => {
@@ -158,40 +183,43 @@ impl Engine {
         }
     }
 
-    fn start(&self, user: LineUserId, entry: &Entry) -> StartPlan {
-        let scenario = self.scenarios.get(&entry.scenario).expect("validated trigger target");
+    fn start(&self, user: LineUserId, entry: &Entry) -> Result<StartPlan, Ignored> {
+        let scenario = self.loaded(&entry.scenario)?;
         let guard = scenario.has_survey.then(|| ScenarioGuard {
             scenario: entry.scenario.clone(),
             marker_id: scenario_marker_id(&entry.scenario, &user),
         });
-        StartPlan {
-            messages: render_from(scenario, &entry.node),
+        Ok(StartPlan {
+            messages: rendered(scenario, &entry.node)?,
             user,
             scenario: entry.scenario.clone(),
             guard,
-        }
+        })
     }
 
     /// The messages an operator's manual send delivers: the scenario from its start,
     /// with no guard at all (re-sending is the point of a manual send).
-    pub fn manual_start(&self, scenario: &ScenarioId) -> Option<Vec<Message>> {
-        let scenario = self.scenarios.get(scenario)?;
-        Some(render_from(scenario, &scenario.start))
+    pub(crate) fn manual_start(&self, scenario: &ScenarioId) -> Result<Vec<Message>, ManualStartError> {
+        let scenario = self.scenarios.get(scenario).ok_or(ManualStartError::UnknownScenario)?;
+        render_from(scenario, &scenario.start).map_err(ManualStartError::Broken)
+    }
+
+    fn loaded(&self, id: &ScenarioId) -> Result<&LoadedScenario, Ignored> {
+        self.scenarios.get(id).ok_or(Ignored::UnknownScenario)
     }
 
     fn postback(&self, user: LineUserId, postback: Postback) -> Result<Decision, Ignored> {
         match postback {
             Postback::Answer { scenario, node, choice } => {
-                let loaded = self.scenarios.get(&scenario).ok_or(Ignored::UnknownScenario)?;
+                let loaded = self.loaded(&scenario)?;
                 let Node::Survey(survey) = loaded.node(&node).ok_or(Ignored::UnknownNode)? else {
                     return Err(Ignored::WrongNodeKind);
                 };
                 let picked = survey.choice(&choice).ok_or(Ignored::UnknownChoice)?;
-                let follow_up = picked
-                    .next
-                    .as_ref()
-                    .map(|next| render_from(loaded, next))
-                    .unwrap_or_default();
+                let follow_up = match &picked.next {
+                    Some(next) => rendered(loaded, next)?,
+                    None => Vec::new(),
+                };
                 Ok(Decision::Answer(AnswerPlan {
                     answer_id: answer_id(&scenario, &node, &user),
                     marker_id: scenario_marker_id(&scenario, &user),
@@ -205,17 +233,17 @@ impl Engine {
                 }))
             }
             Postback::CardTap { scenario, node } => {
-                let loaded = self.scenarios.get(&scenario).ok_or(Ignored::UnknownScenario)?;
+                let loaded = self.loaded(&scenario)?;
                 let Node::FlexImage(card) = loaded.node(&node).ok_or(Ignored::UnknownNode)? else {
                     return Err(Ignored::WrongNodeKind);
                 };
-                let target = self.scenarios.get(&card.starts).expect("validated card target");
+                let target = self.loaded(&card.starts)?;
                 Ok(Decision::CardTap(CardTapPlan {
                     guard: ScenarioGuard {
                         scenario: card.starts.clone(),
                         marker_id: scenario_marker_id(&card.starts, &user),
                     },
-                    messages: render_from(target, &target.start),
+                    messages: rendered(target, &target.start)?,
                     user,
                     card_scenario: scenario,
                     card_node: node,
@@ -224,3 +252,13 @@ impl Engine {
         }
     }
 }
+
+fn rendered(scenario: &LoadedScenario, from: &NodeId) -> Result<Vec<Message>, Ignored> {
+    render_from(scenario, from).map_err(|problem| Ignored::BrokenScenario {
+        scenario: scenario.id().clone(),
+        problem,
+    })
+}
+
+#[cfg(test)]
+mod tests;

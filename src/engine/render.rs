@@ -3,17 +3,17 @@
 use crate::ids::NodeId;
 use crate::line::messages::{Action, FlexBubble, FlexImage, Message, Template};
 use crate::scenario::postback::Postback;
-use crate::scenario::{LoadedScenario, Node};
+use crate::scenario::{LoadedScenario, Node, WalkError};
 
 /// The messages sent when the scenario reaches `from`: the chain of nodes up to
-/// the next one that waits for the user. Validation at load guarantees the walk
-/// succeeds and yields at most five messages.
-pub fn render_from(scenario: &LoadedScenario, from: &NodeId) -> Vec<Message> {
-    crate::scenario::walk_nodes(scenario, from)
-        .expect("scenario chains are validated at load")
+/// the next one that waits for the user. Validation at load makes every entry
+/// point walk to at most five messages; an error here is still an error, never a
+/// panic, since input chooses where a walk starts.
+pub(crate) fn render_from(scenario: &LoadedScenario, from: &NodeId) -> Result<Vec<Message>, WalkError> {
+    Ok(crate::scenario::walk_nodes(scenario, from)?
         .into_iter()
         .filter_map(|node| render(scenario, node))
-        .collect()
+        .collect())
 }
 
 fn render(scenario: &LoadedScenario, node: &Node) -> Option<Message> {

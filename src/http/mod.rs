@@ -1,22 +1,30 @@
-//! HTTP routes: the LINE webhook, the operators' admin API and the health check.
+//! HTTP routes only: the LINE webhook, the operators' admin API and the health
+//! check. Each route hands its work to an explicit service of the pipeline.
 
-pub mod admin;
-pub mod health;
-pub mod webhook;
+pub(crate) mod admin;
+pub(crate) mod health;
+pub(crate) mod webhook;
 
-use crate::ingest::Ingest;
-use crate::pipeline::Processor;
+use crate::metrics::Metrics;
+use crate::pipeline::ingest::Ingest;
+use crate::pipeline::manual_send::ManualSender;
+use crate::pipeline::replay::Replayer;
+use crate::store::Store;
 use std::sync::Arc;
 
-/// Shared by every route.
-pub struct AppState {
-    pub ingest: Ingest,
-    pub processor: Arc<Processor>,
-    pub channel_secret: String,
-    pub admin_token: Option<String>,
+/// The services the routes use.
+pub(crate) struct AppState {
+    pub(crate) ingest: Ingest,
+    pub(crate) manual_sender: ManualSender,
+    pub(crate) replayer: Replayer,
+    /// Read-only uses: dead-letter lists and batch counts.
+    pub(crate) store: Store,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) channel_secret: String,
+    pub(crate) admin_token: Option<String>,
 }
 
 /// The JSON error body every route uses: `{"error": "..."}`.
-pub fn error_body(message: impl std::fmt::Display) -> serde_json::Value {
+pub(crate) fn error_body(message: impl std::fmt::Display) -> serde_json::Value {
     serde_json::json!({ "error": message.to_string() })
 }

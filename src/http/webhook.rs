@@ -1,14 +1,14 @@
 //! `POST /webhook`: signature first, then the envelope, then the dispatcher.
 
 use super::{AppState, error_body};
-use crate::ingest::RetryLater;
 use crate::line::signature::{self, SignatureError};
 use crate::line::webhook::Envelope;
+use crate::pipeline::ingest::RetryLater;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
 
 #[derive(Debug, thiserror::Error)]
-pub enum WebhookError {
+pub(crate) enum WebhookError {
     #[error(transparent)]
     Signature(#[from] SignatureError),
     #[error("the body is not a LINE webhook request: {0}")]
@@ -31,7 +31,7 @@ impl ResponseError for WebhookError {
     }
 }
 
-pub async fn webhook(
+pub(crate) async fn webhook(
     request: HttpRequest,
     body: web::Bytes,
     state: web::Data<AppState>,

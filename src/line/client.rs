@@ -1,25 +1,31 @@
 //! HTTP client for the two send endpoints: reply and push.
 //!
-//! With no channel access token configured (local runs), messages are logged by
-//! count instead of sent, so the whole flow can be exercised without a channel.
+//! In a dry run (`LINE_DRY_RUN`, or a local run against the emulator without an
+//! access token) nothing is sent: what the bot would say is printed to standard
+//! output (scenario text, buttons, card titles; never a user's text) and the
+//! send counts as `logged`, never `sent`.
 
-use super::messages::{Message, PushRequest, ReplyRequest};
+use super::messages::{Message, PushRequest, ReplyRequest, describe};
 use std::time::Duration;
 use uuid::Uuid;
 
 /// How a send ended when it did not fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Delivered {
+pub(crate) enum Delivered {
     /// LINE accepted the request (200).
     Sent,
     /// LINE had already accepted a push with this retry key (409): sent earlier.
     AlreadyAccepted,
-    /// No access token is configured: the messages were logged, not sent.
-    LoggedOnly,
+    /// Dry run: the messages were printed, not sent.
+    Logged,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum SendError {
+pub(crate) enum SendError {
+    /// A reply token LINE does not accept: used already (perhaps by an earlier
+    /// attempt whose answer was lost), expired, or never issued.
+    #[error("LINE refused the reply token (400 Invalid reply token)")]
+    InvalidReplyToken,
     /// LINE answered 4xx (other than 409 and 429): nothing was sent, and resending
     /// the same request will not help.
     #[error("LINE rejected the request with status {status}: {reason}")]
@@ -42,16 +48,19 @@ pub enum SendError {
 impl SendError {
     /// True when LINE certainly did not act on the request, so sending it again by
     /// another route (push instead of reply) cannot double it.
-    pub fn certainly_not_sent(&self) -> bool {
+    pub(crate) fn certainly_not_sent(&self) -> bool {
         matches!(
             self,
-            SendError::Rejected { .. } | SendError::RateLimited { .. } | SendError::Unreachable(_)
+            SendError::Rejected { .. }
+                | SendError::InvalidReplyToken
+                | SendError::RateLimited { .. }
+                | SendError::Unreachable(_)
         )
     }
 }
 
 #[derive(Clone)]
-pub struct LineClient {
+pub(crate) struct LineClient {
     transport: Transport,
 }
 
@@ -62,14 +71,15 @@ enum Transport {
         base_url: String,
         access_token: String,
     },
-    LogOnly,
+    DryRun,
 }
 
 impl LineClient {
-    /// A client that sends to `base_url`, or only logs when `access_token` is `None`.
-    pub fn new(base_url: &str, access_token: Option<&str>, timeout: Duration) -> anyhow::Result<Self> {
+    /// A client that sends to `base_url` with `access_token`, or, with `None`,
+    /// a dry run that prints instead.
+    pub(crate) fn new(base_url: &str, access_token: Option<&str>, timeout: Duration) -> anyhow::Result<Self> {
         let transport = match access_token {
-            None => Transport::LogOnly,
+            None => Transport::DryRun,
             Some(token) => Transport::Http {
                 http: reqwest::Client::builder()
                     .timeout(timeout)
@@ -82,22 +92,23 @@ impl LineClient {
         Ok(Self { transport })
     }
 
-    pub fn sends_for_real(&self) -> bool {
-        matches!(self.transport, Transport::Http { .. })
+    pub(crate) fn is_dry_run(&self) -> bool {
+        matches!(self.transport, Transport::DryRun)
     }
 
-    /// Replies with a single-use reply token. Never retried here: a reply whose
-    /// answer was lost cannot be repeated safely.
-    pub async fn reply(&self, reply_token: &str, messages: &[Message]) -> Result<Delivered, SendError> {
+    /// Replies with a single-use reply token. A token can be used once, so a reply
+    /// repeated after a lost answer cannot double: LINE refuses the repeat with
+    /// [`SendError::InvalidReplyToken`].
+    pub(crate) async fn reply(&self, reply_token: &str, messages: &[Message]) -> Result<Delivered, SendError> {
         let body = ReplyRequest { reply_token, messages };
-        self.post("/v2/bot/message/reply", &body, None, messages.len()).await
+        self.post("/v2/bot/message/reply", &body, None, None, messages).await
     }
 
     /// Pushes to one user. LINE remembers `retry_key` for 24 hours and answers 409
     /// to a repeat, so the same action may be pushed again safely.
-    pub async fn push(&self, to: &str, messages: &[Message], retry_key: Uuid) -> Result<Delivered, SendError> {
+    pub(crate) async fn push(&self, to: &str, messages: &[Message], retry_key: Uuid) -> Result<Delivered, SendError> {
         let body = PushRequest { to, messages };
-        self.post("/v2/bot/message/push", &body, Some(retry_key), messages.len())
+        self.post("/v2/bot/message/push", &body, Some(retry_key), Some(to), messages)
             .await
     }
 
@@ -106,16 +117,18 @@ impl LineClient {
         path: &str,
         body: &B,
         retry_key: Option<Uuid>,
-        message_count: usize,
+        to: Option<&str>,
+        messages: &[Message],
     ) -> Result<Delivered, SendError> {
         let (http, base_url, access_token) = match &self.transport {
-            Transport::LogOnly => {
-                tracing::info!(
-                    line.endpoint = path,
-                    line.message_count = message_count,
-                    "no LINE_CHANNEL_ACCESS_TOKEN: messages logged, not sent"
-                );
-                return Ok(Delivered::LoggedOnly);
+            Transport::DryRun => {
+                // Standard output, not the log: this is the bot's own scenario text,
+                // shown on purpose in a local dry run.
+                match to {
+                    Some(user) => println!("[dry run] push to {user}:\n{}", describe(messages)),
+                    None => println!("[dry run] reply:\n{}", describe(messages)),
+                }
+                return Ok(Delivered::Logged);
             }
             Transport::Http {
                 http,
@@ -149,10 +162,14 @@ impl LineClient {
                     .and_then(|value| value.parse().ok())
                     .map(Duration::from_secs),
             }),
-            400..=499 => Err(SendError::Rejected {
-                status,
-                reason: line_error_message(response).await,
-            }),
+            400..=499 => {
+                let reason = line_error_message(response).await;
+                if status == 400 && retry_key.is_none() && reason.eq_ignore_ascii_case("Invalid reply token") {
+                    Err(SendError::InvalidReplyToken)
+                } else {
+                    Err(SendError::Rejected { status, reason })
+                }
+            }
             _ => Err(SendError::ServerError { status }),
         }
     }

@@ -3,11 +3,11 @@
 use serde::{Deserialize, Serialize};
 
 /// LINE accepts at most this many messages in one reply or push.
-pub const MAX_MESSAGES_PER_REQUEST: usize = 5;
+pub(crate) const MAX_MESSAGES_PER_REQUEST: usize = 5;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
-pub enum Message {
+pub(crate) enum Message {
     Text { text: String },
     Template { alt_text: String, template: Template },
     Flex { alt_text: String, contents: FlexBubble },
@@ -15,7 +15,7 @@ pub enum Message {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
-pub enum Template {
+pub(crate) enum Template {
     Buttons {
         #[serde(skip_serializing_if = "Option::is_none", default)]
         title: Option<String>,
@@ -26,7 +26,7 @@ pub enum Template {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
-pub enum Action {
+pub(crate) enum Action {
     Postback {
         /// Required on template buttons, optional on a Flex image.
         #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -41,33 +41,59 @@ pub enum Action {
 /// A bubble whose only content is a full-width tappable image.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename = "bubble")]
-pub struct FlexBubble {
-    pub hero: FlexImage,
+pub(crate) struct FlexBubble {
+    pub(crate) hero: FlexImage,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename = "image", rename_all = "camelCase")]
-pub struct FlexImage {
-    pub url: String,
-    pub size: String,
-    pub aspect_ratio: String,
-    pub aspect_mode: String,
-    pub action: Action,
+pub(crate) struct FlexImage {
+    pub(crate) url: String,
+    pub(crate) size: String,
+    pub(crate) aspect_ratio: String,
+    pub(crate) aspect_mode: String,
+    pub(crate) action: Action,
+}
+
+/// What the messages say, for a person reading a dry run: texts, button labels
+/// and card titles, one message per line.
+pub(crate) fn describe(messages: &[Message]) -> String {
+    messages
+        .iter()
+        .map(|message| match message {
+            Message::Text { text } => format!("  | {text}"),
+            Message::Template {
+                template: Template::Buttons { title, text, actions },
+                ..
+            } => {
+                let buttons: Vec<String> = actions
+                    .iter()
+                    .map(|Action::Postback { label, .. }| format!("[{}]", label.as_deref().unwrap_or("")))
+                    .collect();
+                let title = title.as_deref().map(|title| format!("{title}: ")).unwrap_or_default();
+                format!("  | {title}{text} {}", buttons.join(" "))
+            }
+            Message::Flex { alt_text, contents } => {
+                format!("  | (card) {alt_text} [image {}]", contents.hero.url)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Body of `POST /v2/bot/message/reply`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ReplyRequest<'a> {
-    pub reply_token: &'a str,
-    pub messages: &'a [Message],
+pub(crate) struct ReplyRequest<'a> {
+    pub(crate) reply_token: &'a str,
+    pub(crate) messages: &'a [Message],
 }
 
 /// Body of `POST /v2/bot/message/push`.
 #[derive(Debug, Serialize)]
-pub struct PushRequest<'a> {
-    pub to: &'a str,
-    pub messages: &'a [Message],
+pub(crate) struct PushRequest<'a> {
+    pub(crate) to: &'a str,
+    pub(crate) messages: &'a [Message],
 }
 
 #[cfg(test)]
@@ -94,6 +120,26 @@ mod tests {
             json!({"type": "template", "altText": "Q", "template": {"type": "buttons", "text": "Q?",
                 "actions": [{"type": "postback", "label": "A", "data": "d", "displayText": "A"}]}})
         );
+    }
+
+    #[test]
+    fn a_dry_run_shows_texts_buttons_and_card_titles() {
+        let messages = [
+            Message::Text { text: "Hello".into() },
+            Message::Template {
+                alt_text: "Q".into(),
+                template: Template::Buttons {
+                    title: Some("Lunch".into()),
+                    text: "How was it?".into(),
+                    actions: vec![Action::Postback {
+                        label: Some("Good".into()),
+                        data: "d".into(),
+                        display_text: None,
+                    }],
+                },
+            },
+        ];
+        assert_eq!(describe(&messages), "  | Hello\n  | Lunch: How was it? [Good]");
     }
 
     #[test]

@@ -1,33 +1,40 @@
-//! Taking one recorded action to its end state: sent, uncertain or failed.
+//! Taking one recorded action a step towards its end state: one LINE call per
+//! turn, then the outcome recorded from the version the sender holds. A retry is
+//! a later turn (the entry's lease runs out at the retry time and any instance's
+//! sweeper takes it), so a backing-off send never holds a worker.
 //!
-//! - A reply is tried only while its token is fresh and only by the run that
-//!   recorded it. LINE refusing it (4xx) means nothing was sent: the action is
-//!   pushed instead. No answer (timeout, 5xx) means it may have arrived: the action
-//!   is marked uncertain and never resent automatically.
+//! - A reply uses the event's single-use token while it is fresh. Its outcome
+//!   may be unknown (timeout, 5xx, or a process that died while it was due): then
+//!   it is retried with the SAME token. A token can be used once, so a retry
+//!   cannot double it, and a 400 "Invalid reply token" to such a retry, while the
+//!   token is fresh, means the earlier attempt was accepted: `sent`. Only a reply
+//!   that could not be settled before its token may have expired is `uncertain`;
+//!   it is never switched to a push automatically. A reply LINE refuses before
+//!   any attempt could have reached it is pushed instead.
 //! - A push carries the action's retry key, so it is retried after 5xx, timeouts
-//!   and 429 (with backoff, honouring `Retry-After`) without risk: 409 means LINE
-//!   had accepted it. Other 4xx are final. Retries are bounded; then it is parked.
+//!   and 429 (honouring `Retry-After`) without risk: 409 means LINE had accepted
+//!   it. Other 4xx are final. Retries are bounded; then it is parked.
 
 use crate::line::client::{Delivered, LineClient, SendError};
 use crate::line::messages::Message;
-use crate::store::{LedgerDoc, RouteDoc, Settlement, Store};
+use crate::store::{Attempted, LedgerDoc, RouteDoc, Settlement, Store, Version};
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone)]
-pub struct RetryPolicy {
+pub(crate) struct RetryPolicy {
     /// Push attempts before the action is parked as failed.
-    pub max_attempts: u32,
-    pub first_backoff: Duration,
-    pub max_backoff: Duration,
-    /// Longer waits than this are left to the sweeper instead of holding a worker.
-    pub max_inline_wait: Duration,
-    /// Reply tokens live about a minute; past this age a push is used instead.
-    pub reply_token_max_age: Duration,
+    pub(crate) max_attempts: u32,
+    pub(crate) first_backoff: Duration,
+    pub(crate) max_backoff: Duration,
+    /// Reply tokens live about a minute; past this age a reply is not attempted.
+    pub(crate) reply_token_max_age: Duration,
 }
 
+/// Replies are retried at least this often, so their retries fit in the token's life.
+const MAX_REPLY_BACKOFF: Duration = Duration::from_secs(5);
+
 impl RetryPolicy {
-    pub fn backoff(&self, attempts: u32) -> Duration {
+    pub(crate) fn backoff(&self, attempts: u32) -> Duration {
         let factor = 2u32.saturating_pow(attempts.saturating_sub(1).min(16));
         self.first_backoff.saturating_mul(factor).min(self.max_backoff)
     }
@@ -35,157 +42,202 @@ impl RetryPolicy {
 
 /// Whether the run holding the action recorded it just now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
-    /// Recorded by this run: nothing was attempted yet.
+pub(crate) enum Origin {
+    /// Recorded by this run, which made no call for it yet.
     Fresh,
-    /// Taken over after its lease ran out: an earlier run may have tried it.
+    /// Taken over after its lease ran out: an earlier run may have made a call.
     Recovered,
 }
 
 #[derive(Clone)]
-pub struct Courier {
+pub(crate) struct Courier {
     client: LineClient,
     store: Store,
     policy: RetryPolicy,
-    shutdown: CancellationToken,
+}
+
+/// The outcome of one turn and how it is to be recorded.
+struct Turn {
+    settlement: Settlement,
+    attempted: Attempted,
 }
 
 impl Courier {
-    pub fn new(client: LineClient, store: Store, policy: RetryPolicy, shutdown: CancellationToken) -> Self {
-        Self {
-            client,
-            store,
-            policy,
-            shutdown,
-        }
+    pub(crate) fn new(client: LineClient, store: Store, policy: RetryPolicy) -> Self {
+        Self { client, store, policy }
     }
 
-    pub fn client(&self) -> &LineClient {
-        &self.client
-    }
-
-    /// Sends the action and records how it ended. Store errors while settling are
-    /// logged: the lease then runs out and the sweeper settles it again.
+    /// Makes one call for the action and records the outcome, conditional on
+    /// `version`. Store errors while recording are logged: the lease then runs out
+    /// and the sweeper settles the entry again.
     #[tracing::instrument(skip_all, fields(ledger.id = ledger_id, user.id = %doc.line_user_id))]
-    pub async fn deliver(&self, ledger_id: &str, doc: &LedgerDoc, origin: Origin) -> Settlement {
-        let (settlement, route, attempts) = self.attempt(doc, origin).await;
+    pub(crate) async fn deliver(
+        &self,
+        ledger_id: &str,
+        doc: &LedgerDoc,
+        version: Version,
+        origin: Origin,
+    ) -> Settlement {
+        let Turn { settlement, attempted } = self.turn(doc, origin).await;
+        let route = route_name(attempted.route);
         match &settlement {
-            Settlement::Sent => tracing::info!(
-                send.route = route_name(route),
-                send.attempts = attempts,
-                outcome = "sent",
+            Settlement::Sent | Settlement::Logged => tracing::info!(
+                send.route = route,
+                send.attempts = attempted.attempts,
+                outcome = settlement.as_str(),
                 "outbound settled"
             ),
-            Settlement::RetryAt { after, error, .. } => {
-                tracing::warn!(send.route = route_name(route), send.attempts = attempts, retry_in_ms = after.as_millis() as u64, error = %error, outcome = "retry_later", "outbound postponed")
+            Settlement::RetryAt { after, error } => {
+                tracing::warn!(send.route = route, send.attempts = attempted.attempts, retry_in_ms = after.as_millis() as u64, error = %error, outcome = "retry_later", "outbound postponed")
             }
             Settlement::Uncertain(reason) | Settlement::Failed(reason) => {
-                tracing::error!(send.route = route_name(route), send.attempts = attempts, reason = %reason, outcome = settlement_name(&settlement), "outbound parked")
+                tracing::error!(send.route = route, send.attempts = attempted.attempts, reason = %reason, outcome = settlement.as_str(), "outbound parked")
             }
         }
-        if let Err(error) = self
+        match self
             .store
-            .settle_outbound(ledger_id, doc, attempts, route, &settlement)
+            .settle_outbound(ledger_id, version, doc, &attempted, &settlement)
             .await
         {
-            tracing::error!(error = %error, "could not record the send outcome; the sweeper will settle it");
+            Ok(true) => {}
+            Ok(false) => tracing::info!(
+                outcome = "superseded",
+                "another instance took the action over; this outcome is not recorded"
+            ),
+            Err(error) => {
+                tracing::error!(error = %error, "could not record the send outcome; the sweeper will settle it")
+            }
         }
         settlement
     }
 
-    async fn attempt(&self, doc: &LedgerDoc, origin: Origin) -> (Settlement, RouteDoc, u32) {
+    async fn turn(&self, doc: &LedgerDoc, origin: Origin) -> Turn {
         let messages: Vec<Message> = match serde_json::from_str(&doc.messages) {
             Ok(messages) => messages,
             Err(error) => {
-                return (
-                    Settlement::Failed(format!("stored messages unreadable: {error}")),
-                    doc.route,
-                    doc.attempts,
-                );
+                return Turn {
+                    settlement: Settlement::Failed(format!("stored messages unreadable: {error}")),
+                    attempted: Attempted::unchanged(doc),
+                };
             }
         };
-        if doc.route == RouteDoc::Reply {
-            match (origin, &doc.reply_token, doc.event_time_ms) {
-                (Origin::Recovered, _, _) => {
-                    let reason = "a reply was due when the previous run stopped; it may have been sent".to_owned();
-                    return (Settlement::Uncertain(reason), RouteDoc::Reply, doc.attempts);
+        if doc.route == RouteDoc::Reply
+            && let (Some(token), Some(event_time_ms)) = (&doc.reply_token, doc.event_time_ms)
+        {
+            // Could an earlier call have reached LINE? Then only the same token may
+            // be used again, never a push.
+            let earlier_call_unknown = doc.reply_outcome_unknown || origin == Origin::Recovered;
+            if self.reply_is_fresh(event_time_ms) {
+                match self.reply(doc, token, &messages, earlier_call_unknown).await {
+                    Some(turn) => return turn,
+                    None => tracing::warn!("reply refused before any attempt reached LINE; pushing instead"),
                 }
-                (Origin::Fresh, Some(token), Some(event_time_ms)) if self.reply_is_fresh(event_time_ms) => {
-                    match self.client.reply(token, &messages).await {
-                        Ok(_) => return (Settlement::Sent, RouteDoc::Reply, doc.attempts + 1),
-                        Err(error) if error.certainly_not_sent() => {
-                            tracing::warn!(error = %error, "reply refused; pushing instead");
-                        }
-                        Err(error) => {
-                            return (
-                                Settlement::Uncertain(error.to_string()),
-                                RouteDoc::Reply,
-                                doc.attempts + 1,
-                            );
-                        }
-                    }
-                }
-                _ => {}
+            } else if earlier_call_unknown {
+                return Turn {
+                    settlement: Settlement::Uncertain(
+                        "a reply attempt's outcome is unknown and its token may have expired".into(),
+                    ),
+                    attempted: Attempted {
+                        route: RouteDoc::Reply,
+                        ..Attempted::unchanged(doc)
+                    },
+                };
             }
         }
         self.push(doc, &messages).await
     }
 
-    async fn push(&self, doc: &LedgerDoc, messages: &[Message]) -> (Settlement, RouteDoc, u32) {
-        let retry_key = match doc.retry_key.parse() {
-            Ok(key) => key,
-            Err(_) => {
-                return (
-                    Settlement::Failed("stored retry key unreadable".into()),
-                    RouteDoc::Push,
-                    doc.attempts,
-                );
-            }
+    /// One reply call. `None`: LINE refused it and no call of ours can have
+    /// reached it, so a push cannot double it.
+    async fn reply(
+        &self,
+        doc: &LedgerDoc,
+        token: &str,
+        messages: &[Message],
+        earlier_call_unknown: bool,
+    ) -> Option<Turn> {
+        let attempts = doc.attempts + 1;
+        let attempted = |outcome_unknown: bool| Attempted {
+            attempts,
+            route: RouteDoc::Reply,
+            reply_outcome_unknown: outcome_unknown,
         };
-        let mut attempts = doc.attempts;
-        loop {
-            attempts += 1;
-            let error = match self.client.push(&doc.line_user_id, messages, retry_key).await {
-                Ok(Delivered::Sent | Delivered::AlreadyAccepted | Delivered::LoggedOnly) => {
-                    return (Settlement::Sent, RouteDoc::Push, attempts);
-                }
-                Err(error @ SendError::Rejected { .. }) => {
-                    return (Settlement::Failed(error.to_string()), RouteDoc::Push, attempts);
-                }
-                Err(error) => error,
-            };
-            if attempts >= self.policy.max_attempts {
-                let reason = format!("gave up after {attempts} attempts: {error}");
-                return (Settlement::Failed(reason), RouteDoc::Push, attempts);
-            }
-            let wait = match &error {
-                SendError::RateLimited {
-                    retry_after: Some(after),
-                } => (*after).max(self.policy.backoff(attempts)),
-                _ => self.policy.backoff(attempts),
-            };
-            tracing::warn!(error = %error, send.attempts = attempts, retry_in_ms = wait.as_millis() as u64, "push failed; retrying with the same retry key");
-            if wait > self.policy.max_inline_wait || self.shutdown.is_cancelled() {
-                return (
-                    Settlement::RetryAt {
+        let settlement = match self.client.reply(token, messages).await {
+            Ok(Delivered::Logged) => Settlement::Logged,
+            Ok(Delivered::Sent | Delivered::AlreadyAccepted) => Settlement::Sent,
+            // The token was used: by our earlier call, whose answer was lost.
+            Err(SendError::InvalidReplyToken) if earlier_call_unknown => Settlement::Sent,
+            Err(SendError::InvalidReplyToken | SendError::Rejected { .. }) if !earlier_call_unknown => return None,
+            Err(error @ SendError::Rejected { .. }) => Settlement::Failed(error.to_string()),
+            Err(error) => {
+                let wait = match &error {
+                    SendError::RateLimited {
+                        retry_after: Some(after),
+                    } => (*after).max(self.policy.backoff(attempts)),
+                    _ => self.policy.backoff(attempts).min(MAX_REPLY_BACKOFF),
+                };
+                let outcome_unknown = earlier_call_unknown || !error.certainly_not_sent();
+                return Some(Turn {
+                    settlement: Settlement::RetryAt {
                         after: wait,
                         error: error.to_string(),
                     },
-                    RouteDoc::Push,
-                    attempts,
-                );
+                    attempted: attempted(outcome_unknown),
+                });
             }
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = self.shutdown.cancelled() => {
-                    return (Settlement::RetryAt { after: Duration::ZERO, error: error.to_string() }, RouteDoc::Push, attempts);
+        };
+        Some(Turn {
+            settlement,
+            attempted: attempted(earlier_call_unknown),
+        })
+    }
+
+    async fn push(&self, doc: &LedgerDoc, messages: &[Message]) -> Turn {
+        let attempted = |attempts| Attempted {
+            attempts,
+            route: RouteDoc::Push,
+            reply_outcome_unknown: doc.reply_outcome_unknown,
+        };
+        let retry_key = match doc.retry_key.parse() {
+            Ok(key) => key,
+            Err(_) => {
+                return Turn {
+                    settlement: Settlement::Failed("stored retry key unreadable".into()),
+                    attempted: attempted(doc.attempts),
+                };
+            }
+        };
+        let attempts = doc.attempts + 1;
+        let settlement = match self.client.push(&doc.line_user_id, messages, retry_key).await {
+            Ok(Delivered::Sent | Delivered::AlreadyAccepted) => Settlement::Sent,
+            Ok(Delivered::Logged) => Settlement::Logged,
+            Err(error @ (SendError::Rejected { .. } | SendError::InvalidReplyToken)) => {
+                Settlement::Failed(error.to_string())
+            }
+            Err(error) if attempts >= self.policy.max_attempts => {
+                Settlement::Failed(format!("gave up after {attempts} attempts: {error}"))
+            }
+            Err(error) => {
+                let wait = match &error {
+                    SendError::RateLimited {
+                        retry_after: Some(after),
+                    } => (*after).max(self.policy.backoff(attempts)),
+                    _ => self.policy.backoff(attempts),
+                };
+                Settlement::RetryAt {
+                    after: wait,
+                    error: error.to_string(),
                 }
             }
+        };
+        Turn {
+            settlement,
+            attempted: attempted(attempts),
         }
     }
 
     /// Whether a reply token issued at `event_time_ms` is still safe to use.
-    pub fn reply_is_fresh(&self, event_time_ms: i64) -> bool {
+    pub(crate) fn reply_is_fresh(&self, event_time_ms: i64) -> bool {
         let age_ms = super::now_ms().saturating_sub(event_time_ms).max(0);
         u128::from(age_ms.unsigned_abs()) < self.policy.reply_token_max_age.as_millis()
     }
@@ -195,15 +247,6 @@ fn route_name(route: RouteDoc) -> &'static str {
     match route {
         RouteDoc::Reply => "reply",
         RouteDoc::Push => "push",
-    }
-}
-
-fn settlement_name(settlement: &Settlement) -> &'static str {
-    match settlement {
-        Settlement::Sent => "sent",
-        Settlement::Uncertain(_) => "uncertain",
-        Settlement::Failed(_) => "failed",
-        Settlement::RetryAt { .. } => "retry_later",
     }
 }
 
@@ -217,7 +260,6 @@ mod tests {
             max_attempts: 6,
             first_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_millis(500),
-            max_inline_wait: Duration::from_secs(1),
             reply_token_max_age: Duration::from_secs(50),
         };
         let waits: Vec<_> = (1..=5).map(|attempt| policy.backoff(attempt).as_millis()).collect();

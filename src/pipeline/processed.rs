@@ -1,51 +1,53 @@
-//! What became of one event: its outcome for the log, and its kind for the metrics.
+//! What became of one event: its outcome for the log and for replays, and its
+//! kind for the metrics.
 
-/// What became of one event, for the log and for replays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Processed {
-    Ignored,
+pub(crate) enum Processed {
     Answered,
     AlreadyAnswered,
     /// A trigger started a scenario that has a survey (after its guard read).
     StartedGuarded,
     /// A trigger started a scenario without survey nodes (no guard read).
     Started,
+    /// The user answered the scenario: not started again.
     NotRestarted,
+    /// Started for this user within the start dedup window: started once.
+    StartDeduplicated,
     CardTapped,
     /// A card tap by a user who had answered: tagged, not restarted.
     CardTapAnswered,
-    /// Another run of the same event committed first.
-    AlreadyDone,
-    TextRemoved,
+    /// A card tap within the start dedup window: tagged, started once.
+    CardTapDeduplicated,
+    /// The user unsent the message before it had an effect.
+    Unsent,
 }
 
 impl Processed {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
-            Processed::Ignored => "ignored",
             Processed::Answered => "answered",
             Processed::AlreadyAnswered | Processed::CardTapAnswered => "already_answered",
             Processed::StartedGuarded | Processed::Started => "started",
             Processed::NotRestarted => "not_restarted",
+            Processed::StartDeduplicated | Processed::CardTapDeduplicated => "recently_started",
             Processed::CardTapped => "card_tapped",
-            Processed::AlreadyDone => "already_done",
-            Processed::TextRemoved => "text_removed",
+            Processed::Unsent => "unsent",
         }
     }
 
     /// The event kind the metrics count it under.
-    pub fn metric_kind(self) -> &'static str {
+    pub(crate) fn metric_kind(self) -> &'static str {
         match self {
             Processed::Answered => "first_answer",
             Processed::AlreadyAnswered => "repeated_tap",
             Processed::StartedGuarded => "text_trigger_unanswered_survey",
             Processed::Started => "text_trigger_without_survey",
             Processed::NotRestarted => "text_trigger_answered_survey",
+            Processed::StartDeduplicated => "text_trigger_recently_started",
             Processed::CardTapped => "flex_tap_starting_survey",
             Processed::CardTapAnswered => "flex_tap_after_answer",
-            Processed::Ignored => "ignored",
-            Processed::AlreadyDone => "already_done",
-            Processed::TextRemoved => "unsend",
+            Processed::CardTapDeduplicated => "flex_tap_recently_started",
+            Processed::Unsent => "unsent_before_processing",
         }
     }
 }

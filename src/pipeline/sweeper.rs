@@ -1,24 +1,25 @@
 //! Recovers work whose lease ran out: events a crashed (or failed) run left
-//! pending, and outbound actions waiting for another attempt. Every instance
-//! sweeps; an update-time precondition lets exactly one take each record.
+//! pending, events stored while a queue was full, and outbound actions waiting
+//! for another attempt. Every instance sweeps; an update-time precondition lets
+//! exactly one take each record.
+//!
+//! The sweeper takes over no more records than this instance has idle workers,
+//! and reserves their queue room first, so a record it takes starts at once (its
+//! attempt counts only then) and never waits out its lease in a queue. Records
+//! this instance already holds are never taken again. A record that cannot be
+//! read is parked on its own; the sweep goes on for the others.
 
-use super::{Job, PipelineSettings, Processor};
-use crate::line::webhook::{Event, EventParse};
-use crate::store::{InboxDoc, InboxKey, Leased, StoreError};
+use super::work::Work;
+use super::{EventJob, Job, OutboundJob, Pipeline, PipelineSettings};
+use crate::store::{DeadLetterKind, InboxKey, Store, StoreError, Swept};
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::mpsc;
+use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// Records looked at per sweep and kind; the rest wait for the next sweep.
-const BATCH: u32 = 64;
+/// Records looked at per sweep and kind, at most.
+const BATCH: usize = 64;
 
-pub async fn run(
-    processor: Arc<Processor>,
-    jobs: mpsc::Sender<Job>,
-    settings: PipelineSettings,
-    shutdown: CancellationToken,
-) {
+pub(super) async fn run(pipeline: Arc<Pipeline>, settings: PipelineSettings, shutdown: CancellationToken) {
     let mut interval = tokio::time::interval(settings.sweep_interval);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -26,102 +27,140 @@ pub async fn run(
             _ = shutdown.cancelled() => return,
             _ = interval.tick() => {}
         }
-        // Only take what the queue can hold now: a taken lease we cannot work on
-        // would only delay the record until the lease runs out again.
-        let room = u32::try_from(jobs.capacity()).unwrap_or(u32::MAX).min(BATCH);
-        if room == 0 {
+        let mut budget = pipeline.idle_workers().min(BATCH);
+        if budget == 0 {
             continue;
         }
-        if let Err(error) = sweep_events(&processor, &jobs, &settings, room).await {
-            tracing::warn!(error = %error, "sweep of expired events failed");
+        match sweep_events(&pipeline, &settings, budget).await {
+            Ok(taken) => budget = budget.saturating_sub(taken),
+            Err(error) => tracing::warn!(error = %error, "sweep of expired events failed"),
         }
-        if let Err(error) = sweep_outbound(&processor, &jobs, room).await {
+        if budget == 0 {
+            continue;
+        }
+        if let Err(error) = sweep_outbound(&pipeline, budget).await {
             tracing::warn!(error = %error, "sweep of pending outbound actions failed");
         }
     }
 }
 
-async fn sweep_events(
-    processor: &Processor,
-    jobs: &mpsc::Sender<Job>,
-    settings: &PipelineSettings,
-    limit: u32,
-) -> Result<(), StoreError> {
-    let store = processor.store();
-    for record in store.expired_events(limit).await? {
-        // Stopping: leave the rest to the other instances.
-        if jobs.is_closed() {
-            return Ok(());
+/// What to ask for: the records this instance holds show up too, and are skipped.
+fn query_limit(pipeline: &Pipeline, budget: usize) -> u32 {
+    u32::try_from((budget + pipeline.in_hand.len()).min(4 * BATCH)).unwrap_or(u32::MAX)
+}
+
+/// Takes over up to `budget` expired events; returns how many it took.
+async fn sweep_events(pipeline: &Pipeline, settings: &PipelineSettings, budget: usize) -> Result<usize, StoreError> {
+    let store = pipeline.processor.store();
+    let mut taken = 0;
+    for swept in store.expired_events(query_limit(pipeline, budget)).await? {
+        let record = match swept {
+            Swept::Readable(record) => record,
+            Swept::Unreadable { id, version, error } => {
+                tracing::error!(inbox.id = %id, error = %error, outcome = "parked", "an unreadable inbox record was parked");
+                store
+                    .park_unreadable(DeadLetterKind::Event, &id, version, &error)
+                    .await?;
+                continue;
+            }
+        };
+        if taken >= budget {
+            break;
+        }
+        if pipeline.in_hand.contains(&record.id) {
+            continue;
         }
         let key = InboxKey::from_document_id(record.id.clone());
         if record.doc.attempts >= settings.max_event_attempts {
             let reason = record.doc.last_error.as_deref().unwrap_or("processing did not finish");
             let reason = format!("gave up after {} attempts: {reason}", record.doc.attempts);
             tracing::error!(inbox.id = key.as_str(), event.id = %record.doc.webhook_event_id, reason = %reason, outcome = "parked", "event parked as a dead letter");
-            store.park_event(&key, &record.doc, &reason).await?;
+            store.park_event(&key, record.version, &record.doc, &reason).await?;
             continue;
         }
-        if !store.take_over_event(&record).await? {
-            continue;
-        }
-        if record.doc.text_removed {
-            // The user unsent the message before it was processed: drop it.
-            tracing::info!(
-                inbox.id = key.as_str(),
-                outcome = "text_removed",
-                "unsent message not processed"
-            );
-            store.mark_event_done(&key).await?;
-            continue;
-        }
-        tracing::info!(inbox.id = key.as_str(), event.id = %record.doc.webhook_event_id, attempts = record.doc.attempts + 1, "taking over an expired event");
-        match stored_event(&record) {
-            Ok(event) => {
-                if jobs
-                    .try_send(Job::Event {
-                        key: key.clone(),
-                        event: Box::new(event),
-                        claim_round_trips: None,
-                        attempt: record.doc.attempts + 1,
-                    })
-                    .is_err()
-                {
-                    // The queue closed (shutdown) or filled up since the sweep began:
-                    // give the lease straight back rather than sit on it.
-                    store.release_event(&key, Duration::ZERO, None).await?;
-                }
+        let work = match record.doc.plan.as_deref().map(Work::decode) {
+            Some(Ok(work)) => work,
+            Some(Err(reason)) => {
+                park_plan(store, &key, &record, &reason).await?;
+                continue;
             }
-            Err(reason) => store.park_event(&key, &record.doc, &reason).await?,
-        }
+            None => {
+                park_plan(store, &key, &record, "the stored event has no plan").await?;
+                continue;
+            }
+        };
+        // Stopping, or the queue filled up meanwhile: leave the rest.
+        let Some(slot) = pipeline.try_reserve() else {
+            break;
+        };
+        let lease_until = Instant::now() + store.lease();
+        let Some(version) = store.take_over_event(&record).await? else {
+            continue;
+        };
+        let attempt = record.doc.attempts + 1;
+        tracing::info!(inbox.id = key.as_str(), event.id = %record.doc.webhook_event_id, attempt, "taking over an expired event");
+        slot.send(Job::Event(EventJob {
+            key,
+            version,
+            work,
+            lease_until,
+            attempt,
+            claim_round_trips: None,
+        }));
+        taken += 1;
     }
+    Ok(taken)
+}
+
+async fn park_plan(
+    store: &Store,
+    key: &InboxKey,
+    record: &crate::store::Stored<crate::store::InboxDoc>,
+    reason: &str,
+) -> Result<(), StoreError> {
+    tracing::error!(
+        inbox.id = key.as_str(),
+        reason,
+        outcome = "parked",
+        "an event without a readable plan was parked"
+    );
+    store.park_event(key, record.version, &record.doc, reason).await?;
     Ok(())
 }
 
-async fn sweep_outbound(processor: &Processor, jobs: &mpsc::Sender<Job>, limit: u32) -> Result<(), StoreError> {
-    let store = processor.store();
-    for record in store.expired_outbound(limit).await? {
-        if jobs.is_closed() {
-            return Ok(());
-        }
-        if store.take_over_outbound(&record).await? {
-            tracing::info!(ledger.id = %record.id, attempts = record.doc.attempts, "taking over a pending outbound action");
-            if let Err(refused) = jobs.try_send(Job::Outbound {
-                record: Box::new(record),
-            }) {
-                processor.hand_back(refused.into_inner()).await;
+async fn sweep_outbound(pipeline: &Pipeline, budget: usize) -> Result<(), StoreError> {
+    let store = pipeline.processor.store();
+    let mut taken = 0;
+    for swept in store.expired_outbound(query_limit(pipeline, budget)).await? {
+        let record = match swept {
+            Swept::Readable(record) => record,
+            Swept::Unreadable { id, version, error } => {
+                tracing::error!(ledger.id = %id, error = %error, outcome = "parked", "an unreadable ledger entry was parked");
+                store
+                    .park_unreadable(DeadLetterKind::Outbound, &id, version, &error)
+                    .await?;
+                continue;
             }
+        };
+        if taken >= budget {
+            break;
         }
+        if pipeline.in_hand.contains(&record.id) {
+            continue;
+        }
+        let Some(slot) = pipeline.try_reserve() else {
+            break;
+        };
+        let Some(version) = store.take_over_outbound(&record).await? else {
+            continue;
+        };
+        tracing::info!(ledger.id = %record.id, attempts = record.doc.attempts, "taking over a pending outbound action");
+        slot.send(Job::Outbound(OutboundJob {
+            id: record.id,
+            doc: record.doc,
+            version,
+        }));
+        taken += 1;
     }
     Ok(())
-}
-
-/// The event as stored with its inbox record.
-pub fn stored_event(record: &Leased<InboxDoc>) -> Result<Event, String> {
-    let payload = record.doc.payload.as_deref().ok_or("the stored event has no payload")?;
-    let raw: serde_json::Value =
-        serde_json::from_str(payload).map_err(|error| format!("stored payload unreadable: {error}"))?;
-    match Event::parse(&raw) {
-        EventParse::Parsed(event) => Ok(*event),
-        EventParse::Malformed { reason, .. } => Err(format!("stored event unreadable: {reason}")),
-    }
 }

@@ -1,254 +1,198 @@
-//! Processing one stored event: the engine decides, the guard reads, one atomic
-//! commit records the effect together with the inbox's "done" and the ledger
-//! entry of what to send, and only then the courier sends.
+//! Processing one stored event: the guard reads, one atomic commit records the
+//! effect together with the inbox's "done" and the ledger entry of what to send,
+//! and only then the courier sends. Every write names the version of the inbox
+//! record this worker holds, so a worker that was superseded changes nothing.
 
-use super::Job;
-use super::cause::{Cause, reply_context};
+use super::hold::{Failure, Hold};
 use super::processed::Processed;
-use crate::engine::{AnswerPlan, CardTapPlan, Decision, Engine, FLEX_TAP_TAG, StartPlan};
-use crate::line::messages::Message;
-use crate::line::webhook::Event;
+use super::work::{Plan, Work};
+use super::{EventJob, Job};
 use crate::metrics::Metrics;
-use crate::outbound::{Courier, Origin, OutboundAction};
+use crate::outbound::{Courier, Origin, StagedAction};
 use crate::store::round_trips::counted;
-use crate::store::{AnswerCommit, EffectCommit, InboxKey, Settlement, StagedAction, Store, StoreError};
+use crate::store::{Attempted, Settlement, Store, Version};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tracing::Instrument;
 
-pub struct Processor {
-    engine: Engine,
-    store: Store,
-    courier: Courier,
-    metrics: Arc<Metrics>,
+#[derive(Debug, Clone)]
+pub(crate) struct ProcessorSettings {
     /// Wait before a failed event is retried (grows with its attempts).
-    retry_backoff: Duration,
+    pub(crate) retry_backoff: Duration,
+    /// A guarded scenario started twice for one user within this window starts once.
+    pub(crate) start_dedup: Duration,
+}
+
+pub(crate) struct Processor {
+    pub(super) store: Store,
+    pub(super) courier: Courier,
+    metrics: Arc<Metrics>,
+    pub(super) settings: ProcessorSettings,
 }
 
 impl Processor {
-    pub fn new(engine: Engine, store: Store, courier: Courier, metrics: Arc<Metrics>, retry_backoff: Duration) -> Self {
+    pub(crate) fn new(store: Store, courier: Courier, metrics: Arc<Metrics>, settings: ProcessorSettings) -> Self {
         Self {
-            engine,
             store,
             courier,
             metrics,
-            retry_backoff,
+            settings,
         }
     }
 
-    pub fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
-    pub fn engine(&self) -> &Engine {
-        &self.engine
-    }
-
-    pub fn store(&self) -> &Store {
+    pub(crate) fn store(&self) -> &Store {
         &self.store
     }
 
-    pub fn courier(&self) -> &Courier {
+    pub(crate) fn courier(&self) -> &Courier {
         &self.courier
     }
 
-    pub async fn run(&self, job: Job) {
+    pub(crate) async fn run(&self, job: Job) {
         match job {
-            Job::Event {
-                key,
-                event,
-                claim_round_trips,
-                attempt,
-            } => {
-                let span = event_span(&event, &key);
-                let (result, round_trips) = counted(self.process_event(&key, &event, attempt).instrument(span)).await;
+            Job::Event(job) => {
+                let span = event_span(&job.work, job.key.as_str());
+                let fresh = job.claim_round_trips;
+                let (result, round_trips) = counted(self.attempt(job).instrument(span)).await;
                 // Counted for events whose whole life this instance saw (not recoveries).
-                if let (Ok(processed), Some(claim)) = (result, claim_round_trips) {
+                if let (Ok(processed), Some(claim)) = (result, fresh) {
                     self.metrics.record(processed.metric_kind(), claim + round_trips);
                 }
             }
-            Job::Outbound { record } => {
-                self.courier.deliver(&record.id, &record.doc, Origin::Recovered).await;
+            Job::Outbound(job) => {
+                self.courier
+                    .deliver(&job.id, &job.doc, job.version, Origin::Recovered)
+                    .await;
             }
+        }
+    }
+
+    /// One processing attempt; a failure gives the event back for a later one.
+    async fn attempt(&self, job: EventJob) -> Result<Processed, Failure> {
+        let version = self.pick_up(&job).await?;
+        let hold = Hold {
+            key: job.key.clone(),
+            version,
+        };
+        match self.process(&hold, &job.work).await {
+            Ok(processed) => {
+                tracing::info!(outcome = processed.as_str(), attempt = job.attempt, "event processed");
+                Ok(processed)
+            }
+            Err(Failure::Superseded) => {
+                tracing::info!(outcome = "superseded", "another instance holds or finished the event");
+                Err(Failure::Superseded)
+            }
+            Err(Failure::Store(error)) => {
+                let retry_in = self.settings.retry_backoff.saturating_mul(job.attempt.max(1));
+                tracing::error!(error = %error, retry_in_ms = retry_in.as_millis() as u64, outcome = "failed", "event processing failed; it will be retried");
+                match self
+                    .store
+                    .release_event(&hold.key, hold.version, job.attempt, retry_in, Some(&error.to_string()))
+                    .await
+                {
+                    Ok(true) => {}
+                    Ok(false) => tracing::info!("the event moved on meanwhile; nothing released"),
+                    Err(release) => {
+                        tracing::warn!(error = %release, "could not release the event; its lease will run out")
+                    }
+                }
+                Err(Failure::Store(error))
+            }
+        }
+    }
+
+    /// A lease covers work in progress: a job that waited in the queue for more
+    /// than half its lease renews it (conditionally) before it starts.
+    async fn pick_up(&self, job: &EventJob) -> Result<Version, Failure> {
+        let half = self.store.lease() / 2;
+        if job.lease_until.saturating_duration_since(Instant::now()) >= half {
+            return Ok(job.version);
+        }
+        match self.store.start_event(&job.key, job.version, job.attempt).await {
+            Ok(Some(version)) => Ok(version),
+            Ok(None) => {
+                tracing::info!(
+                    outcome = "superseded",
+                    "the event was taken over while it waited in the queue"
+                );
+                Err(Failure::Superseded)
+            }
+            Err(error) => {
+                tracing::warn!(error = %error, "could not renew the lease; the event is left to the sweeper");
+                Err(Failure::Superseded)
+            }
+        }
+    }
+
+    /// Carries out a stored event's plan from the version in `hold`. Used by the
+    /// workers and by dead-letter replays.
+    pub(super) async fn process(&self, hold: &Hold, work: &Work) -> Result<Processed, Failure> {
+        match &work.plan {
+            Plan::Answer(plan) => self.answer(hold, work, plan).await,
+            Plan::CardTap(plan) => self.card_tap(hold, work, plan).await,
+            Plan::Start(plan) => self.start(hold, work, plan).await,
+        }
+    }
+
+    /// An event that ends without effect: its "done" goes with the batched settles.
+    pub(super) fn done_without_effect(&self, hold: &Hold) -> Result<(), Failure> {
+        self.store.mark_event_done(&hold.key, hold.version)?;
+        Ok(())
+    }
+
+    /// Whether the event's reply token is still worth a reply.
+    pub(super) fn reply_is_fresh(&self, work: &Work) -> bool {
+        work.reply_token.is_some() && self.courier.reply_is_fresh(work.event_time_ms)
+    }
+
+    /// Sends an action this worker recorded. Without the entry's version (never
+    /// seen: a write always has one) it is left to the sweeper.
+    pub(super) async fn send(&self, staged: Option<&StagedAction>, version: Option<Version>) {
+        if let (Some(staged), Some(version)) = (staged, version) {
+            self.courier
+                .deliver(&staged.ledger_id, &staged.doc, version, Origin::Fresh)
+                .await;
         }
     }
 
     /// Gives a queued job's lease back at shutdown so another instance takes it now.
-    pub async fn hand_back(&self, job: Job) {
-        let result = match &job {
-            Job::Event { key, .. } => self.store.release_event(key, Duration::ZERO, None).await,
-            Job::Outbound { record } => {
+    pub(super) async fn hand_back(&self, job: &Job) {
+        let result = match job {
+            Job::Event(job) => self
+                .store
+                .release_event(
+                    &job.key,
+                    job.version,
+                    job.attempt.saturating_sub(1),
+                    Duration::ZERO,
+                    None,
+                )
+                .await
+                .map(|_| ()),
+            Job::Outbound(job) => {
                 let retry = Settlement::RetryAt {
                     after: Duration::ZERO,
                     error: "handed back at shutdown".into(),
                 };
                 self.store
-                    .settle_outbound(&record.id, &record.doc, record.doc.attempts, record.doc.route, &retry)
+                    .settle_outbound(&job.id, job.version, &job.doc, &Attempted::unchanged(&job.doc), &retry)
                     .await
+                    .map(|_| ())
             }
         };
         if let Err(error) = result {
             tracing::warn!(error = %error, "could not hand work back; its lease will run out");
         }
     }
-
-    /// Processes an event; a failure releases it for a later attempt.
-    pub async fn process_event(&self, key: &InboxKey, event: &Event, attempts: u32) -> Result<Processed, StoreError> {
-        match self.try_process(key, event).await {
-            Ok(processed) => {
-                tracing::info!(outcome = processed.as_str(), "event processed");
-                Ok(processed)
-            }
-            Err(error) => {
-                let retry_in = self.retry_backoff.saturating_mul(attempts.max(1));
-                tracing::error!(error = %error, retry_in_ms = retry_in.as_millis() as u64, outcome = "failed", "event processing failed; it will be retried");
-                if let Err(release) = self.store.release_event(key, retry_in, Some(&error.to_string())).await {
-                    tracing::warn!(error = %release, "could not release the event; its lease will run out");
-                }
-                Err(error)
-            }
-        }
-    }
-
-    async fn try_process(&self, key: &InboxKey, event: &Event) -> Result<Processed, StoreError> {
-        match self.engine.decide(event) {
-            Decision::Ignore(reason) => {
-                tracing::info!(reason = %reason, "nothing to do");
-                self.store.mark_event_done(key).await?;
-                Ok(Processed::Ignored)
-            }
-            // Handled when the webhook stored it; nothing to do later.
-            Decision::Unsend { .. } => {
-                self.store.mark_event_done(key).await?;
-                Ok(Processed::TextRemoved)
-            }
-            Decision::Answer(plan) => self.answer(&plan, event, key).await,
-            Decision::CardTap(plan) => self.card_tap(&plan, event, key).await,
-            Decision::Start(plan) => self.start(&plan, event, key).await,
-        }
-    }
-
-    async fn answer(&self, plan: &AnswerPlan, event: &Event, key: &InboxKey) -> Result<Processed, StoreError> {
-        if self.store.legacy_lookup()
-            && self
-                .store
-                .node_answered_legacy(&plan.answer_id, &plan.scenario, &plan.node, &plan.user)
-                .await?
-        {
-            self.store.mark_event_done(key).await?;
-            return Ok(Processed::AlreadyAnswered);
-        }
-        // Keyed by the answer, not the event: whichever delivery records the answer,
-        // its follow-up is one and the same action.
-        let follow_up = self
-            .cause(event, key)
-            .action(format!("answer:{}", plan.answer_id), plan, &plan.follow_up)
-            .map(|action| OutboundAction {
-                answer_id: Some(plan.answer_id.clone()),
-                ..action
-            })
-            .map(|action| self.store.stage(&action));
-        match self
-            .store
-            .commit_answer(plan, key, &event.webhook_event_id, follow_up.as_ref())
-            .await?
-        {
-            AnswerCommit::AlreadyAnswered => {
-                self.store.mark_event_done(key).await?;
-                Ok(Processed::AlreadyAnswered)
-            }
-            AnswerCommit::Recorded => {
-                self.send(follow_up).await;
-                Ok(Processed::Answered)
-            }
-        }
-    }
-
-    async fn card_tap(&self, plan: &CardTapPlan, event: &Event, key: &InboxKey) -> Result<Processed, StoreError> {
-        let answered = self
-            .store
-            .scenario_answered(&plan.guard.marker_id, &plan.guard.scenario, &plan.user)
-            .await?;
-        let messages: &[Message] = if answered { &[] } else { &plan.messages };
-        let action = self
-            .cause(event, key)
-            .action(
-                format!("event:{}", key.as_str()),
-                (&plan.user, &plan.guard.scenario),
-                messages,
-            )
-            .map(|action| self.store.stage(&action));
-        match self
-            .store
-            .commit_event_effects(key, Some((&plan.user, FLEX_TAP_TAG)), action.as_ref())
-            .await?
-        {
-            EffectCommit::AlreadyDone => Ok(Processed::AlreadyDone),
-            EffectCommit::Committed => {
-                self.send(action).await;
-                Ok(if answered {
-                    Processed::CardTapAnswered
-                } else {
-                    Processed::CardTapped
-                })
-            }
-        }
-    }
-
-    async fn start(&self, plan: &StartPlan, event: &Event, key: &InboxKey) -> Result<Processed, StoreError> {
-        if let Some(guard) = &plan.guard
-            && self
-                .store
-                .scenario_answered(&guard.marker_id, &guard.scenario, &plan.user)
-                .await?
-        {
-            self.store.mark_event_done(key).await?;
-            return Ok(Processed::NotRestarted);
-        }
-        let action = self
-            .cause(event, key)
-            .action(
-                format!("event:{}", key.as_str()),
-                (&plan.user, &plan.scenario),
-                &plan.messages,
-            )
-            .map(|action| self.store.stage(&action));
-        match self.store.commit_event_effects(key, None, action.as_ref()).await? {
-            EffectCommit::AlreadyDone => Ok(Processed::AlreadyDone),
-            EffectCommit::Committed => {
-                self.send(action).await;
-                Ok(if plan.guard.is_some() {
-                    Processed::StartedGuarded
-                } else {
-                    Processed::Started
-                })
-            }
-        }
-    }
-
-    fn cause<'a>(&self, event: &'a Event, key: &'a InboxKey) -> Cause<'a> {
-        // Decided now and recorded with the action: a reply-route entry found
-        // pending after a crash is uncertain, so only a usable token makes one.
-        let reply = reply_context(event).filter(|reply| self.courier.reply_is_fresh(reply.event_time_ms));
-        Cause { event, key, reply }
-    }
-
-    async fn send(&self, staged: Option<StagedAction>) {
-        if let Some(staged) = staged {
-            self.courier
-                .deliver(&staged.ledger_id, &staged.doc, Origin::Fresh)
-                .await;
-        }
-    }
 }
 
-pub fn event_span(event: &Event, key: &InboxKey) -> tracing::Span {
+pub(super) fn event_span(work: &Work, inbox_id: &str) -> tracing::Span {
     tracing::info_span!(
         "event",
-        event.id = %event.webhook_event_id,
-        event.kind = %event.type_name,
-        event.redelivery = event.delivery_context.is_redelivery,
-        inbox.id = key.as_str(),
-        user.id = event.user_id().unwrap_or("-"),
+        event.id = %work.webhook_event_id,
+        event.kind = %work.event_type,
+        inbox.id = inbox_id,
+        user.id = %work.plan.user(),
     )
 }

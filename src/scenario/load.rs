@@ -95,9 +95,16 @@ fn from_parsed(parsed: Vec<(Scenario, PathBuf)>) -> Result<Scenarios, LoadError>
                 }
             }
         }
-        scenarios
-            .by_id
-            .insert(scenario.id.clone(), LoadedScenario::new(scenario, path));
+        match LoadedScenario::try_new(scenario, path) {
+            Ok(loaded) => {
+                scenarios.by_id.insert(loaded.id().clone(), loaded);
+            }
+            // Validation refuses these already; kept as an error, not a panic.
+            Err(error) => errors.push(error),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(LoadError::Invalid(errors));
     }
     Ok(scenarios)
 }
@@ -223,5 +230,144 @@ mod tests {
             found.iter().any(|p| p.contains(r#"keyword "lunch" already starts"#)),
             "{found:?}"
         );
+    }
+
+    /// Message nodes `{prefix}1` to `{prefix}{count}`, chained, the last one
+    /// linking to `last_next` if given.
+    fn messages(prefix: &str, count: usize, last_next: Option<&str>) -> String {
+        (1..=count)
+            .map(|n| {
+                let next = if n < count {
+                    format!("next = \"{prefix}{}\"", n + 1)
+                } else {
+                    last_next.map(|id| format!("next = \"{id}\"")).unwrap_or_default()
+                };
+                format!("[[nodes]]\nid = \"{prefix}{n}\"\nkind = \"message\"\ntext = \"{n}\"\n{next}\n")
+            })
+            .collect()
+    }
+
+    /// Every entry point's chain is walked: triggers, `next` links, the start
+    /// (manual sends, card taps) and, for a Flex card, the start of the scenario
+    /// it starts. Each case lists every problem expected, in order.
+    #[test]
+    fn every_entry_point_is_walked() {
+        const TOO_MANY: &str = "the message chain would send 6 messages at once; LINE allows at most 5";
+        let trigger_to_end = "[[nodes]]\nid = \"t\"\nkind = \"trigger\"\non = \"text\"\nkeywords = [\"go\"]\nnext = \"fine\"\n\
+                              [[nodes]]\nid = \"fine\"\nkind = \"end\"\ntext = \"ok\"\n";
+        // `start` names a six-message chain no trigger reaches.
+        let explicit_start = format!(
+            "id = \"manual\"\nstart = \"m1\"\n{trigger_to_end}{}",
+            messages("m", 6, None)
+        );
+        // No `start`: the first non-trigger node starts a six-message chain.
+        let implicit_start = format!("id = \"manual\"\n{}{trigger_to_end}", messages("m", 6, None));
+        // A card starting a scenario whose start chain is five messages then a survey.
+        let card = "id = \"welcome\"\n[[nodes]]\nid = \"card\"\nkind = \"flex_image\"\n\
+                    image_url = \"https://example.com/a.png\"\nalt_text = \"Tap\"\nstarts = \"long\"\n";
+        let long_survey = format!(
+            "id = \"long\"\n{}[[nodes]]\nid = \"ask\"\nkind = \"survey\"\ntext = \"Q?\"\n\
+             choices = [{{ label = \"A\", value = \"a\" }}]\n",
+            messages("m", 5, Some("ask"))
+        );
+        // Two choices leading to the same six-message chain: one problem, on the survey.
+        let choice = format!(
+            "id = \"quiz\"\n[[nodes]]\nid = \"ask\"\nkind = \"survey\"\ntext = \"Q?\"\n\
+             choices = [{{ label = \"A\", value = \"a\", next = \"m1\" }}, {{ label = \"B\", value = \"b\", next = \"m1\" }}]\n{}",
+            messages("m", 6, None)
+        );
+        let five = format!("id = \"ok\"\n{}", messages("m", 5, None));
+        type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, Vec<String>);
+        let cases: Vec<Case<'_>> = vec![
+            (
+                "explicit start unreachable from triggers",
+                vec![("manual.toml", &explicit_start)],
+                vec![format!(
+                    r#"manual.toml: scenario "manual": the chain from `start` (node "m1") cannot be sent: {TOO_MANY}"#
+                )],
+            ),
+            (
+                "implicit start",
+                vec![("manual.toml", &implicit_start)],
+                vec![format!(
+                    r#"manual.toml: scenario "manual": the chain from `start` (node "m1") cannot be sent: {TOO_MANY}"#
+                )],
+            ),
+            (
+                "flex card whose target's start chain is too long",
+                vec![("long.toml", &long_survey), ("welcome.toml", card)],
+                vec![
+                    format!(
+                        r#"long.toml: scenario "long": the chain from `start` (node "m1") cannot be sent: {TOO_MANY}"#
+                    ),
+                    format!(
+                        r#"welcome.toml: scenario "welcome": node "card": `starts` names scenario "long", which cannot be started: the chain from `start` (node "m1") cannot be sent: {TOO_MANY}"#
+                    ),
+                ],
+            ),
+            (
+                "choice next",
+                vec![("quiz.toml", &choice)],
+                vec![format!(r#"quiz.toml: scenario "quiz": node "ask": {TOO_MANY}"#)],
+            ),
+            (
+                "five messages from the start are fine",
+                vec![("ok.toml", &five)],
+                vec![],
+            ),
+        ];
+        let failed: Vec<String> = cases
+            .into_iter()
+            .filter_map(|(name, files, expected)| {
+                let found = problems(&files);
+                (found != expected).then(|| format!("case {name:?}\n  found:    {found:?}\n  expected: {expected:?}"))
+            })
+            .collect();
+        assert!(failed.is_empty(), "{}", failed.join("\n"));
+    }
+
+    #[test]
+    fn an_unknown_start_is_reported_once() {
+        let broken = SURVEY.replace(r#"id = "lunch""#, "id = \"lunch\"\nstart = \"nowhere\"");
+        assert_eq!(
+            problems(&[("lunch.toml", &broken)]),
+            vec![r#"lunch.toml: scenario "lunch": `start` names node "nowhere", which does not exist"#]
+        );
+    }
+
+    /// The constructor refuses, instead of panicking on, what validation should
+    /// have caught: no node to start at, or a start chain that cannot be sent.
+    #[test]
+    fn loaded_scenarios_always_have_a_sendable_start() {
+        let only_trigger = "id = \"t\"\n[[nodes]]\nid = \"t\"\nkind = \"trigger\"\non = \"follow\"\nnext = \"t\"\n";
+        let long = format!("id = \"long\"\n{}", messages("m", 6, None));
+        for text in [only_trigger, long.as_str()] {
+            let scenario = toml::from_str::<Scenario>(text).expect("test file parses");
+            assert!(
+                LoadedScenario::try_new(scenario, PathBuf::from("x.toml")).is_err(),
+                "{text}"
+            );
+        }
+        let five = toml::from_str::<Scenario>(&format!("id = \"ok\"\n{}", messages("m", 5, None))).unwrap();
+        let loaded = LoadedScenario::try_new(five, PathBuf::from("ok.toml")).unwrap();
+        assert_eq!(loaded.start.as_str(), "m1");
+    }
+
+    #[test]
+    fn the_sample_scenarios_load() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let scenarios = load_dir(&dir).unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(scenarios.len(), 3);
+        for loaded in scenarios.iter() {
+            assert!(
+                crate::scenario::walk_nodes(loaded, &loaded.start).is_ok(),
+                "{}",
+                loaded.id().as_str()
+            );
+        }
+        let card_target = scenarios
+            .get(&crate::ids::ScenarioId::parse("satisfaction").unwrap())
+            .unwrap();
+        assert_eq!(card_target.start.as_str(), "intro");
     }
 }

@@ -169,7 +169,18 @@ pub struct LoadedScenario {
 }
 
 impl LoadedScenario {
-    fn new(scenario: Scenario, source: PathBuf) -> Self {
+    /// Indexes a validated scenario. Refuses (rather than panics on) a scenario
+    /// without a node to start at or whose chain from `start` cannot be sent, so a
+    /// `LoadedScenario` always has a `start` that [`walk_nodes`] accepts.
+    pub(super) fn try_new(scenario: Scenario, source: PathBuf) -> Result<Self, ScenarioError> {
+        let Some(start) = effective_start(&scenario).cloned() else {
+            return Err(ScenarioError {
+                file: source,
+                scenario: Some(scenario.id.to_string()),
+                node: None,
+                problem: "has no node other than triggers; it would send nothing".to_owned(),
+            });
+        };
         let node_index = scenario
             .nodes
             .iter()
@@ -177,21 +188,22 @@ impl LoadedScenario {
             .map(|(index, node)| (node.id().clone(), index))
             .collect();
         let has_survey = scenario.nodes.iter().any(|node| matches!(node, Node::Survey(_)));
-        let start = scenario.start.clone().unwrap_or_else(|| {
-            scenario
-                .nodes
-                .iter()
-                .find(|node| !matches!(node, Node::Trigger(_)))
-                .map(|node| node.id().clone())
-                .expect("validation ensures a non-trigger node")
-        });
-        Self {
+        let loaded = Self {
             scenario,
             source,
             node_index,
             has_survey,
             start,
+        };
+        if let Err(problem) = walk_nodes(&loaded, &loaded.start) {
+            return Err(ScenarioError {
+                file: loaded.source.clone(),
+                scenario: Some(loaded.scenario.id.to_string()),
+                node: None,
+                problem: validate::start_chain_problem(&loaded.start, &problem),
+            });
         }
+        Ok(loaded)
     }
 
     pub fn id(&self) -> &ScenarioId {
@@ -201,6 +213,19 @@ impl LoadedScenario {
     pub fn node(&self, id: &NodeId) -> Option<&Node> {
         self.node_index.get(id).map(|&index| &self.scenario.nodes[index])
     }
+}
+
+/// Where manual sends and Flex card taps enter `scenario`: its `start`, or else
+/// its first node that is not a trigger. `None` only for a scenario made of
+/// triggers alone, which validation refuses.
+pub(crate) fn effective_start(scenario: &Scenario) -> Option<&NodeId> {
+    scenario.start.as_ref().or_else(|| {
+        scenario
+            .nodes
+            .iter()
+            .find(|node| !matches!(node, Node::Trigger(_)))
+            .map(Node::id)
+    })
 }
 
 /// Where a trigger leads: a scenario and the node after the trigger.

@@ -3,8 +3,8 @@
 
 use super::limits::*;
 use super::postback::Postback;
-use super::walk::walk;
-use super::{Node, Scenario, TriggerOn, normalize_keyword};
+use super::walk::{WalkError, walk};
+use super::{Node, Scenario, TriggerOn, effective_start, normalize_keyword};
 use crate::ids::{NodeId, check_id};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -101,22 +101,46 @@ pub(super) fn check_scenario(scenario: &Scenario, report: &mut Report<'_>) {
     }
     let by_id: HashMap<&NodeId, &Node> = scenario.nodes.iter().map(|node| (node.id(), node)).collect();
     let lookup = |id: &NodeId| by_id.get(id).copied();
-    if let Some(start) = &scenario.start {
-        match lookup(start) {
-            None => report.scenario_problem(format!("`start` names node {:?}, which does not exist", start.as_str())),
-            Some(Node::Trigger(_)) => report.scenario_problem("`start` must not be a trigger node"),
-            Some(_) => {}
-        }
-    }
     // Every place the scenario can be entered from must lead to a finite chain of
-    // at most five messages.
+    // at most five messages: the triggers, the `next` links the runtime follows,
+    // and the start (manual sends and Flex card taps). Each problem is reported
+    // once per entry point, on the node the link belongs to.
+    let mut walked = HashSet::new();
     for node in &scenario.nodes {
         for target in entry_targets(node) {
+            if !walked.insert((node.id(), target)) {
+                continue;
+            }
             if let Err(problem) = walk(lookup, target) {
                 report.node_problem(node.id(), problem.to_string());
             }
         }
     }
+    // No start at all is the "no node other than triggers" problem above.
+    if let Some(problem) = start_problem(scenario, lookup) {
+        report.scenario_problem(problem);
+    }
+}
+
+/// Why the scenario cannot be entered at its effective start (see
+/// [`effective_start`]); `None` when it can, or when it has no start at all.
+fn start_problem<'a>(scenario: &Scenario, lookup: impl Fn(&NodeId) -> Option<&'a Node>) -> Option<String> {
+    let start = effective_start(scenario)?;
+    match lookup(start) {
+        None => Some(format!("`start` names node {:?}, which does not exist", start.as_str())),
+        Some(Node::Trigger(_)) => Some("`start` must not be a trigger node".to_owned()),
+        Some(_) => walk(lookup, start)
+            .err()
+            .map(|problem| start_chain_problem(start, &problem)),
+    }
+}
+
+/// The problem text for a chain from `start` that cannot be sent.
+pub(super) fn start_chain_problem(start: &NodeId, problem: &WalkError) -> String {
+    format!(
+        "the chain from `start` (node {:?}) cannot be sent: {problem}",
+        start.as_str()
+    )
 }
 
 /// The `next` links out of a node that the runtime follows.
@@ -266,20 +290,15 @@ pub(super) fn check_set(scenarios: &[(Scenario, PathBuf)]) -> Vec<ScenarioError>
             );
         }
     }
-    let has_survey: HashMap<&str, bool> = scenarios
+    let by_id: HashMap<&str, &Scenario> = scenarios
         .iter()
-        .map(|(scenario, _)| {
-            (
-                scenario.id.as_str(),
-                scenario.nodes.iter().any(|node| matches!(node, Node::Survey(_))),
-            )
-        })
+        .map(|(scenario, _)| (scenario.id.as_str(), scenario))
         .collect();
     let mut claimed: HashMap<String, String> = HashMap::new();
     for (scenario, file) in scenarios {
         for node in &scenario.nodes {
             match node {
-                Node::FlexImage(card) => match has_survey.get(card.starts.as_str()) {
+                Node::FlexImage(card) => match by_id.get(card.starts.as_str()) {
                     None => problem(
                         file,
                         scenario.id.as_str(),
@@ -289,7 +308,7 @@ pub(super) fn check_set(scenarios: &[(Scenario, PathBuf)]) -> Vec<ScenarioError>
                             card.starts.as_str()
                         ),
                     ),
-                    Some(false) => problem(
+                    Some(target) if !target.nodes.iter().any(|node| matches!(node, Node::Survey(_))) => problem(
                         file,
                         scenario.id.as_str(),
                         Some(&card.id),
@@ -298,7 +317,22 @@ pub(super) fn check_set(scenarios: &[(Scenario, PathBuf)]) -> Vec<ScenarioError>
                             card.starts.as_str()
                         ),
                     ),
-                    Some(true) => {}
+                    // A tap sends the target's chain from its start: the card is an
+                    // entry point of that scenario and is refused if it cannot be sent.
+                    Some(target) => {
+                        let lookup = |id: &NodeId| target.nodes.iter().find(|node| node.id() == id);
+                        if let Some(reason) = start_problem(target, lookup) {
+                            problem(
+                                file,
+                                scenario.id.as_str(),
+                                Some(&card.id),
+                                format!(
+                                    "`starts` names scenario {:?}, which cannot be started: {reason}",
+                                    card.starts.as_str()
+                                ),
+                            );
+                        }
+                    }
                 },
                 Node::Trigger(trigger) => {
                     let inputs: Vec<String> = match (trigger.on, trigger.keywords.is_empty()) {

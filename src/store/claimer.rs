@@ -1,24 +1,29 @@
-//! Group commit of inbox claims. Claims that arrive while the previous batch is
-//! in flight go out together in one `BatchWrite`: each is its own `create` with
-//! its own status (`ALREADY_EXISTS` for a redelivery), so one claim never fails
+//! Group commit of inbox claims. Claims that arrive while earlier batches are in
+//! flight go out together in one `BatchWrite`: each is its own `create` with its
+//! own status (`ALREADY_EXISTS` for a redelivery), so one claim never fails
 //! another, yet a burst costs the emulator one request instead of dozens.
+//!
+//! Up to four batches are in flight at once, each at most 500 writes and about
+//! 9 MiB (Firestore's limits per request are 500 writes and 10 MiB).
 //!
 //! Measured in BENCHMARKS.md: the acknowledgement waits for this one request, and
 //! under load the emulator's per-request cost, not the writes, dominated it.
 
 use super::StoreError;
 use super::inbox::Claim;
-use super::writes::{batch_write, code};
+use super::writes::{batch_write, code, document_name};
 use firestore::FirestoreDb;
-use firestore::gcloud_sdk::google::firestore::v1::{Write, write::Operation};
+use gcloud_sdk::google::firestore::v1::Write;
+use gcloud_sdk::prost::Message;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 
-/// Firestore's limit of writes per `BatchWrite`.
-const MAX_BATCH: usize = 500;
+const MAX_WRITES: usize = 500;
+const MAX_BYTES: usize = 9 * 1024 * 1024;
+const MAX_IN_FLIGHT: usize = 4;
 
 type Reply = oneshot::Sender<Result<Claim, StoreError>>;
 
@@ -28,13 +33,13 @@ struct Request {
 }
 
 #[derive(Clone)]
-pub struct Claimer {
+pub(super) struct Claimer {
     queue: mpsc::UnboundedSender<Request>,
     counts: Arc<(AtomicU64, AtomicU64)>,
 }
 
 impl Claimer {
-    pub fn start(db: FirestoreDb, timeout: Duration) -> Self {
+    pub(super) fn start(db: FirestoreDb, timeout: Duration) -> Self {
         let (queue, receiver) = mpsc::unbounded_channel();
         let counts = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
         tokio::spawn(run(db, receiver, timeout, counts.clone()));
@@ -42,7 +47,7 @@ impl Claimer {
     }
 
     /// Sends `write` (a `create` of an inbox record) with the next batch.
-    pub async fn claim(&self, write: Write) -> Result<Claim, StoreError> {
+    pub(super) async fn claim(&self, write: Write) -> Result<Claim, StoreError> {
         let (reply, result) = oneshot::channel();
         self.queue
             .send(Request { write, reply })
@@ -53,18 +58,11 @@ impl Claimer {
     }
 
     /// Batches sent and the claims they carried.
-    pub fn counts(&self) -> (u64, u64) {
+    pub(super) fn counts(&self) -> (u64, u64) {
         (
             self.counts.0.load(Ordering::Relaxed),
             self.counts.1.load(Ordering::Relaxed),
         )
-    }
-}
-
-fn document_name(write: &Write) -> &str {
-    match &write.operation {
-        Some(Operation::Update(document)) => &document.name,
-        _ => "",
     }
 }
 
@@ -74,58 +72,92 @@ async fn run(
     timeout: Duration,
     counts: Arc<(AtomicU64, AtomicU64)>,
 ) {
-    while let Some(first) = receiver.recv().await {
+    let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    // A request that did not fit the previous batch starts the next one.
+    let mut carried: Option<Request> = None;
+    loop {
+        // Wait for a free slot first: what arrives meanwhile joins this batch.
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let first = match carried.take() {
+            Some(request) => request,
+            None => match receiver.recv().await {
+                Some(request) => request,
+                None => return,
+            },
+        };
+        let mut bytes = first.write.encoded_len();
         let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
+        while batch.len() < MAX_WRITES {
             match receiver.try_recv() {
-                Ok(request) => batch.push(request),
+                Ok(request) => {
+                    let size = request.write.encoded_len();
+                    if bytes + size > MAX_BYTES {
+                        carried = Some(request);
+                        break;
+                    }
+                    bytes += size;
+                    batch.push(request);
+                }
                 Err(_) => break,
             }
         }
         counts.0.fetch_add(1, Ordering::Relaxed);
         counts.1.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        // `BatchWrite` refuses two writes to one document: the same event
-        // delivered twice at once. Only the first is sent; the others share
-        // its outcome (a later copy is then a duplicate).
-        let mut sent: Vec<(Write, Reply)> = Vec::with_capacity(batch.len());
-        let mut copies: HashMap<String, Vec<Reply>> = HashMap::new();
-        for request in batch {
-            let name = document_name(&request.write).to_owned();
-            if sent.iter().any(|(write, _)| document_name(write) == name) {
-                copies.entry(name).or_default().push(request.reply);
-            } else {
-                sent.push((request.write, request.reply));
-            }
+        let db = db.clone();
+        tokio::spawn(async move {
+            send_batch(&db, batch, timeout).await;
+            drop(slot);
+        });
+    }
+}
+
+async fn send_batch(db: &FirestoreDb, batch: Vec<Request>, timeout: Duration) {
+    // `BatchWrite` refuses two writes to one document: the same event delivered
+    // twice at once. Only the first is sent; the others share its outcome (a
+    // later copy is then a duplicate).
+    let mut sent: Vec<(Write, Reply)> = Vec::with_capacity(batch.len());
+    let mut copies: HashMap<String, Vec<Reply>> = HashMap::new();
+    for request in batch {
+        let name = document_name(&request.write).to_owned();
+        if sent.iter().any(|(write, _)| document_name(write) == name) {
+            copies.entry(name).or_default().push(request.reply);
+        } else {
+            sent.push((request.write, request.reply));
         }
-        let (writes, replies): (Vec<Write>, Vec<Reply>) = sent.into_iter().unzip();
-        let names: Vec<String> = writes.iter().map(|write| document_name(write).to_owned()).collect();
-        let outcomes = send(&db, writes, timeout).await;
-        for ((name, reply), outcome) in names.into_iter().zip(replies).zip(outcomes) {
-            for copy in copies.remove(&name).unwrap_or_default() {
-                let shared = match &outcome {
-                    Ok(_) => Ok(Claim::Duplicate),
-                    Err(error) => Err(StoreError::Unavailable(error.to_string())),
-                };
-                let _ = copy.send(shared);
-            }
-            let _ = reply.send(outcome);
+    }
+    let (writes, replies): (Vec<Write>, Vec<Reply>) = sent.into_iter().unzip();
+    let names: Vec<String> = writes.iter().map(|write| document_name(write).to_owned()).collect();
+    let outcomes = outcomes(db, writes, timeout).await;
+    for ((name, reply), outcome) in names.into_iter().zip(replies).zip(outcomes) {
+        for copy in copies.remove(&name).unwrap_or_default() {
+            let shared = match &outcome {
+                Ok(_) => Ok(Claim::Duplicate),
+                Err(error) => Err(StoreError::Unavailable(error.to_string())),
+            };
+            let _ = copy.send(shared);
         }
+        let _ = reply.send(outcome);
     }
 }
 
 /// One outcome per write, in order.
-async fn send(db: &FirestoreDb, writes: Vec<Write>, timeout: Duration) -> Vec<Result<Claim, StoreError>> {
+async fn outcomes(db: &FirestoreDb, writes: Vec<Write>, timeout: Duration) -> Vec<Result<Claim, StoreError>> {
     let count = writes.len();
     match batch_write(db, writes, timeout).await {
         Err(error) => (0..count)
             .map(|_| Err(StoreError::Unavailable(error.to_string())))
             .collect(),
-        Ok(codes) => codes
+        Ok(statuses) => statuses
             .into_iter()
-            .map(|status| match status {
-                code::OK => Ok(Claim::Claimed),
-                code::ALREADY_EXISTS => Ok(Claim::Duplicate),
-                other => Err(StoreError::Unavailable(format!("claim refused with status {other}"))),
+            .map(|status| match (status.code, status.version) {
+                (code::OK, Some(version)) => Ok(Claim::Claimed { version }),
+                // Never seen: a create always has an update time. Without one the
+                // claim cannot be held; LINE redelivers and the sweeper recovers it.
+                (code::OK, None) => Err(StoreError::Unavailable("claim answered without a version".into())),
+                (code::ALREADY_EXISTS, _) => Ok(Claim::Duplicate),
+                (other, _) => Err(StoreError::Unavailable(format!("claim refused with status {other}"))),
             })
             .collect(),
     }

@@ -1,12 +1,23 @@
-//! Reading and clearing dead letters (`GET /admin/dead-letters`, replay).
+//! Reading dead letters (`GET /admin/dead-letters`, replay). A letter is written
+//! in the same commit that parks its record and removed in the same commit that
+//! revives it, so a replay that fails again leaves a new letter.
 
 use super::docs::DeadLetterDoc;
 use super::docs::collections::DEAD_LETTERS;
+use super::lease::document_id;
 use super::{Store, StoreError, classify};
 
+/// A dead letter and its id.
+#[derive(Debug, Clone)]
+pub(crate) struct DeadLetter {
+    pub(crate) id: String,
+    pub(crate) doc: DeadLetterDoc,
+}
+
 impl Store {
-    /// The newest dead letters first.
-    pub async fn dead_letters(&self, limit: u32) -> Result<Vec<(String, DeadLetterDoc)>, StoreError> {
+    /// The newest dead letters first. A letter that cannot be read is skipped
+    /// (and logged) rather than hiding the others.
+    pub(crate) async fn dead_letters(&self, limit: u32) -> Result<Vec<DeadLetter>, StoreError> {
         let documents = self
             .db
             .fluent()
@@ -17,37 +28,28 @@ impl Store {
             .query()
             .await
             .map_err(classify)?;
-        documents
+        Ok(documents
             .into_iter()
-            .map(|document| {
-                let id = document.name.rsplit('/').next().unwrap_or_default().to_owned();
-                Ok((id, firestore::FirestoreDb::deserialize_doc_to(&document)?))
+            .filter_map(|document| {
+                let id = document_id(&document.name).to_owned();
+                match firestore::FirestoreDb::deserialize_doc_to(&document) {
+                    Ok(doc) => Some(DeadLetter { id, doc }),
+                    Err(error) => {
+                        tracing::warn!(dead_letter.id = %id, error = %error, "a dead letter cannot be read");
+                        None
+                    }
+                }
             })
-            .collect()
+            .collect())
     }
 
-    pub async fn dead_letter(&self, id: &str) -> Result<Option<DeadLetterDoc>, StoreError> {
-        let found = self
-            .db
-            .fluent()
-            .select()
-            .by_id_in(DEAD_LETTERS)
-            .one(id)
-            .await
-            .map_err(classify)?;
-        Ok(found
-            .map(|document| firestore::FirestoreDb::deserialize_doc_to(&document))
-            .transpose()?)
-    }
-
-    pub async fn remove_dead_letter(&self, id: &str) -> Result<(), StoreError> {
-        self.db
-            .fluent()
-            .delete()
-            .from(DEAD_LETTERS)
-            .document_id(id)
-            .execute()
-            .await
-            .map_err(classify)
+    pub(crate) async fn dead_letter(&self, id: &str) -> Result<Option<DeadLetter>, StoreError> {
+        Ok(self
+            .get_stored::<DeadLetterDoc>(DEAD_LETTERS, id)
+            .await?
+            .map(|stored| DeadLetter {
+                id: stored.id,
+                doc: stored.doc,
+            }))
     }
 }

@@ -4,79 +4,106 @@
 use firestore::FirestoreInstant;
 use serde::{Deserialize, Serialize};
 
-pub mod collections {
-    pub const SURVEY_RESPONSES: &str = "survey_responses";
-    pub const USERS: &str = "users";
-    pub const SCENARIO_ANSWERS: &str = "scenario_answers";
-    pub const WEBHOOK_INBOX: &str = "webhook_inbox";
-    pub const OUTBOUND_LEDGER: &str = "outbound_ledger";
-    pub const DEAD_LETTERS: &str = "dead_letters";
+pub(crate) mod collections {
+    pub(crate) const SURVEY_RESPONSES: &str = "survey_responses";
+    pub(crate) const USERS: &str = "users";
+    pub(crate) const SCENARIO_ANSWERS: &str = "scenario_answers";
+    pub(crate) const WEBHOOK_INBOX: &str = "webhook_inbox";
+    pub(crate) const OUTBOUND_LEDGER: &str = "outbound_ledger";
+    pub(crate) const MESSAGE_MARKS: &str = "message_marks";
+    pub(crate) const ADMIN_REQUESTS: &str = "admin_requests";
+    pub(crate) const DEAD_LETTERS: &str = "dead_letters";
+}
+
+/// Ranges the sweeper's index is spread over (the `shard` field of inbox records
+/// and ledger entries). Firestore's `in` filter takes at most 30 values.
+pub(crate) const SHARDS: u32 = 16;
+
+/// The shard of a record: derived from its id, so it never changes.
+pub(super) fn shard_of(id: &str) -> u32 {
+    id.bytes()
+        .fold(0u32, |hash, byte| hash.wrapping_mul(31).wrapping_add(u32::from(byte)))
+        % SHARDS
 }
 
 /// `survey_responses/{answerId}`: one user's answer to one survey node.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct AnswerDoc {
-    pub scenario_id: String,
-    pub node_id: String,
-    pub line_user_id: String,
-    pub value: String,
-    pub tags: Vec<String>,
-    pub scenario_version: u32,
+pub(crate) struct AnswerDoc {
+    pub(crate) scenario_id: String,
+    pub(crate) node_id: String,
+    pub(crate) line_user_id: String,
+    pub(crate) value: String,
+    pub(crate) tags: Vec<String>,
+    pub(crate) scenario_version: u32,
     #[serde(with = "firestore::serialize_as_timestamp")]
-    pub answered_at: FirestoreInstant,
+    pub(crate) answered_at: FirestoreInstant,
     /// The event that recorded it, for tracing an answer back to LINE's delivery.
-    pub webhook_event_id: String,
+    pub(crate) webhook_event_id: String,
 }
 
-/// `scenario_answers/{markerId}`: "this user answered this scenario", the one
-/// document the Flex-tap and trigger guards read.
-#[derive(Debug, Serialize, Deserialize)]
+/// `scenario_answers/{markerId}`: one user and one scenario. `lastAnswerId` set
+/// means "answered this scenario"; `lastStartedAt` is when a trigger or a card
+/// last started it. The tap and trigger guards read this one document and make
+/// their commit conditional on its version, so the read and the write are one
+/// decision.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ScenarioAnswerDoc {
-    pub scenario_id: String,
-    pub line_user_id: String,
-    pub last_answer_id: String,
-    #[serde(with = "firestore::serialize_as_timestamp")]
-    pub last_answered_at: FirestoreInstant,
+pub(crate) struct ScenarioMarkerDoc {
+    pub(crate) scenario_id: String,
+    pub(crate) line_user_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) last_answer_id: Option<String>,
+    #[serde(
+        default,
+        with = "firestore::serialize_as_optional_timestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub(crate) last_answered_at: Option<FirestoreInstant>,
+    /// The event time of the last start (not when it was processed), so a double
+    /// tap processed late is still seen as a double tap.
+    #[serde(
+        default,
+        with = "firestore::serialize_as_optional_timestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub(crate) last_started_at: Option<FirestoreInstant>,
+    /// The inbox record of the event that started it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) last_started_by: Option<String>,
 }
 
 /// `webhook_inbox/{inboxId}`: a webhook event, stored before LINE gets its 200.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct InboxDoc {
-    pub destination: String,
-    pub webhook_event_id: String,
-    pub event_type: String,
-    /// Set for message events, so an `unsend` can find the stored text.
+pub(crate) struct InboxDoc {
+    pub(crate) destination: String,
+    pub(crate) webhook_event_id: String,
+    pub(crate) event_type: String,
+    /// What processing needs, decided at ingest (JSON): never the message text.
+    /// Removed once the event is done (it holds the reply token).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message_id: Option<String>,
-    /// The raw event JSON, what a worker needs to process it. Removed when the
-    /// event is done, so message text is only kept while it is needed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub payload: Option<String>,
-    pub state: InboxState,
-    pub lease_owner: String,
+    pub(crate) plan: Option<String>,
+    pub(crate) state: InboxState,
+    pub(crate) lease_owner: String,
     /// Until then the owner works on it; afterwards any instance may take it over.
     #[serde(with = "firestore::serialize_as_timestamp")]
-    pub lease_until: FirestoreInstant,
-    /// How many times processing was started.
-    pub attempts: u32,
+    pub(crate) lease_until: FirestoreInstant,
+    /// Processing attempts started.
+    pub(crate) attempts: u32,
     #[serde(with = "firestore::serialize_as_timestamp")]
-    pub received_at: FirestoreInstant,
+    pub(crate) received_at: FirestoreInstant,
     /// For a Firestore TTL policy on this field; see the README.
     #[serde(with = "firestore::serialize_as_timestamp")]
-    pub expire_at: FirestoreInstant,
+    pub(crate) expire_at: FirestoreInstant,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
-    /// The user unsent the message: its text was removed from `payload`.
-    #[serde(default)]
-    pub text_removed: bool,
+    pub(crate) last_error: Option<String>,
+    pub(crate) shard: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum InboxState {
+pub(crate) enum InboxState {
     /// Stored and acknowledged; a worker holds or will take its lease.
     Pending,
     /// Its effects committed (or it had none); it must never run again.
@@ -85,88 +112,155 @@ pub enum InboxState {
     Dead,
 }
 
+impl InboxState {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            InboxState::Pending => "pending",
+            InboxState::Done => "done",
+            InboxState::Dead => "dead",
+        }
+    }
+}
+
 /// `outbound_ledger/{ledgerId}`: one outbound action, recorded before it is sent.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct LedgerDoc {
-    /// What caused it, e.g. `answer:{answerId}`, `event:{inboxId}`, `manual:...`;
-    /// the ledger id and the push retry key are both derived from it.
-    pub action_key: String,
-    pub line_user_id: String,
+pub(crate) struct LedgerDoc {
+    /// SHA-256 of the action's NUL-separated parts (e.g. `answer`, answer id); the
+    /// ledger id and the push retry key are both derived from it.
+    pub(crate) action_key: String,
+    pub(crate) line_user_id: String,
     /// The messages, as JSON (scenario text only, never the user's text).
-    pub messages: String,
-    pub route: RouteDoc,
+    pub(crate) messages: String,
+    pub(crate) route: RouteDoc,
     /// Present while a reply may still be attempted; removed once settled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reply_token: Option<String>,
+    pub(crate) reply_token: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub event_time_ms: Option<i64>,
-    pub retry_key: String,
-    pub state: LedgerState,
-    pub attempts: u32,
-    pub lease_owner: String,
+    pub(crate) event_time_ms: Option<i64>,
+    pub(crate) retry_key: String,
+    pub(crate) state: LedgerState,
+    /// LINE calls made (as far as recorded).
+    pub(crate) attempts: u32,
+    /// A reply call got no answer (timeout, 5xx): it may have been accepted, so
+    /// the action may only be retried with the same token, never pushed.
+    #[serde(default)]
+    pub(crate) reply_outcome_unknown: bool,
+    pub(crate) lease_owner: String,
     #[serde(with = "firestore::serialize_as_timestamp")]
-    pub lease_until: FirestoreInstant,
+    pub(crate) lease_until: FirestoreInstant,
     #[serde(with = "firestore::serialize_as_timestamp")]
-    pub created_at: FirestoreInstant,
+    pub(crate) created_at: FirestoreInstant,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
-    pub scenario_id: String,
+    pub(crate) last_error: Option<String>,
+    pub(crate) scenario_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub webhook_event_id: Option<String>,
+    pub(crate) webhook_event_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub inbox_id: Option<String>,
+    pub(crate) inbox_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub answer_id: Option<String>,
+    pub(crate) answer_id: Option<String>,
     #[serde(with = "firestore::serialize_as_timestamp")]
-    pub expire_at: FirestoreInstant,
+    pub(crate) expire_at: FirestoreInstant,
+    pub(crate) shard: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum RouteDoc {
+pub(crate) enum RouteDoc {
     Reply,
     Push,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum LedgerState {
+pub(crate) enum LedgerState {
     /// Recorded, not yet known to be delivered.
     Pending,
-    /// LINE accepted it (200, or 409 for a retry key it had accepted).
+    /// LINE accepted it (200; 409 for a push retry key it had accepted; 400
+    /// "Invalid reply token" to the retry of a reply whose earlier attempt was lost).
     Sent,
-    /// A reply whose answer never came: it may or may not have arrived. Never
-    /// resent automatically; listed with the dead letters for an operator.
+    /// Dry run (`LINE_DRY_RUN`): printed, never sent.
+    Logged,
+    /// A reply that could not be settled while its token was fresh: it may or may
+    /// not have arrived. Never resent automatically; listed with the dead letters.
     Uncertain,
     /// LINE refused it, or retries ran out: parked in `dead_letters`.
     Failed,
 }
 
-/// `dead_letters/{id}`: something that kept failing, with what to find it by.
+impl LedgerState {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            LedgerState::Pending => "pending",
+            LedgerState::Sent => "sent",
+            LedgerState::Logged => "logged",
+            LedgerState::Uncertain => "uncertain",
+            LedgerState::Failed => "failed",
+        }
+    }
+}
+
+/// `message_marks/{id}`, id from (destination, messageId): which came first for a
+/// text message, its effect or its unsend. Both create this document, so only one
+/// of them can happen.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DeadLetterDoc {
-    pub kind: DeadLetterKind,
-    /// The id of the parked `webhook_inbox` or `outbound_ledger` document.
-    pub target_id: String,
-    pub reason: String,
-    pub attempts: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub webhook_event_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub line_user_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub event_type: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub action_key: Option<String>,
+pub(crate) struct MessageMarkDoc {
+    pub(crate) state: MessageMarkState,
     #[serde(with = "firestore::serialize_as_timestamp")]
-    pub parked_at: FirestoreInstant,
+    pub(crate) at: FirestoreInstant,
+    #[serde(with = "firestore::serialize_as_timestamp")]
+    pub(crate) expire_at: FirestoreInstant,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum DeadLetterKind {
+pub(crate) enum MessageMarkState {
+    /// The message had its effect (a trigger started a scenario).
+    Processed,
+    /// The user unsent the message first: it must have no effect.
+    Unsent,
+}
+
+/// `admin_requests/{id}`, id from the `Idempotency-Key`: what the first call with
+/// that key asked for, so a reuse with another body is refused.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct AdminRequestDoc {
+    pub(crate) operation: String,
+    /// SHA-256 (hex) of the request as understood (scenario and users).
+    pub(crate) body_hash: String,
+    #[serde(with = "firestore::serialize_as_timestamp")]
+    pub(crate) created_at: FirestoreInstant,
+    #[serde(with = "firestore::serialize_as_timestamp")]
+    pub(crate) expire_at: FirestoreInstant,
+}
+
+/// `dead_letters/{id}`: something that kept failing, with what to find it by.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct DeadLetterDoc {
+    pub(crate) kind: DeadLetterKind,
+    /// The id of the parked `webhook_inbox` or `outbound_ledger` document.
+    pub(crate) target_id: String,
+    pub(crate) reason: String,
+    pub(crate) attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) webhook_event_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) line_user_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) event_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) action_key: Option<String>,
+    #[serde(with = "firestore::serialize_as_timestamp")]
+    pub(crate) parked_at: FirestoreInstant,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum DeadLetterKind {
     /// A webhook event whose processing kept failing.
     Event,
     /// An outbound action LINE refused or that ran out of retries.

@@ -1,78 +1,121 @@
-//! Reads behind guards 2 and 3 ("did this user answer this scenario?") and the
-//! legacy lookups for answers saved under random ids.
+//! Reads behind guards 2 and 3 ("did this user answer this scenario? when was it
+//! last started?") and the legacy lookups for answers saved under random ids.
 
-use super::docs::collections::{SCENARIO_ANSWERS, SURVEY_RESPONSES};
-use super::{Store, StoreError, classify};
-use crate::ids::{LineUserId, NodeId, ScenarioId};
+use super::docs::collections::{MESSAGE_MARKS, SCENARIO_ANSWERS, SURVEY_RESPONSES, WEBHOOK_INBOX};
+use super::docs::{InboxDoc, MessageMarkDoc, MessageMarkState, ScenarioMarkerDoc};
+use super::inbox::InboxKey;
+use super::lease::Stored;
+use super::messages::MessageKey;
+use super::{Store, StoreError, Version, classify};
+use gcloud_sdk::google::firestore::v1::Document;
+
+/// One user's progress in one scenario, as a guard read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ScenarioProgress {
+    /// The marker's version; `None`: there is no marker yet. A start names it as
+    /// its precondition, so an answer or another start in between makes it retry.
+    pub(crate) version: Option<Version>,
+    pub(crate) answered: bool,
+    /// Event time (epoch ms) of the last start by a trigger or a card.
+    pub(crate) last_started_ms: Option<i64>,
+}
+
+/// What a guard needs to decide again after its commit met a conflict.
+pub(crate) struct Reobserved {
+    pub(crate) event: Option<Stored<InboxDoc>>,
+    pub(crate) progress: Option<ScenarioProgress>,
+    pub(crate) unsent: bool,
+}
 
 impl Store {
-    pub fn legacy_lookup(&self) -> bool {
+    pub(crate) fn legacy_lookup(&self) -> bool {
         self.options.legacy_answer_lookup
     }
 
     /// One get of the marker by its deterministic id; with legacy lookup on and no
-    /// marker, one query for any answer to the scenario.
-    pub async fn scenario_answered(
+    /// answer on the marker, one query for any answer to the scenario.
+    pub(crate) async fn scenario_progress(
         &self,
         marker_id: &str,
-        scenario: &ScenarioId,
-        user: &LineUserId,
-    ) -> Result<bool, StoreError> {
-        self.answered(SCENARIO_ANSWERS, marker_id, scenario, None, user).await
+        scenario: &str,
+        user: &str,
+    ) -> Result<ScenarioProgress, StoreError> {
+        let mut found = self
+            .get_many(vec![self.document_path(SCENARIO_ANSWERS, marker_id)])
+            .await?;
+        let progress = progress_of(found.pop().flatten())?;
+        self.with_legacy(progress, scenario, user).await
     }
 
-    /// Whether this node was answered: the fast get of the answer by id, then, with
-    /// legacy lookup on, the query for an answer saved under a random id.
-    pub async fn node_answered_legacy(
+    /// The inbox record, the marker and the message mark, in one round trip.
+    pub(crate) async fn reobserve(
         &self,
-        answer_id: &str,
-        scenario: &ScenarioId,
-        node: &NodeId,
-        user: &LineUserId,
-    ) -> Result<bool, StoreError> {
-        self.answered(SURVEY_RESPONSES, answer_id, scenario, Some(node), user)
-            .await
+        inbox: &InboxKey,
+        marker: Option<(&str, &str, &str)>,
+        message: Option<&MessageKey>,
+    ) -> Result<Reobserved, StoreError> {
+        let mut paths = vec![self.document_path(WEBHOOK_INBOX, inbox.as_str())];
+        if let Some((marker_id, _, _)) = marker {
+            paths.push(self.document_path(SCENARIO_ANSWERS, marker_id));
+        }
+        if let Some(message) = message {
+            paths.push(self.document_path(MESSAGE_MARKS, message.id()));
+        }
+        let mut found = self.get_many(paths).await?.into_iter();
+        let event = found.next().flatten().map(Stored::decode).transpose()?;
+        let progress = match marker {
+            Some((_, scenario, user)) => {
+                let progress = progress_of(found.next().flatten())?;
+                Some(self.with_legacy(progress, scenario, user).await?)
+            }
+            None => None,
+        };
+        let unsent = match message {
+            Some(_) => match found.next().flatten() {
+                Some(document) => {
+                    let mark: MessageMarkDoc = firestore::FirestoreDb::deserialize_doc_to(&document)?;
+                    mark.state == MessageMarkState::Unsent
+                }
+                None => false,
+            },
+            None => false,
+        };
+        Ok(Reobserved {
+            event,
+            progress,
+            unsent,
+        })
     }
 
-    async fn answered(
+    async fn with_legacy(
         &self,
-        collection: &str,
-        id: &str,
-        scenario: &ScenarioId,
-        node: Option<&NodeId>,
-        user: &LineUserId,
-    ) -> Result<bool, StoreError> {
-        if self.exists(collection, id).await? {
-            return Ok(true);
+        progress: ScenarioProgress,
+        scenario: &str,
+        user: &str,
+    ) -> Result<ScenarioProgress, StoreError> {
+        if progress.answered || !self.legacy_lookup() {
+            return Ok(progress);
         }
-        if !self.legacy_lookup() {
-            return Ok(false);
-        }
-        self.legacy_answer_exists(scenario, node, user).await
+        Ok(ScenarioProgress {
+            answered: self.legacy_answer_exists(scenario, None, user).await?,
+            ..progress
+        })
     }
 
-    async fn exists(&self, collection: &str, id: &str) -> Result<bool, StoreError> {
-        super::round_trips::count();
-        let found = self
-            .db
-            .fluent()
-            .select()
-            .fields(["__name__"])
-            .by_id_in(collection)
-            .one(id)
-            .await
-            .map_err(classify)?;
-        Ok(found.is_some())
+    /// With legacy lookup on: whether this node was answered under a random id
+    /// (an answer under its deterministic id is found by the answer's `create`).
+    pub(crate) async fn node_answered_legacy(
+        &self,
+        scenario: &str,
+        node: &str,
+        user: &str,
+    ) -> Result<bool, StoreError> {
+        self.legacy_answer_exists(scenario, Some(node), user).await
     }
 
     /// Answers saved before deterministic ids have random ids: find them by field.
     /// Needs composite indexes in production (see the README).
-    async fn legacy_answer_exists(
-        &self,
-        scenario: &ScenarioId,
-        node: Option<&NodeId>,
-        user: &LineUserId,
-    ) -> Result<bool, StoreError> {
+    async fn legacy_answer_exists(&self, scenario: &str, node: Option<&str>, user: &str) -> Result<bool, StoreError> {
         super::round_trips::count();
         let found = self
             .db
@@ -82,9 +125,9 @@ impl Store {
             .from(SURVEY_RESPONSES)
             .filter(|q| {
                 q.for_all([
-                    q.field("scenarioId").eq(scenario.as_str()),
-                    q.field("lineUserId").eq(user.as_str()),
-                    node.and_then(|node| q.field("nodeId").eq(node.as_str())),
+                    q.field("scenarioId").eq(scenario),
+                    q.field("lineUserId").eq(user),
+                    node.and_then(|node| q.field("nodeId").eq(node)),
                 ])
             })
             .limit(1)
@@ -93,4 +136,20 @@ impl Store {
             .map_err(classify)?;
         Ok(!found.is_empty())
     }
+}
+
+fn progress_of(document: Option<Document>) -> Result<ScenarioProgress, StoreError> {
+    let Some(document) = document else {
+        return Ok(ScenarioProgress {
+            version: None,
+            answered: false,
+            last_started_ms: None,
+        });
+    };
+    let marker = Stored::<ScenarioMarkerDoc>::decode(document)?;
+    Ok(ScenarioProgress {
+        version: Some(marker.version),
+        answered: marker.doc.last_answer_id.is_some(),
+        last_started_ms: marker.doc.last_started_at.map(|at| at.as_millisecond()),
+    })
 }

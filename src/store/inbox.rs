@@ -1,66 +1,71 @@
 //! The webhook inbox: one document per webhook event, written before LINE gets
-//! its 200 and holding what a worker needs to process the event. LINE redelivers
-//! an event with the same `webhookEventId`; the second `create` fails with
-//! `ALREADY_EXISTS` and the delivery is dropped.
+//! its 200 and holding what a worker needs to process the event (the engine's
+//! decision, never the message text). LINE redelivers an event with the same
+//! `webhookEventId`; the second `create` fails with `ALREADY_EXISTS` and the
+//! delivery is dropped.
 //!
 //! A stored event is leased: its owner works on it until `leaseUntil`; after that
-//! any instance may take it over (crash recovery), exactly one winning through
-//! an update-time precondition.
+//! any instance may take it over (crash recovery). Every change names the version
+//! its writer read, so exactly one of several competing writers wins and a late
+//! one changes nothing; a record never moves back from `done`.
 
-use super::docs::collections::{DEAD_LETTERS, WEBHOOK_INBOX};
-use super::docs::{DeadLetterDoc, DeadLetterKind, InboxDoc, InboxState};
-use super::lease::Leased;
-use super::writes::{create, if_exists, merge, merge_deleting, set};
-use super::{Store, StoreError, classify};
+use super::docs::collections::{DEAD_LETTERS, OUTBOUND_LEDGER, WEBHOOK_INBOX};
+use super::docs::{DeadLetterDoc, DeadLetterKind, InboxDoc, InboxState, LedgerDoc, shard_of};
+use super::lease::{Stored, Swept};
+use super::settler::Settle;
+use super::writes::{CommitOutcome, Expect, create, delete, expecting, merge, merge_deleting, set};
+use super::{Store, StoreError, Version};
 use crate::ids::deterministic_id;
 use firestore::FirestoreInstant;
-use firestore::gcloud_sdk::google::firestore::v1::Write;
+use gcloud_sdk::google::firestore::v1::Write;
 use serde::Serialize;
 use std::time::Duration;
 
 /// LINE does not say how long it keeps redelivering; a week is well past any
 /// retry window seen, and the TTL policy (README) clears records after that.
-pub const INBOX_RETENTION: Duration = Duration::from_secs(8 * 24 * 60 * 60);
+const INBOX_RETENTION: Duration = Duration::from_secs(8 * 24 * 60 * 60);
 
 /// The inbox id of one event of one channel.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct InboxKey(String);
+pub(crate) struct InboxKey(String);
 
 impl InboxKey {
     /// `None` when either part contains NUL (LINE never sends that; such input is
     /// refused rather than hashed ambiguously).
-    pub fn new(destination: &str, webhook_event_id: &str) -> Option<Self> {
+    pub(crate) fn new(destination: &str, webhook_event_id: &str) -> Option<Self> {
         if destination.contains('\0') || webhook_event_id.contains('\0') || webhook_event_id.is_empty() {
             return None;
         }
         Some(Self(deterministic_id(&[destination, webhook_event_id])))
     }
 
-    pub fn from_document_id(id: String) -> Self {
+    pub(crate) fn from_document_id(id: String) -> Self {
         Self(id)
     }
 
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Claim {
+pub(crate) enum Claim {
     /// This delivery is the first: it is stored, leased to us, and acknowledged.
-    Claimed,
+    Claimed { version: Version },
     /// The event was stored before: a redelivery. Do nothing.
     Duplicate,
 }
 
 /// What the inbox records about an event at claim time.
-pub struct NewEvent<'a> {
-    pub destination: &'a str,
-    pub webhook_event_id: &'a str,
-    pub event_type: &'a str,
-    pub message_id: Option<&'a str>,
-    /// The raw event JSON.
-    pub payload: String,
+pub(crate) struct NewEvent<'a> {
+    pub(crate) destination: &'a str,
+    pub(crate) webhook_event_id: &'a str,
+    pub(crate) event_type: &'a str,
+    /// The decision and the few event fields processing needs, as JSON.
+    pub(crate) plan: String,
+    /// Whether a worker of this instance will take it up: then this instance holds
+    /// the lease; otherwise (queue full) it is free for any sweeper at once.
+    pub(crate) held: bool,
 }
 
 #[derive(Serialize)]
@@ -70,82 +75,104 @@ struct StateChange<'a> {
     #[serde(with = "firestore::serialize_as_timestamp")]
     lease_until: FirestoreInstant,
     #[serde(skip_serializing_if = "Option::is_none")]
+    attempts: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     last_error: Option<&'a str>,
 }
 
 impl Store {
-    /// Stores the event, leased to this instance. One round trip.
-    pub async fn claim_event(&self, key: &InboxKey, event: NewEvent<'_>) -> Result<Claim, StoreError> {
+    /// Stores the event, leased to this instance. One round trip, shared with the
+    /// claims batched with it.
+    pub(crate) async fn claim_event(&self, key: &InboxKey, event: NewEvent<'_>) -> Result<Claim, StoreError> {
         let now = FirestoreInstant::now();
         let doc = InboxDoc {
             destination: event.destination.to_owned(),
             webhook_event_id: event.webhook_event_id.to_owned(),
             event_type: event.event_type.to_owned(),
-            message_id: event.message_id.map(str::to_owned),
-            payload: Some(event.payload),
+            plan: Some(event.plan),
             state: InboxState::Pending,
             lease_owner: self.options.instance_id.clone(),
-            lease_until: now + self.options.lease,
-            attempts: 1,
+            lease_until: if event.held { now + self.options.lease } else { now },
+            attempts: 0,
             received_at: now,
             expire_at: now + INBOX_RETENTION,
             last_error: None,
-            text_removed: false,
+            shard: shard_of(key.as_str()),
         };
         let write = create(self.document_path(WEBHOOK_INBOX, key.as_str()), &doc)?;
-        // One round trip on this event's path, shared with the claims batched with it.
         super::round_trips::count();
         self.claimer.claim(write).await
     }
 
-    /// Part of an effect's commit: the event is done, and its payload (with any
-    /// message text and the reply token) is removed.
-    pub(super) fn inbox_done_write(&self, key: &InboxKey) -> Result<Write, StoreError> {
+    /// Part of an effect's commit: the event is done, and its plan (with the reply
+    /// token) is removed. Only from the version the committer holds.
+    pub(super) fn inbox_done_write(&self, key: &InboxKey, version: Version) -> Result<Write, StoreError> {
         let change = StateChange {
             state: InboxState::Done,
             lease_until: FirestoreInstant::now(),
+            attempts: None,
             last_error: None,
         };
         let path = self.document_path(WEBHOOK_INBOX, key.as_str());
-        Ok(if_exists(merge_deleting(path, &change, &["payload"], Vec::new())?))
+        Ok(expecting(
+            merge_deleting(path, &change, &["plan"], Vec::new())?,
+            Expect::At(version),
+        ))
     }
 
     /// Marks an event done that had no effect (already answered, not restarted).
-    /// Queued with the batched settles (see `settler`): the event had no effect,
-    /// so running it again (if the batch were lost) could not double anything.
-    pub async fn mark_event_done(&self, key: &InboxKey) -> Result<(), StoreError> {
-        self.settler.submit(self.inbox_done_write(key)?);
+    /// Queued with the batched settles, which retry it while the process lives: the
+    /// event had no effect, so running it again (if the process dies first) could
+    /// not double anything.
+    pub(crate) fn mark_event_done(&self, key: &InboxKey, version: Version) -> Result<(), StoreError> {
+        self.settler
+            .submit(Settle::new(self.inbox_done_write(key, version)?, "done"));
         Ok(())
     }
 
-    /// Gives the lease back after `retry_in`: a failed attempt is retried by the
-    /// sweeper (of any instance), never lost.
-    pub async fn release_event(
+    /// Renews the lease for a worker starting attempt `attempt`. `None`: another
+    /// instance took the event over (or finished it) meanwhile.
+    pub(crate) async fn start_event(
         &self,
         key: &InboxKey,
+        version: Version,
+        attempt: u32,
+    ) -> Result<Option<Version>, StoreError> {
+        let until = FirestoreInstant::now() + self.options.lease;
+        self.lease_to_me(WEBHOOK_INBOX, key.as_str(), version, attempt, until)
+            .await
+    }
+
+    /// Gives the lease back after a failed attempt: retried after `retry_in` by the
+    /// sweeper of any instance. `false`: the record had moved on (another instance
+    /// took it, or a commit thought lost had landed), and nothing was changed.
+    pub(crate) async fn release_event(
+        &self,
+        key: &InboxKey,
+        version: Version,
+        attempts: u32,
         retry_in: Duration,
         error: Option<&str>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let change = StateChange {
             state: InboxState::Pending,
             lease_until: FirestoreInstant::now() + retry_in,
+            attempts: Some(attempts),
             last_error: error,
         };
-        let write = if_exists(merge(
-            self.document_path(WEBHOOK_INBOX, key.as_str()),
-            &change,
-            Vec::new(),
-        )?);
-        self.commit_settling(vec![write]).await
+        let write = merge(self.document_path(WEBHOOK_INBOX, key.as_str()), &change, Vec::new())?;
+        self.commit_conditional(vec![expecting(write, Expect::At(version))])
+            .await
     }
 
     /// Parks an event that kept failing, in one commit with its dead letter.
-    pub async fn park_event(&self, key: &InboxKey, doc: &InboxDoc, reason: &str) -> Result<(), StoreError> {
-        let change = StateChange {
-            state: InboxState::Dead,
-            lease_until: FirestoreInstant::now(),
-            last_error: Some(reason),
-        };
+    pub(crate) async fn park_event(
+        &self,
+        key: &InboxKey,
+        version: Version,
+        doc: &InboxDoc,
+        reason: &str,
+    ) -> Result<bool, StoreError> {
         let letter = DeadLetterDoc {
             kind: DeadLetterKind::Event,
             target_id: key.as_str().to_owned(),
@@ -157,36 +184,111 @@ impl Store {
             action_key: None,
             parked_at: FirestoreInstant::now(),
         };
+        self.park(key.as_str(), version, &letter).await
+    }
+
+    /// Parks a record the service cannot read (written by another version, or
+    /// damaged), so one bad record never stops the sweep for the others.
+    pub(crate) async fn park_unreadable(
+        &self,
+        kind: DeadLetterKind,
+        id: &str,
+        version: Version,
+        error: &str,
+    ) -> Result<bool, StoreError> {
+        let letter = DeadLetterDoc {
+            kind,
+            target_id: id.to_owned(),
+            reason: format!("the stored record cannot be read: {error}"),
+            attempts: 0,
+            webhook_event_id: None,
+            line_user_id: None,
+            event_type: None,
+            action_key: None,
+            parked_at: FirestoreInstant::now(),
+        };
+        self.park(id, version, &letter).await
+    }
+
+    async fn park(&self, id: &str, version: Version, letter: &DeadLetterDoc) -> Result<bool, StoreError> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Parked<'a> {
+            state: &'static str,
+            #[serde(with = "firestore::serialize_as_timestamp")]
+            lease_until: FirestoreInstant,
+            last_error: &'a str,
+        }
+        let collection = match letter.kind {
+            DeadLetterKind::Event => WEBHOOK_INBOX,
+            DeadLetterKind::Outbound | DeadLetterKind::UncertainReply => OUTBOUND_LEDGER,
+        };
+        let state = match letter.kind {
+            DeadLetterKind::Event => "dead",
+            DeadLetterKind::Outbound | DeadLetterKind::UncertainReply => "failed",
+        };
+        let change = Parked {
+            state,
+            lease_until: FirestoreInstant::now(),
+            last_error: &letter.reason,
+        };
         let writes = vec![
-            if_exists(merge(
-                self.document_path(WEBHOOK_INBOX, key.as_str()),
-                &change,
-                Vec::new(),
-            )?),
+            expecting(
+                merge(self.document_path(collection, id), &change, Vec::new())?,
+                Expect::At(version),
+            ),
             set(
-                self.document_path(DEAD_LETTERS, &dead_letter_id(DeadLetterKind::Event, key.as_str())),
-                &letter,
+                self.document_path(DEAD_LETTERS, &dead_letter_id(letter.kind, id)),
+                letter,
             )?,
         ];
-        self.commit_settling(writes).await
+        self.commit_conditional(writes).await
     }
 
     /// Pending events whose lease ran out, oldest first.
-    pub async fn expired_events(&self, limit: u32) -> Result<Vec<Leased<InboxDoc>>, StoreError> {
+    pub(crate) async fn expired_events(&self, limit: u32) -> Result<Vec<Swept<InboxDoc>>, StoreError> {
         self.expired(WEBHOOK_INBOX, limit).await
     }
 
-    /// Takes over an expired event: exactly one caller wins per lease.
-    pub async fn take_over_event(&self, leased: &Leased<InboxDoc>) -> Result<bool, StoreError> {
-        self.take_over(WEBHOOK_INBOX, leased, leased.doc.attempts + 1).await
+    /// Takes over an expired event to start an attempt at once. `Some(version)`
+    /// when this instance won.
+    pub(crate) async fn take_over_event(&self, record: &Stored<InboxDoc>) -> Result<Option<Version>, StoreError> {
+        let until = FirestoreInstant::now() + self.options.lease;
+        self.lease_to_me(
+            WEBHOOK_INBOX,
+            &record.id,
+            record.version,
+            record.doc.attempts + 1,
+            until,
+        )
+        .await
     }
 
-    pub async fn event(&self, key: &InboxKey) -> Result<Option<Leased<InboxDoc>>, StoreError> {
-        self.leased_doc(WEBHOOK_INBOX, key.as_str()).await
+    pub(crate) async fn event(&self, key: &InboxKey) -> Result<Option<Stored<InboxDoc>>, StoreError> {
+        self.get_stored(WEBHOOK_INBOX, key.as_str()).await
     }
 
-    /// Puts a parked event back in line with a fresh lease for this instance.
-    pub async fn revive_event(&self, key: &InboxKey) -> Result<(), StoreError> {
+    /// The inbox record and, if named, a ledger entry, in one round trip: what a
+    /// worker reads to learn whether its commit landed.
+    pub(crate) async fn event_and_entry(
+        &self,
+        key: &InboxKey,
+        ledger_id: Option<&str>,
+    ) -> Result<(Option<Stored<InboxDoc>>, Option<Stored<LedgerDoc>>), StoreError> {
+        let mut paths = vec![self.document_path(WEBHOOK_INBOX, key.as_str())];
+        if let Some(ledger_id) = ledger_id {
+            paths.push(self.document_path(OUTBOUND_LEDGER, ledger_id));
+        }
+        let mut found = self.get_many(paths).await?.into_iter();
+        let event = found.next().flatten().map(Stored::decode).transpose()?;
+        let entry = found.next().flatten().map(Stored::decode).transpose()?;
+        Ok((event, entry))
+    }
+
+    /// Puts a parked event back in line, leased to this instance, and removes its
+    /// dead letter in the same commit (a new failure then leaves a new letter).
+    /// `None`: the record moved on since it was read.
+    pub(crate) async fn revive_event(&self, key: &InboxKey, version: Version) -> Result<Option<Version>, StoreError> {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
         struct Revive<'a> {
@@ -202,70 +304,33 @@ impl Store {
             lease_owner: &self.options.instance_id,
             lease_until: FirestoreInstant::now() + self.options.lease,
         };
-        let write = if_exists(merge(
-            self.document_path(WEBHOOK_INBOX, key.as_str()),
-            &revive,
-            Vec::new(),
-        )?);
-        self.commit_settling(vec![write]).await
+        let writes = vec![
+            expecting(
+                merge(self.document_path(WEBHOOK_INBOX, key.as_str()), &revive, Vec::new())?,
+                Expect::At(version),
+            ),
+            delete(self.document_path(DEAD_LETTERS, &dead_letter_id(DeadLetterKind::Event, key.as_str()))),
+        ];
+        match self.commit(writes).await {
+            CommitOutcome::Committed(versions) => Ok(versions.into_iter().next().flatten()),
+            CommitOutcome::Changed | CommitOutcome::AlreadyExists => Ok(None),
+            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
+        }
     }
 
-    /// An `unsend`: removes the text of that message from every stored copy.
-    /// Processed events no longer hold a payload; this reaches pending and parked ones.
-    pub async fn remove_message_text(&self, message_id: &str) -> Result<usize, StoreError> {
-        let found = self
-            .db
-            .fluent()
-            .select()
-            .from(WEBHOOK_INBOX)
-            .filter(|q| q.for_all([q.field("messageId").eq(message_id)]))
-            .query()
-            .await
-            .map_err(classify)?;
-        let mut writes = Vec::new();
-        for document in found {
-            let doc: InboxDoc = firestore::FirestoreDb::deserialize_doc_to(&document)?;
-            let payload = doc.payload.as_deref().map(without_message_text);
-            #[derive(Serialize)]
-            #[serde(rename_all = "camelCase")]
-            struct Redacted {
-                #[serde(skip_serializing_if = "Option::is_none")]
-                payload: Option<String>,
-                text_removed: bool,
-            }
-            writes.push(if_exists(merge(
-                document.name.clone(),
-                &Redacted {
-                    payload,
-                    text_removed: true,
-                },
-                Vec::new(),
-            )?));
+    /// Commits writes whose first one is a state change conditional on a version.
+    /// `false`: the record had moved on, nothing was applied.
+    pub(super) async fn commit_conditional(&self, writes: Vec<Write>) -> Result<bool, StoreError> {
+        match self.commit(writes).await {
+            CommitOutcome::Committed(_) => Ok(true),
+            CommitOutcome::Changed | CommitOutcome::AlreadyExists => Ok(false),
+            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
         }
-        let count = writes.len();
-        if count > 0 {
-            self.commit_settling(writes).await?;
-        }
-        Ok(count)
-    }
-}
-
-/// The event JSON with its message text blanked.
-fn without_message_text(payload: &str) -> String {
-    match serde_json::from_str::<serde_json::Value>(payload) {
-        Ok(mut event) => {
-            if let Some(message) = event.get_mut("message").and_then(serde_json::Value::as_object_mut) {
-                message.insert("text".to_owned(), serde_json::Value::from(""));
-            }
-            event.to_string()
-        }
-        // Not JSON we wrote: drop it rather than keep text we cannot redact.
-        Err(_) => String::new(),
     }
 }
 
 /// Dead letters are keyed by what they park, so parking twice keeps one letter.
-pub fn dead_letter_id(kind: DeadLetterKind, target_id: &str) -> String {
+pub(crate) fn dead_letter_id(kind: DeadLetterKind, target_id: &str) -> String {
     let prefix = match kind {
         DeadLetterKind::Event => "event",
         DeadLetterKind::Outbound => "outbound",

@@ -1,19 +1,52 @@
 //! Leases on inbox events and ledger entries: who works on a record, until when,
 //! and the takeover of expired ones by any instance.
+//!
+//! The sweeper's query, `state == pending AND leaseUntil < now`, is served in
+//! production by the composite index (shard, state, leaseUntil) of
+//! `firestore.indexes.json`. The `shard` prefix spreads the index entries of
+//! records written at the same moment over [`SHARDS`] ranges, so inbox writes are
+//! not capped by Firestore's limit of about 500 writes per second on an index of
+//! sequential values.
 
-use super::writes::{CommitError, if_unchanged_since, merge, timestamp_value};
-use super::{Store, StoreError, classify};
+use super::docs::SHARDS;
+use super::writes::{CommitOutcome, Expect, expecting, merge, timestamp_value};
+use super::{Store, StoreError, Version, classify};
 use firestore::FirestoreInstant;
-use firestore::gcloud_sdk::prost_types::Timestamp;
+use gcloud_sdk::google::firestore::v1::Document;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-/// A record as read, with the update time that takeover preconditions name.
+/// A record as read, with the version its next state change must name.
 #[derive(Debug, Clone)]
-pub struct Leased<T> {
-    pub id: String,
-    pub doc: T,
-    pub update_time: Timestamp,
+pub(crate) struct Stored<T> {
+    pub(crate) id: String,
+    pub(crate) doc: T,
+    pub(crate) version: Version,
+}
+
+impl<T: DeserializeOwned> Stored<T> {
+    pub(super) fn decode(document: Document) -> Result<Self, StoreError> {
+        let id = document_id(&document.name).to_owned();
+        let version = Version::new(document.update_time.unwrap_or_default());
+        let doc = firestore::FirestoreDb::deserialize_doc_to(&document)?;
+        Ok(Stored { id, doc, version })
+    }
+}
+
+/// A record found by the sweeper: readable, or not (then it is parked on its own,
+/// and the sweep goes on for everyone else).
+#[derive(Debug)]
+pub(crate) enum Swept<T> {
+    Readable(Stored<T>),
+    Unreadable {
+        id: String,
+        version: Version,
+        error: String,
+    },
+}
+
+pub(super) fn document_id(name: &str) -> &str {
+    name.rsplit('/').next().unwrap_or_default()
 }
 
 #[derive(Serialize)]
@@ -27,14 +60,14 @@ struct LeaseChange<'a> {
 
 impl Store {
     /// Records of `collection` still `pending` whose lease ran out, oldest first.
-    /// Production Firestore needs the composite index in `firestore.indexes.json`.
     pub(super) async fn expired<T: DeserializeOwned>(
         &self,
         collection: &str,
         limit: u32,
-    ) -> Result<Vec<Leased<T>>, StoreError> {
+    ) -> Result<Vec<Swept<T>>, StoreError> {
         super::round_trips::count();
         let now = FirestoreInstant::now();
+        let shards: Vec<u32> = (0..SHARDS).collect();
         let documents = self
             .db
             .fluent()
@@ -42,6 +75,7 @@ impl Store {
             .from(collection)
             .filter(|q| {
                 q.for_all([
+                    q.field("shard").is_in(shards.clone()),
                     q.field("state").eq("pending"),
                     q.field("leaseUntil").less_than(timestamp_value(now)),
                 ])
@@ -51,53 +85,45 @@ impl Store {
             .query()
             .await
             .map_err(classify)?;
-        documents.into_iter().map(leased).collect()
+        Ok(documents
+            .into_iter()
+            .map(|document| {
+                let id = document_id(&document.name).to_owned();
+                let version = Version::new(document.update_time.unwrap_or_default());
+                match Stored::decode(document) {
+                    Ok(stored) => Swept::Readable(stored),
+                    Err(error) => Swept::Unreadable {
+                        id,
+                        version,
+                        error: error.to_string(),
+                    },
+                }
+            })
+            .collect())
     }
 
-    pub(super) async fn leased_doc<T: DeserializeOwned>(
+    /// Moves the lease to this instance unless the record changed since `version`.
+    /// `Ok(Some(new version))` when this instance won.
+    pub(super) async fn lease_to_me(
         &self,
         collection: &str,
         id: &str,
-    ) -> Result<Option<Leased<T>>, StoreError> {
-        super::round_trips::count();
-        let found = self
-            .db
-            .fluent()
-            .select()
-            .by_id_in(collection)
-            .one(id)
-            .await
-            .map_err(classify)?;
-        found.map(leased).transpose()
-    }
-
-    /// Moves the lease to this instance unless someone changed the record since
-    /// it was read; `false` means another instance won.
-    pub(super) async fn take_over<T>(
-        &self,
-        collection: &str,
-        record: &Leased<T>,
+        version: Version,
         attempts: u32,
-    ) -> Result<bool, StoreError> {
+        until: FirestoreInstant,
+    ) -> Result<Option<Version>, StoreError> {
         let change = LeaseChange {
             lease_owner: &self.options.instance_id,
-            lease_until: FirestoreInstant::now() + self.options.lease,
+            lease_until: until,
             attempts,
         };
-        let write = merge(self.document_path(collection, &record.id), &change, Vec::new())?;
-        match self.commit(vec![if_unchanged_since(write, record.update_time)]).await {
-            Ok(_) => Ok(true),
-            Err(CommitError::FailedPrecondition | CommitError::AlreadyExists | CommitError::NotFound) => Ok(false),
-            Err(CommitError::Store(error)) => Err(error),
+        let write = merge(self.document_path(collection, id), &change, Vec::new())?;
+        match self.commit(vec![expecting(write, Expect::At(version))]).await {
+            CommitOutcome::Committed(versions) => Ok(versions.into_iter().next().flatten()),
+            CommitOutcome::Changed | CommitOutcome::AlreadyExists => Ok(None),
+            // Whether it landed is unknown: act as if another instance won. If it did
+            // land, the lease runs out and the record is swept again.
+            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
         }
     }
-}
-
-fn leased<T: DeserializeOwned>(
-    document: firestore::gcloud_sdk::google::firestore::v1::Document,
-) -> Result<Leased<T>, StoreError> {
-    let id = document.name.rsplit('/').next().unwrap_or_default().to_owned();
-    let update_time = document.update_time.unwrap_or_default();
-    let doc = firestore::FirestoreDb::deserialize_doc_to(&document)?;
-    Ok(Leased { id, doc, update_time })
 }

@@ -1,44 +1,98 @@
 //! The outbound ledger: every outbound action is recorded under a deterministic
-//! id (from its action key) before it is sent, then settled as sent, uncertain or
-//! failed. Creating the entry is also the guard against sending an action twice:
-//! a second `create` of the same action fails with `ALREADY_EXISTS`.
+//! id (from its action key) before it is sent, then settled as sent, logged,
+//! uncertain or failed. Creating the entry is also the guard against sending an
+//! action twice: a second `create` of the same action fails with `ALREADY_EXISTS`.
+//! Every later change names the version its writer holds.
 
 use super::docs::collections::{DEAD_LETTERS, OUTBOUND_LEDGER};
-use super::docs::{DeadLetterDoc, DeadLetterKind, LedgerDoc, LedgerState, RouteDoc};
+use super::docs::{DeadLetterDoc, DeadLetterKind, LedgerDoc, LedgerState, RouteDoc, shard_of};
 use super::inbox::dead_letter_id;
-use super::lease::Leased;
-use super::writes::{CommitError, create, if_exists, merge_deleting, set};
-use super::{Store, StoreError};
-use crate::outbound::OutboundAction;
+use super::lease::{Stored, Swept};
+use super::settler::Settle;
+use super::writes::{CommitOutcome, Expect, create, delete, expecting, merge_deleting, set};
+use super::{Store, StoreError, Version};
 use firestore::FirestoreInstant;
-use firestore::gcloud_sdk::google::firestore::v1::Write;
+use gcloud_sdk::google::firestore::v1::Write;
 use serde::Serialize;
 use std::time::Duration;
 
 /// Kept for audits and for answering "did this user get that message?".
-pub const LEDGER_RETENTION: Duration = Duration::from_secs(90 * 24 * 60 * 60);
+const LEDGER_RETENTION: Duration = Duration::from_secs(90 * 24 * 60 * 60);
 
 /// How an action ended, or that it waits for another attempt.
 #[derive(Debug, Clone)]
-pub enum Settlement {
+pub(crate) enum Settlement {
     Sent,
-    /// A reply whose answer never came: never resent automatically.
+    /// Dry run: printed, not sent.
+    Logged,
+    /// A reply that could not be settled while its token was fresh.
     Uncertain(String),
     /// Refused by LINE, or out of attempts.
     Failed(String),
-    /// Try again after the given time (the lease runs out then).
+    /// Try again after the given time (the lease runs out then and any
+    /// instance's sweeper takes it).
     RetryAt {
         after: Duration,
         error: String,
     },
 }
 
+impl Settlement {
+    pub(crate) fn as_str(&self) -> &'static str {
+        match self {
+            Settlement::Sent => "sent",
+            Settlement::Logged => "logged",
+            Settlement::Uncertain(_) => "uncertain",
+            Settlement::Failed(_) => "failed",
+            Settlement::RetryAt { .. } => "retry_later",
+        }
+    }
+}
+
+/// What a turn of the courier did: recorded with its settlement.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Attempted {
+    /// LINE calls made so far.
+    pub(crate) attempts: u32,
+    /// The route of the last call (a reply may fall back to a push).
+    pub(crate) route: RouteDoc,
+    pub(crate) reply_outcome_unknown: bool,
+}
+
+impl Attempted {
+    /// Nothing was called: the entry as it stands.
+    pub(crate) fn unchanged(doc: &LedgerDoc) -> Self {
+        Self {
+            attempts: doc.attempts,
+            route: doc.route,
+            reply_outcome_unknown: doc.reply_outcome_unknown,
+        }
+    }
+}
+
 /// The outcome of recording an action outside an effect commit (manual sends).
 #[derive(Debug, Clone)]
-pub enum Recorded {
-    New,
+pub(crate) enum Recorded {
+    New {
+        version: Version,
+    },
     /// Recorded by an earlier call: the entry as it stands.
-    Existing(Box<Leased<LedgerDoc>>),
+    Existing(Box<Stored<LedgerDoc>>),
+}
+
+/// What a new ledger entry records about its action.
+pub(crate) struct NewAction<'a> {
+    pub(crate) action_key: &'a str,
+    pub(crate) user: &'a str,
+    /// The messages as JSON.
+    pub(crate) messages: String,
+    /// The reply token and the event's time, when the action may be a reply.
+    pub(crate) reply: Option<(&'a str, i64)>,
+    pub(crate) retry_key: String,
+    pub(crate) scenario_id: &'a str,
+    pub(crate) webhook_event_id: Option<&'a str>,
+    pub(crate) inbox_id: Option<&'a str>,
+    pub(crate) answer_id: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -50,95 +104,92 @@ struct SettleChange<'a> {
     lease_until: FirestoreInstant,
     #[serde(skip_serializing_if = "Option::is_none")]
     last_error: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    route: Option<RouteDoc>,
-}
-
-/// An action's ledger entry, built once: written by the effect's commit, then
-/// handed as it is to the courier.
-#[derive(Debug, Clone)]
-pub struct StagedAction {
-    pub ledger_id: String,
-    pub doc: LedgerDoc,
+    route: RouteDoc,
+    reply_outcome_unknown: bool,
 }
 
 impl Store {
-    /// The `create` of a new pending entry, for an effect's commit.
-    pub(super) fn ledger_create_write(&self, staged: &StagedAction) -> Result<Write, StoreError> {
-        Ok(create(
-            self.document_path(OUTBOUND_LEDGER, &staged.ledger_id),
-            &staged.doc,
-        )?)
-    }
-
     /// The pending entry of a new action, leased to this instance.
-    pub fn stage(&self, action: &OutboundAction) -> StagedAction {
+    pub(crate) fn pending_entry(&self, ledger_id: &str, action: NewAction<'_>) -> LedgerDoc {
         let now = FirestoreInstant::now();
-        let doc = LedgerDoc {
-            action_key: action.action_key.clone(),
-            line_user_id: action.user.to_string(),
-            messages: serde_json::to_string(&action.messages).expect("messages serialise"),
+        LedgerDoc {
+            action_key: action.action_key.to_owned(),
+            line_user_id: action.user.to_owned(),
+            messages: action.messages,
             route: if action.reply.is_some() {
                 RouteDoc::Reply
             } else {
                 RouteDoc::Push
             },
-            reply_token: action.reply.as_ref().map(|reply| reply.token.clone()),
-            event_time_ms: action.reply.as_ref().map(|reply| reply.event_time_ms),
-            retry_key: action.retry_key().to_string(),
+            reply_token: action.reply.map(|(token, _)| token.to_owned()),
+            event_time_ms: action.reply.map(|(_, at)| at),
+            retry_key: action.retry_key,
             state: LedgerState::Pending,
             attempts: 0,
+            reply_outcome_unknown: false,
             lease_owner: self.options.instance_id.clone(),
             lease_until: now + self.options.lease,
             created_at: now,
             last_error: None,
-            scenario_id: action.scenario.to_string(),
-            webhook_event_id: action.webhook_event_id.clone(),
-            inbox_id: action.inbox_id.clone(),
-            answer_id: action.answer_id.clone(),
+            scenario_id: action.scenario_id.to_owned(),
+            webhook_event_id: action.webhook_event_id.map(str::to_owned),
+            inbox_id: action.inbox_id.map(str::to_owned),
+            answer_id: action.answer_id.map(str::to_owned),
             expire_at: now + LEDGER_RETENTION,
-        };
-        StagedAction {
-            ledger_id: action.ledger_id(),
-            doc,
+            shard: shard_of(ledger_id),
         }
+    }
+
+    /// The `create` of a new pending entry, for an effect's commit.
+    pub(super) fn ledger_create_write(&self, ledger_id: &str, doc: &LedgerDoc) -> Result<Write, StoreError> {
+        Ok(create(self.document_path(OUTBOUND_LEDGER, ledger_id), doc)?)
     }
 
     /// Records an action on its own (manual sends). An action recorded before
     /// comes back as it stands, so the caller can tell "already sent".
-    pub async fn record_outbound(&self, staged: &StagedAction) -> Result<Recorded, StoreError> {
-        let write = self.ledger_create_write(staged)?;
+    pub(crate) async fn record_outbound(&self, ledger_id: &str, doc: &LedgerDoc) -> Result<Recorded, StoreError> {
+        let write = self.ledger_create_write(ledger_id, doc)?;
         match self.commit(vec![write]).await {
-            Ok(_) => Ok(Recorded::New),
-            Err(CommitError::AlreadyExists | CommitError::FailedPrecondition) => {
+            CommitOutcome::Committed(versions) => match versions.into_iter().next().flatten() {
+                Some(version) => Ok(Recorded::New { version }),
+                None => Err(StoreError::Unavailable(
+                    "the ledger entry was written without a version".into(),
+                )),
+            },
+            // Recorded before, or perhaps by the very commit whose answer was lost:
+            // the entry as it stands tells.
+            CommitOutcome::AlreadyExists | CommitOutcome::Unknown(_) => {
                 let existing = self
-                    .outbound(&staged.ledger_id)
+                    .outbound(ledger_id)
                     .await?
-                    .ok_or_else(|| StoreError::Unavailable("ledger entry vanished".into()))?;
+                    .ok_or_else(|| StoreError::Unavailable("the ledger entry could not be recorded".into()))?;
                 Ok(Recorded::Existing(Box::new(existing)))
             }
-            Err(CommitError::NotFound) => Err(StoreError::Unavailable("unexpected NOT_FOUND".into())),
-            Err(CommitError::Store(error)) => Err(error),
+            CommitOutcome::Changed => Err(StoreError::Unavailable("unexpected precondition failure".into())),
+            CommitOutcome::Failed(error) => Err(error),
         }
     }
 
-    pub async fn outbound(&self, ledger_id: &str) -> Result<Option<Leased<LedgerDoc>>, StoreError> {
-        self.leased_doc(OUTBOUND_LEDGER, ledger_id).await
+    pub(crate) async fn outbound(&self, ledger_id: &str) -> Result<Option<Stored<LedgerDoc>>, StoreError> {
+        self.get_stored(OUTBOUND_LEDGER, ledger_id).await
     }
 
-    /// Records how an action ended (or when to try again). Uncertain and failed
-    /// actions get a dead letter in the same commit.
-    pub async fn settle_outbound(
+    /// Records how an action ended (or when to try again), from the version the
+    /// sender holds. Uncertain and failed actions get a dead letter in the same
+    /// commit. `false`: another instance had taken the entry over; nothing changed.
+    pub(crate) async fn settle_outbound(
         &self,
         ledger_id: &str,
+        version: Version,
         doc: &LedgerDoc,
-        attempts: u32,
-        route: RouteDoc,
+        attempted: &Attempted,
         settlement: &Settlement,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
+        let attempts = attempted.attempts;
         let now = FirestoreInstant::now();
         let (state, lease_until, error, letter) = match settlement {
             Settlement::Sent => (LedgerState::Sent, now, None, None),
+            Settlement::Logged => (LedgerState::Logged, now, None, None),
             Settlement::Uncertain(reason) => (
                 LedgerState::Uncertain,
                 now,
@@ -151,29 +202,31 @@ impl Store {
                 Some(reason.as_str()),
                 Some(DeadLetterKind::Outbound),
             ),
-            Settlement::RetryAt { after, error, .. } => {
-                (LedgerState::Pending, now + *after, Some(error.as_str()), None)
-            }
+            Settlement::RetryAt { after, error } => (LedgerState::Pending, now + *after, Some(error.as_str()), None),
         };
         let change = SettleChange {
             state,
             attempts,
             lease_until,
             last_error: error,
-            route: Some(route),
+            route: attempted.route,
+            reply_outcome_unknown: attempted.reply_outcome_unknown,
         };
         // A settled action will never be replied to again: drop the token.
-        let delete: &[&str] = if state == LedgerState::Pending {
+        let delete_fields: &[&str] = if state == LedgerState::Pending {
             &[]
         } else {
             &["replyToken"]
         };
         let path = self.document_path(OUTBOUND_LEDGER, ledger_id);
-        let settle = if_exists(merge_deleting(path, &change, delete, Vec::new())?);
-        if matches!(settlement, Settlement::Sent) {
+        let settle = expecting(
+            merge_deleting(path, &change, delete_fields, Vec::new())?,
+            Expect::At(version),
+        );
+        if matches!(settlement, Settlement::Sent | Settlement::Logged) {
             // The common case goes with the batched settles (see `settler`).
-            self.settler.submit(settle);
-            return Ok(());
+            self.settler.submit(Settle::new(settle, state.as_str()));
+            return Ok(true);
         }
         let mut writes = vec![settle];
         if let (Some(kind), Some(reason)) = (letter, error) {
@@ -193,35 +246,60 @@ impl Store {
                 &dead,
             )?);
         }
-        self.commit_settling(writes).await
+        self.commit_conditional(writes).await
     }
 
     /// Pending actions whose lease ran out (a crash, or a scheduled retry).
-    pub async fn expired_outbound(&self, limit: u32) -> Result<Vec<Leased<LedgerDoc>>, StoreError> {
+    pub(crate) async fn expired_outbound(&self, limit: u32) -> Result<Vec<Swept<LedgerDoc>>, StoreError> {
         self.expired(OUTBOUND_LEDGER, limit).await
     }
 
-    pub async fn take_over_outbound(&self, record: &Leased<LedgerDoc>) -> Result<bool, StoreError> {
-        self.take_over(OUTBOUND_LEDGER, record, record.doc.attempts).await
+    /// Takes over an expired entry. `Some(version)` when this instance won.
+    pub(crate) async fn take_over_outbound(&self, record: &Stored<LedgerDoc>) -> Result<Option<Version>, StoreError> {
+        let until = FirestoreInstant::now() + self.options.lease;
+        self.lease_to_me(OUTBOUND_LEDGER, &record.id, record.version, record.doc.attempts, until)
+            .await
     }
 
     /// Puts a failed or uncertain action back to pending, leased to this instance,
-    /// as a push (a replayed action never reuses a reply token).
-    pub async fn revive_outbound(&self, ledger_id: &str) -> Result<(), StoreError> {
-        let change = SettleChange {
+    /// as a push (a replayed action never reuses a reply token), and removes its
+    /// dead letter in the same commit. `None`: the entry moved on since it was read.
+    pub(crate) async fn revive_outbound(
+        &self,
+        ledger_id: &str,
+        version: Version,
+    ) -> Result<Option<Version>, StoreError> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Revive<'a> {
+            state: LedgerState,
+            attempts: u32,
+            lease_owner: &'a str,
+            #[serde(with = "firestore::serialize_as_timestamp")]
+            lease_until: FirestoreInstant,
+            route: RouteDoc,
+        }
+        let revive = Revive {
             state: LedgerState::Pending,
             attempts: 0,
+            lease_owner: &self.options.instance_id,
             lease_until: FirestoreInstant::now() + self.options.lease,
-            last_error: None,
-            route: Some(RouteDoc::Push),
+            route: RouteDoc::Push,
         };
         let path = self.document_path(OUTBOUND_LEDGER, ledger_id);
-        self.commit_settling(vec![if_exists(merge_deleting(
-            path,
-            &change,
-            &["replyToken"],
-            Vec::new(),
-        )?)])
-        .await
+        let mut writes = vec![expecting(
+            merge_deleting(path, &revive, &["replyToken", "lastError"], Vec::new())?,
+            Expect::At(version),
+        )];
+        for kind in [DeadLetterKind::Outbound, DeadLetterKind::UncertainReply] {
+            writes.push(delete(
+                self.document_path(DEAD_LETTERS, &dead_letter_id(kind, ledger_id)),
+            ));
+        }
+        match self.commit(writes).await {
+            CommitOutcome::Committed(versions) => Ok(versions.into_iter().next().flatten()),
+            CommitOutcome::Changed | CommitOutcome::AlreadyExists => Ok(None),
+            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
+        }
     }
 }

@@ -1,37 +1,49 @@
-//! Firestore access. Every guard decision that must survive concurrency is made
-//! by Firestore itself: a `create` (precondition `exists = false`) on a
-//! deterministic id either lands once or fails with `ALREADY_EXISTS`.
+//! Firestore access: the bottom layer. It knows documents, versions and
+//! preconditions, nothing of scenarios, engines or LINE.
+//!
+//! Every guard decision that must survive concurrency is made by Firestore itself:
+//! a `create` (precondition `exists = false`) on a deterministic id lands once or
+//! fails with `ALREADY_EXISTS`, and every state change of a stored record names
+//! the version its writer read (an update-time precondition), so a late or
+//! superseded writer changes nothing.
 //!
 //! Collections (names are part of the data contract, see the README):
-//! `survey_responses`, `users`, `scenario_answers` (the "answered this scenario"
-//! marker), `webhook_inbox`, `outbound_ledger` and `dead_letters`.
+//! `survey_responses`, `users`, `scenario_answers` (per user and scenario: answered,
+//! last started), `webhook_inbox`, `outbound_ledger`, `message_marks`,
+//! `admin_requests` and `dead_letters`.
 
-mod answers;
 mod claimer;
 mod dead_letters;
 mod docs;
+mod effects;
 mod guards;
+mod idempotency;
 mod inbox;
 mod lease;
 mod ledger;
-pub mod round_trips;
+mod messages;
+mod reads;
+pub(crate) mod round_trips;
 mod settler;
 mod writes;
 
-pub use answers::{AnswerCommit, EffectCommit};
-pub use docs::{DeadLetterDoc, DeadLetterKind, InboxDoc, InboxState, LedgerDoc, LedgerState, RouteDoc, collections};
-pub use inbox::{Claim, InboxKey, NewEvent, dead_letter_id};
-pub use lease::Leased;
-pub use ledger::{Recorded, Settlement, StagedAction};
+pub(crate) use docs::{DeadLetterDoc, DeadLetterKind, InboxDoc, InboxState, LedgerDoc, LedgerState, RouteDoc};
+pub(crate) use effects::{AnswerRecord, Effect, EffectWrites, StartRecord};
+pub(crate) use idempotency::RequestCheck;
+pub(crate) use inbox::{Claim, InboxKey, NewEvent};
+pub(crate) use lease::{Stored, Swept};
+pub(crate) use ledger::{Attempted, NewAction, Recorded, Settlement};
+pub(crate) use messages::{MessageKey, UnsendOutcome};
 
 use claimer::Claimer;
 use firestore::errors::FirestoreError;
 use firestore::{FirestoreDb, FirestoreDbOptions};
+use gcloud_sdk::prost_types::Timestamp;
 use settler::Settler;
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
-pub enum StoreError {
+pub(crate) enum StoreError {
     /// Firestore did not answer in time or could not be reached. Fail closed: the
     /// webhook answers 5xx and LINE redelivers.
     #[error("Firestore is unavailable: {0}")]
@@ -40,25 +52,42 @@ pub enum StoreError {
     Firestore(#[from] FirestoreError),
 }
 
+/// The update time of a stored document as its writer last saw it. State changes
+/// name it as their precondition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Version(Timestamp);
+
+impl Version {
+    fn new(timestamp: Timestamp) -> Self {
+        Self(timestamp)
+    }
+
+    fn timestamp(self) -> Timestamp {
+        self.0
+    }
+}
+
 /// Settings of the store.
 #[derive(Debug, Clone)]
-pub struct StoreOptions {
-    pub project_id: String,
+pub(crate) struct StoreOptions {
+    pub(crate) project_id: String,
+    /// `(default)` or a named database: one database serves one LINE channel.
+    pub(crate) database_id: String,
     /// `host:port` of the emulator; `None` for real Firestore with ADC credentials.
-    pub emulator_host: Option<String>,
+    pub(crate) emulator_host: Option<String>,
     /// Upper bound for one Firestore request, so an unreachable Firestore turns
     /// into a 5xx well within LINE's ~2 s patience instead of a hung request.
-    pub request_timeout: Duration,
+    pub(crate) request_timeout: Duration,
     /// Also look for answers saved under random ids (before deterministic ids).
-    pub legacy_answer_lookup: bool,
+    pub(crate) legacy_answer_lookup: bool,
     /// Names this process as the owner of the leases it takes.
-    pub instance_id: String,
+    pub(crate) instance_id: String,
     /// How long a lease lasts before another instance may take the work over.
-    pub lease: Duration,
+    pub(crate) lease: Duration,
 }
 
 #[derive(Clone)]
-pub struct Store {
+pub(crate) struct Store {
     db: FirestoreDb,
     options: StoreOptions,
     settler: Settler,
@@ -67,8 +96,9 @@ pub struct Store {
 
 impl Store {
     /// Connects eagerly, so a wrong emulator address fails at start.
-    pub async fn connect(options: StoreOptions) -> Result<Self, StoreError> {
+    pub(crate) async fn connect(options: StoreOptions) -> Result<Self, StoreError> {
         let mut db_options = FirestoreDbOptions::new(options.project_id.clone())
+            .with_database_id(options.database_id.clone())
             .with_request_timeout(options.request_timeout)
             // A failed read is retried once; writes are never retried by the crate.
             .with_max_retries(1);
@@ -86,22 +116,30 @@ impl Store {
         })
     }
 
-    /// Sends the settles still queued (at shutdown).
-    pub async fn flush_settles(&self) {
-        self.settler.flush().await;
+    pub(crate) fn instance_id(&self) -> &str {
+        &self.options.instance_id
+    }
+
+    pub(crate) fn lease(&self) -> Duration {
+        self.options.lease
+    }
+
+    /// Sends the settles still queued, retrying failed ones, for at most `limit` (at shutdown).
+    pub(crate) async fn flush_settles(&self, limit: Duration) {
+        self.settler.flush(limit).await;
     }
 
     /// Batched settle RPCs sent and the writes they carried.
-    pub fn settle_counts(&self) -> (u64, u64) {
+    pub(crate) fn settle_counts(&self) -> (u64, u64) {
         self.settler.counts()
     }
 
     /// Batched claim RPCs sent and the claims they carried.
-    pub fn claim_counts(&self) -> (u64, u64) {
+    pub(crate) fn claim_counts(&self) -> (u64, u64) {
         self.claimer.counts()
     }
 
-    /// `projects/P/databases/(default)/documents/{collection}/{id}`
+    /// `projects/P/databases/D/documents/{collection}/{id}`
     fn document_path(&self, collection: &str, id: &str) -> String {
         format!("{}/{collection}/{id}", self.db.get_documents_path())
     }

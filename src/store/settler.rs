@@ -1,68 +1,98 @@
 //! Batching the writes that only settle a record's state ("this event is done",
-//! "this action was sent"). They are independent, idempotent and off the
-//! critical path, so they are queued and sent together in one `BatchWrite` RPC
-//! (not atomic, one status per write: exactly what independent writes want)
-//! instead of one round trip each.
+//! "this action was sent"). They are independent and off the critical path, so
+//! they are queued and sent together in `BatchWrite` RPCs (not atomic, one status
+//! per write: exactly what independent writes want) instead of one round trip
+//! each. Found by profiling the benchmark (BENCHMARKS.md): the lever was fewer
+//! requests.
 //!
-//! Found by profiling the benchmark (BENCHMARKS.md): the service's CPU went to
-//! the gRPC/HTTP-2 transport and system calls, not to its own code, so the lever
-//! was fewer requests. Under load a batch carries many settles.
+//! Each settle names the version its writer holds. The settler:
+//! - never puts two writes to one document in one batch (Firestore refuses that):
+//!   the later one waits for the next batch;
+//! - caps a batch at 500 writes and about 9 MiB (Firestore's limits are 500 writes
+//!   and 10 MiB per request);
+//! - keeps up to four batches in flight;
+//! - retries a write that failed, or whose batch got no answer, with backoff for
+//!   as long as the process lives. A write whose precondition fails is checked by
+//!   reading the document: already in the target state (an earlier try landed) is
+//!   success; otherwise a newer writer moved it on and this one changes nothing.
 //!
-//! If the process dies before a batch is sent, the records stay pending and the
-//! sweeper settles them again: an event re-runs without effect (its answer or
-//! ledger entry exists), a push is re-sent under its retry key (LINE answers 409),
-//! and a reply becomes `uncertain`.
+//! So a delivered message's "sent" mark is only lost if the process dies first;
+//! then the sweeper settles the record again (an event re-runs without effect,
+//! a push is answered 409, a reply's retry is answered "Invalid reply token").
 
-use super::writes::{batch_write, code};
+use super::StoreError;
+use super::reads::get_documents;
+use super::writes::{WriteStatus, batch_write, code, document_name};
 use firestore::FirestoreDb;
-use firestore::gcloud_sdk::google::firestore::v1::Write;
+use gcloud_sdk::google::firestore::v1::{Write, value::ValueType};
+use gcloud_sdk::prost::Message;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
 
-/// Firestore's limit of writes per `BatchWrite`.
-const MAX_BATCH: usize = 500;
+/// Firestore's limit of writes per request.
+const MAX_WRITES: usize = 500;
+/// Below Firestore's 10 MiB per request, with room for the request's envelope.
+const MAX_BYTES: usize = 9 * 1024 * 1024;
+const MAX_IN_FLIGHT: usize = 4;
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
-enum Settle {
-    Write(Box<Write>),
+/// One settling write and the `state` it moves its document to.
+pub(super) struct Settle {
+    write: Write,
+    target_state: &'static str,
+}
+
+impl Settle {
+    pub(super) fn new(write: Write, target_state: &'static str) -> Self {
+        Self { write, target_state }
+    }
+}
+
+enum Request {
+    Settle(Settle),
     Flush(oneshot::Sender<()>),
 }
 
 #[derive(Debug, Default)]
-pub struct SettleCounts {
-    pub batches: AtomicU64,
-    pub writes: AtomicU64,
+struct Counts {
+    batches: AtomicU64,
+    writes: AtomicU64,
 }
 
 #[derive(Clone)]
-pub struct Settler {
-    queue: mpsc::UnboundedSender<Settle>,
-    counts: Arc<SettleCounts>,
+pub(super) struct Settler {
+    queue: mpsc::UnboundedSender<Request>,
+    counts: Arc<Counts>,
 }
 
 impl Settler {
-    pub fn start(db: FirestoreDb, timeout: Duration) -> Self {
+    pub(super) fn start(db: FirestoreDb, timeout: Duration) -> Self {
         let (queue, receiver) = mpsc::unbounded_channel();
-        let counts = Arc::new(SettleCounts::default());
+        let counts = Arc::new(Counts::default());
         tokio::spawn(run(db, receiver, timeout, counts.clone()));
         Self { queue, counts }
     }
 
-    pub fn submit(&self, write: Write) {
+    pub(super) fn submit(&self, settle: Settle) {
         // Fails only once the runtime is gone; the sweeper settles it then.
-        let _ = self.queue.send(Settle::Write(Box::new(write)));
+        let _ = self.queue.send(Request::Settle(settle));
     }
 
-    /// Waits until everything submitted so far was sent (at shutdown).
-    pub async fn flush(&self) {
+    /// Waits until everything submitted so far is settled, or `limit` passed.
+    pub(super) async fn flush(&self, limit: Duration) {
         let (done, flushed) = oneshot::channel();
-        if self.queue.send(Settle::Flush(done)).is_ok() {
-            let _ = flushed.await;
+        if self.queue.send(Request::Flush(done)).is_ok() {
+            let _ = tokio::time::timeout(limit, flushed).await;
         }
     }
 
-    pub fn counts(&self) -> (u64, u64) {
+    pub(super) fn counts(&self) -> (u64, u64) {
         (
             self.counts.batches.load(Ordering::Relaxed),
             self.counts.writes.load(Ordering::Relaxed),
@@ -70,56 +100,153 @@ impl Settler {
     }
 }
 
-async fn run(
-    db: FirestoreDb,
-    mut receiver: mpsc::UnboundedReceiver<Settle>,
-    timeout: Duration,
-    counts: Arc<SettleCounts>,
-) {
-    while let Some(first) = receiver.recv().await {
-        let mut writes = Vec::new();
-        let mut flushes = Vec::new();
-        let mut next = Some(first);
-        // Whatever queued up while the previous batch was in flight goes together.
-        while let Some(settle) = next.take() {
-            match settle {
-                Settle::Write(write) => writes.push(*write),
-                Settle::Flush(done) => flushes.push(done),
+struct Pending {
+    settle: Settle,
+    tries: u32,
+    not_before: Instant,
+}
+
+/// What became of one write of a batch.
+enum Settled {
+    Done,
+    Retry(Box<Pending>),
+}
+
+async fn run(db: FirestoreDb, mut receiver: mpsc::UnboundedReceiver<Request>, timeout: Duration, counts: Arc<Counts>) {
+    let mut queue: VecDeque<Pending> = VecDeque::new();
+    let mut flushes: Vec<oneshot::Sender<()>> = Vec::new();
+    let mut in_flight: JoinSet<Vec<Settled>> = JoinSet::new();
+    let mut open = true;
+    loop {
+        while in_flight.len() < MAX_IN_FLIGHT {
+            let batch = take_batch(&mut queue, Instant::now());
+            if batch.is_empty() {
+                break;
             }
-            if writes.len() < MAX_BATCH {
-                next = receiver.try_recv().ok();
-            }
-        }
-        if !writes.is_empty() {
             counts.batches.fetch_add(1, Ordering::Relaxed);
-            counts.writes.fetch_add(writes.len() as u64, Ordering::Relaxed);
-            send(&db, writes, timeout).await;
+            counts.writes.fetch_add(batch.len() as u64, Ordering::Relaxed);
+            in_flight.spawn(send(db.clone(), batch, timeout));
         }
-        for done in flushes {
-            let _ = done.send(());
+        if queue.is_empty() && in_flight.is_empty() {
+            for done in flushes.drain(..) {
+                let _ = done.send(());
+            }
+            if !open {
+                return;
+            }
+        }
+        let next_retry = queue.iter().map(|pending| pending.not_before).min();
+        tokio::select! {
+            message = receiver.recv(), if open => match message {
+                Some(Request::Settle(settle)) => queue.push_back(Pending { settle, tries: 0, not_before: Instant::now() }),
+                Some(Request::Flush(done)) => flushes.push(done),
+                None => open = false,
+            },
+            Some(joined) = in_flight.join_next(), if !in_flight.is_empty() => {
+                for settled in joined.unwrap_or_default() {
+                    if let Settled::Retry(pending) = settled {
+                        queue.push_back(*pending);
+                    }
+                }
+            },
+            _ = sleep_until(next_retry), if next_retry.is_some_and(|at| at > Instant::now()) => {}
         }
     }
 }
 
-async fn send(db: &FirestoreDb, writes: Vec<Write>, timeout: Duration) {
-    let count = writes.len();
-    match batch_write(db, writes, timeout).await {
-        Ok(codes) => {
-            // NOT_FOUND: the record vanished (TTL); nothing to settle.
-            let failed = codes
-                .iter()
-                .filter(|code| !matches!(**code, code::OK | code::NOT_FOUND))
-                .count();
-            if failed > 0 {
-                tracing::warn!(
-                    failed,
-                    of = count,
-                    "some settles failed; the sweeper will settle them again"
-                );
-            }
-        }
-        Err(error) => {
-            tracing::warn!(error = %error, writes = count, "settle batch failed; the sweeper will settle what did not land")
+async fn sleep_until(at: Option<Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(at).await;
+    }
+}
+
+/// The next batch: writes that are due, at most one per document, within the
+/// request limits. The rest stay queued in order.
+fn take_batch(queue: &mut VecDeque<Pending>, now: Instant) -> Vec<Pending> {
+    let mut batch = Vec::new();
+    let mut documents = HashSet::new();
+    let mut bytes = 0;
+    let mut kept = VecDeque::with_capacity(queue.len());
+    while let Some(pending) = queue.pop_front() {
+        let size = pending.settle.write.encoded_len();
+        let fits = batch.len() < MAX_WRITES && bytes + size <= MAX_BYTES;
+        let name = document_name(&pending.settle.write).to_owned();
+        if fits && pending.not_before <= now && !documents.contains(&name) {
+            documents.insert(name);
+            bytes += size;
+            batch.push(pending);
+        } else {
+            kept.push_back(pending);
         }
     }
+    *queue = kept;
+    batch
+}
+
+async fn send(db: FirestoreDb, batch: Vec<Pending>, timeout: Duration) -> Vec<Settled> {
+    let writes: Vec<Write> = batch.iter().map(|pending| pending.settle.write.clone()).collect();
+    match batch_write(&db, writes, timeout).await {
+        Ok(statuses) => {
+            let mut settled = Vec::with_capacity(batch.len());
+            for (pending, status) in batch.into_iter().zip(statuses) {
+                settled.push(settle_one(&db, pending, status, timeout).await);
+            }
+            settled
+        }
+        Err(error) => {
+            tracing::warn!(error = %error, writes = batch.len(), "settle batch failed; retrying its writes");
+            batch
+                .into_iter()
+                .map(|pending| Settled::Retry(Box::new(later(pending))))
+                .collect()
+        }
+    }
+}
+
+async fn settle_one(db: &FirestoreDb, pending: Pending, status: WriteStatus, timeout: Duration) -> Settled {
+    match status.code {
+        // NOT_FOUND: the record vanished (TTL); nothing to settle.
+        code::OK | code::NOT_FOUND => Settled::Done,
+        code::FAILED_PRECONDITION => {
+            let name = document_name(&pending.settle.write).to_owned();
+            match stored_state(db, &name, timeout).await {
+                Ok(Some(state)) if state == pending.settle.target_state => Settled::Done,
+                Ok(state) => {
+                    tracing::info!(
+                        record.state = state.as_deref().unwrap_or("absent"),
+                        settle.to = pending.settle.target_state,
+                        "a newer writer moved the record on; this settle changes nothing"
+                    );
+                    Settled::Done
+                }
+                Err(_) => Settled::Retry(Box::new(later(pending))),
+            }
+        }
+        other => {
+            tracing::warn!(
+                code = other,
+                tries = pending.tries + 1,
+                "a settle was refused; retrying it"
+            );
+            Settled::Retry(Box::new(later(pending)))
+        }
+    }
+}
+
+fn later(mut pending: Pending) -> Pending {
+    pending.tries += 1;
+    let factor = 2u32.saturating_pow(pending.tries.saturating_sub(1).min(16));
+    pending.not_before = Instant::now() + FIRST_BACKOFF.saturating_mul(factor).min(MAX_BACKOFF);
+    pending
+}
+
+/// The `state` field of a document, `None` when it is gone.
+async fn stored_state(db: &FirestoreDb, name: &str, timeout: Duration) -> Result<Option<String>, StoreError> {
+    let mut found = get_documents(db, vec![name.to_owned()], timeout).await?;
+    Ok(found.pop().flatten().and_then(|document| {
+        match document.fields.get("state").and_then(|value| value.value_type.as_ref()) {
+            Some(ValueType::StringValue(state)) => Some(state.clone()),
+            _ => None,
+        }
+    }))
 }

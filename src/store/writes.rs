@@ -1,34 +1,42 @@
-//! Building Firestore `Write`s by hand and committing them in one `Commit` RPC.
+//! Building Firestore `Write`s by hand and sending them.
 //!
-//! A `Commit` without a transaction id is an atomic batched write in one round
-//! trip: all writes land or none do. (The `BatchWrite` RPC, behind the crate's
-//! batch writers, is not atomic, which is why it is not used here.)
+//! - `Commit` without a transaction id: an atomic batched write in one round trip,
+//!   all of it lands or none does. Effects use it.
+//! - `BatchWrite`: independent writes, one status each, not atomic. Claims and
+//!   settles use it (see `claimer` and `settler`).
+//!
+//! Every state change of a stored record names the version its writer believes in
+//! ([`Expect::At`]), so a late or superseded writer changes nothing.
 
-use super::{Store, StoreError, classify};
+use super::{Store, StoreError, Version, classify};
 use firestore::FirestoreDb;
 use firestore::errors::FirestoreError;
-use firestore::gcloud_sdk::google::firestore::v1::{
-    self as v1, BatchWriteRequest, CommitRequest, CommitResponse, DocumentMask, Precondition, Write,
+use gcloud_sdk::google::firestore::v1::{
+    self as v1, BatchWriteRequest, CommitRequest, DocumentMask, Precondition, Write,
     document_transform::{FieldTransform, field_transform::TransformType},
     precondition::ConditionType,
     value::ValueType,
 };
-use firestore::gcloud_sdk::prost_types;
+use gcloud_sdk::tonic::Code;
 use serde::Serialize;
 use std::time::Duration;
 
+/// What a write requires of its document before it applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expect {
+    /// The document does not exist (a `create`).
+    Absent,
+    /// The document is exactly at this version (unchanged since it was read or written).
+    At(Version),
+}
+
 /// Writes `object` as a whole new document; fails with `ALREADY_EXISTS` if it exists.
-pub fn create<T: Serialize>(path: String, object: &T) -> Result<Write, FirestoreError> {
-    Ok(Write {
-        current_document: Some(Precondition {
-            condition_type: Some(ConditionType::Exists(false)),
-        }),
-        ..set(path, object)?
-    })
+pub(super) fn create<T: Serialize>(path: String, object: &T) -> Result<Write, FirestoreError> {
+    Ok(expecting(set(path, object)?, Expect::Absent))
 }
 
 /// Writes `object` as the whole document, whether or not it exists.
-pub fn set<T: Serialize>(path: String, object: &T) -> Result<Write, FirestoreError> {
+pub(super) fn set<T: Serialize>(path: String, object: &T) -> Result<Write, FirestoreError> {
     Ok(Write {
         operation: Some(v1::write::Operation::Update(FirestoreDb::serialize_to_doc(
             path, object,
@@ -41,12 +49,16 @@ pub fn set<T: Serialize>(path: String, object: &T) -> Result<Write, FirestoreErr
 
 /// Changes only the fields of `object` (creating the document if needed), then
 /// applies `transforms` server-side.
-pub fn merge<T: Serialize>(path: String, object: &T, transforms: Vec<FieldTransform>) -> Result<Write, FirestoreError> {
+pub(super) fn merge<T: Serialize>(
+    path: String,
+    object: &T,
+    transforms: Vec<FieldTransform>,
+) -> Result<Write, FirestoreError> {
     merge_deleting(path, object, &[], transforms)
 }
 
 /// Like [`merge`], and removes the fields named in `delete`.
-pub fn merge_deleting<T: Serialize>(
+pub(super) fn merge_deleting<T: Serialize>(
     path: String,
     object: &T,
     delete: &[&str],
@@ -67,29 +79,41 @@ pub fn merge_deleting<T: Serialize>(
     })
 }
 
-/// Requires the document to exist (an update must not resurrect a deleted one).
-pub fn if_exists(write: Write) -> Write {
+/// Deletes a document, if it is where its writer believes it is.
+pub(super) fn delete(path: String) -> Write {
+    Write {
+        operation: Some(v1::write::Operation::Delete(path)),
+        update_mask: None,
+        update_transforms: Vec::new(),
+        current_document: None,
+    }
+}
+
+/// Adds the precondition `expect` to `write`.
+pub(super) fn expecting(write: Write, expect: Expect) -> Write {
+    let condition_type = match expect {
+        Expect::Absent => ConditionType::Exists(false),
+        Expect::At(version) => ConditionType::UpdateTime(version.timestamp()),
+    };
     Write {
         current_document: Some(Precondition {
-            condition_type: Some(ConditionType::Exists(true)),
+            condition_type: Some(condition_type),
         }),
         ..write
     }
 }
 
-/// Requires the document to be unchanged since `update_time`: the optimistic
-/// check that lets exactly one instance take over an expired lease.
-pub fn if_unchanged_since(write: Write, update_time: prost_types::Timestamp) -> Write {
-    Write {
-        current_document: Some(Precondition {
-            condition_type: Some(ConditionType::UpdateTime(update_time)),
-        }),
-        ..write
+/// The document a write changes.
+pub(super) fn document_name(write: &Write) -> &str {
+    match &write.operation {
+        Some(v1::write::Operation::Update(document)) => &document.name,
+        Some(v1::write::Operation::Delete(name)) => name,
+        _ => "",
     }
 }
 
 /// A Firestore timestamp value, for query filters.
-pub fn timestamp_value(instant: firestore::FirestoreInstant) -> firestore::FirestoreValue {
+pub(super) fn timestamp_value(instant: firestore::FirestoreInstant) -> firestore::FirestoreValue {
     firestore::FirestoreValue::from(v1::Value {
         value_type: Some(ValueType::TimestampValue(firestore::FirestoreTimestamp(instant).into())),
     })
@@ -97,7 +121,7 @@ pub fn timestamp_value(instant: firestore::FirestoreInstant) -> firestore::Fires
 
 /// Adds the strings not yet present (array union): concurrent writers never
 /// overwrite each other's elements, unlike a read-modify-write of the array.
-pub fn array_union(field: &str, values: &[String]) -> FieldTransform {
+pub(super) fn array_union(field: &str, values: &[String]) -> FieldTransform {
     FieldTransform {
         field_path: field.to_owned(),
         transform_type: Some(TransformType::AppendMissingElements(v1::ArrayValue {
@@ -107,7 +131,7 @@ pub fn array_union(field: &str, values: &[String]) -> FieldTransform {
 }
 
 /// Keeps the smaller of the stored and the given integer.
-pub fn minimum(field: &str, value: i64) -> FieldTransform {
+pub(super) fn minimum(field: &str, value: i64) -> FieldTransform {
     FieldTransform {
         field_path: field.to_owned(),
         transform_type: Some(TransformType::Minimum(integer_value(value))),
@@ -115,7 +139,7 @@ pub fn minimum(field: &str, value: i64) -> FieldTransform {
 }
 
 /// Keeps the larger of the stored and the given integer.
-pub fn maximum(field: &str, value: i64) -> FieldTransform {
+pub(super) fn maximum(field: &str, value: i64) -> FieldTransform {
     FieldTransform {
         field_path: field.to_owned(),
         transform_type: Some(TransformType::Maximum(integer_value(value))),
@@ -134,9 +158,34 @@ fn integer_value(value: i64) -> v1::Value {
     }
 }
 
+/// How a `Commit` ended. Nothing partial: either every write landed or none did.
+#[derive(Debug)]
+pub(crate) enum CommitOutcome {
+    /// Landed: the version of each written document, in the order of the writes.
+    Committed(Vec<Option<Version>>),
+    /// A `create` met an existing document: nothing was applied.
+    AlreadyExists,
+    /// A document was not at the version (or in the existence) its writer expected:
+    /// nothing was applied.
+    Changed,
+    /// No answer in time, or the connection broke: it may or may not have landed.
+    /// Read what happened before acting on it.
+    Unknown(StoreError),
+    /// Refused: nothing was applied.
+    Failed(StoreError),
+}
+
+/// gRPC codes after which a write may have been applied although no answer came.
+fn outcome_unknown(code: Code) -> bool {
+    matches!(
+        code,
+        Code::DeadlineExceeded | Code::Unavailable | Code::Unknown | Code::Cancelled | Code::Internal
+    )
+}
+
 impl Store {
     /// One `Commit` RPC without a transaction: atomic, one round trip.
-    pub(super) async fn commit(&self, writes: Vec<Write>) -> Result<CommitResponse, CommitError> {
+    pub(super) async fn commit(&self, writes: Vec<Write>) -> CommitOutcome {
         super::round_trips::count();
         let request = CommitRequest {
             database: self.db.get_database_path().clone(),
@@ -144,55 +193,54 @@ impl Store {
             transaction: Vec::new(),
             request_options: None,
         };
-        let mut request = tonic_request(request);
+        let mut request = gcloud_sdk::tonic::Request::new(request);
         request.set_timeout(self.options.request_timeout);
         let mut client = self.db.client().get();
         match tokio::time::timeout(self.options.request_timeout, client.commit(request)).await {
-            Err(_) => Err(CommitError::Store(StoreError::Unavailable(
-                "commit timed out; outcome unknown".into(),
-            ))),
-            Ok(Ok(response)) => Ok(response.into_inner()),
-            Ok(Err(status)) => Err(match status.code() {
-                firestore::gcloud_sdk::tonic::Code::AlreadyExists => CommitError::AlreadyExists,
-                firestore::gcloud_sdk::tonic::Code::FailedPrecondition => CommitError::FailedPrecondition,
-                firestore::gcloud_sdk::tonic::Code::NotFound => CommitError::NotFound,
-                _ => CommitError::Store(classify(FirestoreError::from(status))),
-            }),
-        }
-    }
-}
-
-impl Store {
-    /// Commits writes that settle records' states. A record that vanished in the
-    /// meantime (its TTL expired) leaves nothing to settle, so that is not an error.
-    pub(super) async fn commit_settling(&self, writes: Vec<Write>) -> Result<(), StoreError> {
-        match self.commit(writes).await {
-            Ok(_) => Ok(()),
-            Err(CommitError::FailedPrecondition | CommitError::NotFound) => {
-                tracing::warn!("a record to settle no longer exists");
-                Ok(())
-            }
-            Err(CommitError::AlreadyExists) => Err(StoreError::Unavailable("unexpected ALREADY_EXISTS".into())),
-            Err(CommitError::Store(error)) => Err(error),
+            Err(_) => CommitOutcome::Unknown(StoreError::Unavailable("commit timed out; outcome unknown".into())),
+            Ok(Ok(response)) => CommitOutcome::Committed(
+                response
+                    .into_inner()
+                    .write_results
+                    .into_iter()
+                    .map(|result| result.update_time.map(Version::new))
+                    .collect(),
+            ),
+            Ok(Err(status)) => match status.code() {
+                Code::AlreadyExists => CommitOutcome::AlreadyExists,
+                Code::FailedPrecondition | Code::NotFound => CommitOutcome::Changed,
+                code if outcome_unknown(code) => CommitOutcome::Unknown(StoreError::Unavailable(format!(
+                    "commit failed ({code:?}); outcome unknown"
+                ))),
+                _ => CommitOutcome::Failed(classify(FirestoreError::from(status))),
+            },
         }
     }
 }
 
 /// gRPC status codes as `BatchWriteResponse.status` carries them.
-pub mod code {
-    pub const OK: i32 = 0;
-    pub const NOT_FOUND: i32 = 5;
-    pub const ALREADY_EXISTS: i32 = 6;
+pub(super) mod code {
+    pub(crate) const OK: i32 = 0;
+    pub(crate) const NOT_FOUND: i32 = 5;
+    pub(crate) const ALREADY_EXISTS: i32 = 6;
+    pub(crate) const FAILED_PRECONDITION: i32 = 9;
+}
+
+/// The outcome of one write of a `BatchWrite`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct WriteStatus {
+    pub(super) code: i32,
+    pub(super) version: Option<Version>,
 }
 
 /// One `BatchWrite` RPC: the writes are applied independently (not atomically),
-/// each with its own status code, returned in order. `Err` when the request as a
+/// each with its own status, returned in order. `Err` when the request as a
 /// whole failed or timed out (then any of the writes may have landed).
 pub(super) async fn batch_write(
     db: &FirestoreDb,
     writes: Vec<Write>,
     timeout: Duration,
-) -> Result<Vec<i32>, StoreError> {
+) -> Result<Vec<WriteStatus>, StoreError> {
     let count = writes.len();
     let request = BatchWriteRequest {
         database: db.get_database_path().clone(),
@@ -200,36 +248,25 @@ pub(super) async fn batch_write(
         labels: Default::default(),
         request_options: None,
     };
+    let mut request = gcloud_sdk::tonic::Request::new(request);
+    request.set_timeout(timeout);
     let mut client = db.client().get();
     match tokio::time::timeout(timeout, client.batch_write(request)).await {
         Err(_) => Err(StoreError::Unavailable("batch write timed out; outcome unknown".into())),
         Ok(Err(status)) => Err(classify(FirestoreError::from(status))),
         Ok(Ok(response)) => {
-            let statuses = response.into_inner().status;
+            let response = response.into_inner();
             // A missing status reads as OK, as the API documents for success.
             Ok((0..count)
-                .map(|index| statuses.get(index).map_or(code::OK, |status| status.code))
+                .map(|index| WriteStatus {
+                    code: response.status.get(index).map_or(code::OK, |status| status.code),
+                    version: response
+                        .write_results
+                        .get(index)
+                        .and_then(|result| result.update_time)
+                        .map(Version::new),
+                })
                 .collect())
         }
     }
-}
-
-fn tonic_request<T>(message: T) -> firestore::gcloud_sdk::tonic::Request<T> {
-    firestore::gcloud_sdk::tonic::Request::new(message)
-}
-
-/// Why a commit did not land.
-#[derive(Debug, thiserror::Error)]
-pub enum CommitError {
-    /// A `create` met an existing document: nothing of the commit was applied.
-    #[error("a document to create already exists")]
-    AlreadyExists,
-    /// Another precondition failed: nothing of the commit was applied.
-    #[error("a write precondition failed")]
-    FailedPrecondition,
-    /// An update required a document that does not exist: nothing was applied.
-    #[error("a document to update does not exist")]
-    NotFound,
-    #[error(transparent)]
-    Store(#[from] StoreError),
 }

@@ -1,6 +1,7 @@
-//! The outbound ledger under LINE faults: lost acknowledgements, timeouts, 429,
-//! refusals. Pushes are retried with the same retry key; a reply with an unknown
-//! outcome is marked uncertain and never resent.
+//! The outbound ledger under LINE faults: lost acknowledgements, timeouts, 5xx,
+//! 429, refusals. Pushes are retried with the same retry key; replies with the
+//! same single-use token while it is fresh; a reply that cannot be settled before
+//! its token may have expired is uncertain and never pushed.
 
 use crate::helpers::firestore_rest::string_field;
 use crate::helpers::line_stand_in::Fault;
@@ -11,9 +12,7 @@ const NEWS: &str = "Today's news: the cafeteria has a new menu.";
 
 /// A "news" text event too old for its reply token: answered by push.
 fn old_news(user: &str) -> serde_json::Value {
-    let mut event = events::text(user, "news");
-    event["timestamp"] = (events::now_ms() - 120_000).into();
-    event
+    events::with_timestamp(&events::text(user, "news"), events::now_ms() - 120_000)
 }
 
 async fn app_with_short_line_timeout() -> TestApp {
@@ -99,18 +98,77 @@ async fn a_rate_limited_push_waits_for_retry_after_and_is_sent_once() {
     assert_eq!(ledger_states(&app).await, ["sent"]);
 }
 
+fn paths(app: &TestApp) -> Vec<String> {
+    app.line.calls().iter().map(|call| call.path.clone()).collect()
+}
+
 #[tokio::test]
-async fn a_reply_without_an_answer_is_marked_uncertain_and_never_resent() {
+async fn a_reply_whose_answer_was_lost_is_retried_with_its_token_and_recorded_sent() {
     let app = app_with_short_line_timeout().await;
+    // The reply goes out, but its answer comes after the service stopped waiting.
     app.line
         .fail_next_replies([Fault::AcceptSlowly(Duration::from_millis(1500))]);
+    let event = events::text(&events::new_user(), "news");
 
-    app.deliver(&events::text(&events::new_user(), "news")).await;
-    // Give any (wrong) retry time to happen.
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    app.deliver(&event).await;
 
-    let paths: Vec<String> = app.line.calls().iter().map(|call| call.path.clone()).collect();
-    assert_eq!(paths, ["/v2/bot/message/reply"], "no second reply and no push");
+    let calls = app.line.calls();
+    assert_eq!(
+        paths(&app),
+        ["/v2/bot/message/reply"; 2],
+        "retried as a reply, never pushed"
+    );
+    assert!(
+        calls
+            .iter()
+            .all(|call| call.reply_token() == event["replyToken"].as_str())
+    );
+    assert_eq!(
+        calls[1].status, 400,
+        "LINE refused the used token: the first one arrived"
+    );
+    assert_eq!(app.line.accepted_with_text(NEWS), 1);
+    assert_eq!(ledger_states(&app).await, ["sent"]);
+    assert_eq!(app.firestore.count("dead_letters").await, 0);
+}
+
+#[tokio::test]
+async fn a_reply_answered_500_is_retried_with_the_same_token_and_arrives_once() {
+    let app = app_with_short_line_timeout().await;
+    app.line.fail_next_replies([Fault::Refuse(500), Fault::Refuse(502)]);
+    let event = events::text(&events::new_user(), "news");
+
+    app.deliver(&event).await;
+
+    let statuses: Vec<u16> = app.line.calls().iter().map(|call| call.status).collect();
+    assert_eq!(statuses, [500, 502, 200]);
+    assert_eq!(paths(&app), ["/v2/bot/message/reply"; 3]);
+    assert_eq!(app.line.accepted_with_text(NEWS), 1);
+    assert_eq!(ledger_states(&app).await, ["sent"]);
+}
+
+#[tokio::test]
+async fn a_reply_not_settled_before_its_token_may_expire_is_uncertain_and_never_pushed() {
+    let app = spawn_app_with(TestOptions {
+        adjust: |config| {
+            config.line_timeout = Duration::from_millis(500);
+            config.reply_token_max_age = Duration::from_secs(2);
+        },
+        ..TestOptions::default()
+    })
+    .await;
+    // LINE keeps answering 500 until the token is too old to try again.
+    app.line.fail_next_replies(std::iter::repeat_n(Fault::Refuse(500), 100));
+    let event = events::text(&events::new_user(), "news");
+
+    app.deliver(&event).await;
+
+    let paths = paths(&app);
+    assert!(paths.len() >= 2, "retried while fresh: {paths:?}");
+    assert!(
+        paths.iter().all(|path| path == "/v2/bot/message/reply"),
+        "never pushed: {paths:?}"
+    );
     assert_eq!(ledger_states(&app).await, ["uncertain"]);
     let letters = app.firestore.list("dead_letters").await;
     assert_eq!(letters.len(), 1);
@@ -145,6 +203,64 @@ async fn a_refused_push_is_parked_and_a_replay_sends_it_once() {
     assert_eq!(app.firestore.count("dead_letters").await, 0);
     let unknown = app.post_admin(&format!("/admin/dead-letters/{id}/replay")).await;
     assert_eq!(unknown.status(), 404);
+}
+
+#[tokio::test]
+async fn a_replay_that_fails_again_leaves_a_dead_letter() {
+    let app = app_with_short_line_timeout().await;
+    app.line.fail_next_pushes([Fault::Refuse(400), Fault::Refuse(400)]);
+    app.deliver(&old_news(&events::new_user())).await;
+    let letter = &app.firestore.list("dead_letters").await[0];
+    let id = crate::helpers::firestore_rest::document_id(letter);
+
+    let replayed = app.post_admin(&format!("/admin/dead-letters/{id}/replay")).await;
+
+    assert_eq!(replayed.status(), 502);
+    app.settled().await;
+    assert_eq!(ledger_states(&app).await, ["failed"]);
+    let letters = app.firestore.list("dead_letters").await;
+    assert_eq!(letters.len(), 1, "the new failure left its letter");
+    assert!(string_field(&letters[0], "reason").unwrap().contains("400"));
+    assert_eq!(app.line.accepted_with_text(NEWS), 0);
+}
+
+#[tokio::test]
+async fn replaying_an_action_that_was_sent_answers_409_with_its_state() {
+    let app = app_with_short_line_timeout().await;
+    app.line.fail_next_pushes([Fault::Refuse(400)]);
+    app.deliver(&old_news(&events::new_user())).await;
+    let id = crate::helpers::firestore_rest::document_id(&app.firestore.list("dead_letters").await[0]);
+    let first = app.post_admin(&format!("/admin/dead-letters/{id}/replay")).await;
+    assert_eq!(first.status(), 200);
+    app.settled().await;
+    // The same letter written again, as a stale copy would be.
+    let entry = &app.firestore.list("outbound_ledger").await[0];
+    app.firestore
+        .patch(
+            "dead_letters",
+            &id,
+            &[
+                ("kind", serde_json::json!({"stringValue": "outbound"})),
+                (
+                    "targetId",
+                    serde_json::json!({"stringValue": crate::helpers::firestore_rest::document_id(entry)}),
+                ),
+                ("reason", serde_json::json!({"stringValue": "stale"})),
+                ("attempts", serde_json::json!({"integerValue": "1"})),
+                (
+                    "parkedAt",
+                    serde_json::json!({"timestampValue": "2026-01-01T00:00:00Z"}),
+                ),
+            ],
+        )
+        .await;
+
+    let again = app.post_admin(&format!("/admin/dead-letters/{id}/replay")).await;
+
+    assert_eq!(again.status(), 409);
+    let body: serde_json::Value = again.json().await.unwrap();
+    assert_eq!(body["state"], "sent", "{body}");
+    assert_eq!(app.line.accepted_with_text(NEWS), 1, "nothing was sent again");
 }
 
 #[tokio::test]

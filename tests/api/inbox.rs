@@ -1,16 +1,12 @@
 //! The inbox: events are stored before the 200, kept no longer than needed, and
 //! parked when their processing keeps failing.
 
-use crate::helpers::firestore_rest::string_field;
+use crate::helpers::firestore_rest::{document_id, string_field};
 use crate::helpers::{TestOptions, events, spawn_app, spawn_app_with};
-use std::time::Duration;
 
 fn ingest_only() -> TestOptions {
     TestOptions {
-        adjust: |config| {
-            config.worker_count = 0;
-            config.lease = Duration::from_millis(300);
-        },
+        adjust: |config| config.worker_count = 0,
         ..TestOptions::default()
     }
 }
@@ -26,7 +22,8 @@ fn timestamp(document: &serde_json::Value, field: &str) -> firestore::jiff::Time
 #[tokio::test]
 async fn an_event_is_stored_with_what_is_needed_to_process_it_before_the_200() {
     let app = spawn_app_with(ingest_only()).await;
-    let event = events::text(&events::new_user(), "news");
+    // The catch-all trigger matches, so the event has an effect to store.
+    let event = events::text(&events::new_user(), "my private words");
 
     let response = app.post_webhook(&events::envelope(vec![event.clone()])).await;
 
@@ -34,8 +31,16 @@ async fn an_event_is_stored_with_what_is_needed_to_process_it_before_the_200() {
     let stored = app.firestore.list("webhook_inbox").await;
     assert_eq!(stored.len(), 1);
     assert_eq!(string_field(&stored[0], "state").as_deref(), Some("pending"));
-    let payload: serde_json::Value = serde_json::from_str(&string_field(&stored[0], "payload").unwrap()).unwrap();
-    assert_eq!(payload, event);
+    // The engine's decision, not the event: what to start and the reply token.
+    let plan: serde_json::Value = serde_json::from_str(&string_field(&stored[0], "plan").unwrap()).unwrap();
+    assert_eq!(plan["webhookEventId"], event["webhookEventId"]);
+    assert_eq!(plan["replyToken"], event["replyToken"]);
+    assert_eq!(plan["plan"]["kind"], "start");
+    assert_eq!(plan["plan"]["scenario"], "lunch");
+    assert!(
+        !format!("{stored:?}").contains("private words"),
+        "the message text is not stored: {stored:?}"
+    );
     let kept = timestamp(&stored[0], "expireAt").duration_since(timestamp(&stored[0], "receivedAt"));
     assert!(
         kept >= firestore::jiff::SignedDuration::from_hours(7 * 24),
@@ -64,42 +69,63 @@ async fn a_processed_event_keeps_no_copy_of_the_message_text() {
 }
 
 #[tokio::test]
-async fn an_unsend_removes_the_stored_text_and_the_message_is_not_acted_on() {
+async fn an_unsend_before_processing_stops_the_message_and_no_document_holds_its_text() {
     let app = spawn_app_with(ingest_only()).await;
     let user = events::new_user();
-    let message = events::text(&user, "lunch");
+    let message = events::text(&user, "my private words");
     let message_id = message["message"]["id"].as_str().unwrap().to_owned();
     app.post_webhook(&events::envelope(vec![message])).await;
-    let before = string_field(&app.firestore.list("webhook_inbox").await[0], "payload").unwrap();
-    assert!(before.contains("\"text\":\"lunch\""), "the text was stored: {before}");
 
     let response = app
         .post_webhook(&events::envelope(vec![events::unsend(&user, &message_id)]))
         .await;
-
     assert_eq!(response.status(), 200);
-    let stored = &app.firestore.list("webhook_inbox").await[0];
-    assert!(!string_field(stored, "payload").unwrap().contains("lunch"));
-    assert_eq!(stored["fields"]["textRemoved"]["booleanValue"], true);
 
     // A worker instance that picks the event up later drops it.
     let worker = spawn_app_with(app.beside()).await;
     worker.settled().await;
-    assert!(app.line.calls().is_empty());
+    assert!(app.line.calls().is_empty(), "the unsent message started nothing");
+    let inbox = app.firestore.list("webhook_inbox").await;
+    assert_eq!(string_field(&inbox[0], "state").as_deref(), Some("done"));
+    let marks = app.firestore.list("message_marks").await;
+    assert_eq!(string_field(&marks[0], "state").as_deref(), Some("unsent"));
+    assert!(
+        !app.firestore.dump().await.contains("private words"),
+        "no stored document holds the text"
+    );
 }
 
 #[tokio::test]
-async fn an_event_whose_processing_never_finishes_is_parked_and_a_replay_runs_it_through_the_guards() {
-    // This instance stores events but never processes them: their one attempt
-    // never finishes, like a process that keeps dying on them.
+async fn an_event_that_kept_failing_is_parked_and_a_replay_runs_it_through_the_guards() {
     let ingest = spawn_app_with(ingest_only()).await;
     let user = events::new_user();
     let tap = events::postback(&user, &events::answer_data("lunch", "ask_food", "good"));
     let again = events::postback(&user, &events::answer_data("lunch", "ask_food", "bad"));
     ingest.post_webhook(&events::envelope(vec![tap, again])).await;
-    // A second instance allows one attempt per event, so it parks both.
+    // As three attempts that each failed would leave them: attempts counted, the
+    // last error kept, the lease run out.
+    for record in ingest.firestore.list("webhook_inbox").await {
+        ingest
+            .firestore
+            .patch(
+                "webhook_inbox",
+                &document_id(&record),
+                &[
+                    ("attempts", serde_json::json!({"integerValue": "3"})),
+                    (
+                        "lastError",
+                        serde_json::json!({"stringValue": "Firestore is unavailable"}),
+                    ),
+                    (
+                        "leaseUntil",
+                        serde_json::json!({"timestampValue": "2001-01-01T00:00:00Z"}),
+                    ),
+                ],
+            )
+            .await;
+    }
     let mut options = ingest.beside();
-    options.adjust = |config| config.max_event_attempts = 1;
+    options.adjust = |config| config.max_event_attempts = 3;
     let worker = spawn_app_with(options).await;
     worker.settled().await;
 
@@ -115,7 +141,7 @@ async fn an_event_whose_processing_never_finishes_is_parked_and_a_replay_runs_it
         letters[0]["reason"]
             .as_str()
             .unwrap()
-            .contains("gave up after 1 attempts")
+            .contains("gave up after 3 attempts: Firestore is unavailable")
     );
     assert_eq!(worker.firestore.count("survey_responses").await, 0);
 
@@ -142,4 +168,35 @@ async fn an_event_whose_processing_never_finishes_is_parked_and_a_replay_runs_it
     assert_eq!(worker.firestore.count("survey_responses").await, 1);
     assert_eq!(worker.firestore.count("dead_letters").await, 0);
     assert_eq!(worker.line.accepted_of_kind("template"), 1, "one follow-up");
+
+    // A letter left behind for an event that did succeed: a replay changes
+    // nothing and says what the record is.
+    let done = &worker.firestore.list("webhook_inbox").await[0];
+    let letter_id = format!("event-{}", document_id(done));
+    worker
+        .firestore
+        .patch(
+            "dead_letters",
+            &letter_id,
+            &[
+                ("kind", serde_json::json!({"stringValue": "event"})),
+                ("targetId", serde_json::json!({"stringValue": document_id(done)})),
+                ("reason", serde_json::json!({"stringValue": "left behind"})),
+                ("attempts", serde_json::json!({"integerValue": "3"})),
+                (
+                    "parkedAt",
+                    serde_json::json!({"timestampValue": "2026-01-01T00:00:00Z"}),
+                ),
+            ],
+        )
+        .await;
+    let replay = worker
+        .post_admin(&format!("/admin/dead-letters/{letter_id}/replay"))
+        .await;
+    assert_eq!(replay.status(), 409);
+    let body: serde_json::Value = replay.json().await.unwrap();
+    assert_eq!(body["state"], "done", "{body}");
+    worker.settled().await;
+    assert_eq!(worker.firestore.count("survey_responses").await, 1);
+    assert_eq!(worker.line.accepted_of_kind("template"), 1, "nothing was sent again");
 }

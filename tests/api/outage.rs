@@ -6,7 +6,7 @@ use crate::helpers::firestore_rest::FirestoreRest;
 use crate::helpers::line_stand_in::LineStandIn;
 use crate::helpers::process::ServiceProcess;
 use crate::helpers::storm::{Storm, effects, exactly_once, post_event};
-use crate::helpers::{events, new_project_id};
+use crate::helpers::{events, new_project_id, wait_until};
 use std::time::Duration;
 
 #[tokio::test]
@@ -19,7 +19,7 @@ async fn a_stopped_firestore_gets_5xx_and_redeliveries_are_processed_once_when_i
     let settings = [
         ("REPLY_TOKEN_MAX_AGE_SECS", "0"),
         ("FIRESTORE_TIMEOUT_MS", "500"),
-        ("LEASE_MS", "1500"),
+        ("LEASE_MS", "2000"),
     ];
     let service = ServiceProcess::start_with_firestore(&project, &line.uri(), &emulator.host, &settings).await;
     let client = reqwest::Client::new();
@@ -47,7 +47,11 @@ async fn a_stopped_firestore_gets_5xx_and_redeliveries_are_processed_once_when_i
         refused += 1;
         redeliver.push(event.clone());
     }
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Keep it stopped until the background work met the outage too (a sweep failed).
+    wait_until(Duration::from_secs(20), || {
+        service.log_text().contains("sweep of expired events failed")
+    })
+    .await;
     emulator.resume();
 
     for event in &redeliver {

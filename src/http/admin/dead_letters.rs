@@ -1,21 +1,17 @@
 //! `GET /admin/dead-letters` lists what kept failing; `POST
-//! /admin/dead-letters/{id}/replay` runs one again. A replayed event goes
-//! through the guards like any other (an answer recorded meanwhile stops it); a
-//! replayed outbound action is pushed with its original retry key.
+//! /admin/dead-letters/{id}/replay` runs one again (see `pipeline::replay`).
 
 use super::{AdminError, require_admin};
 use crate::http::AppState;
-use crate::outbound::Origin;
-use crate::pipeline::stored_event;
-use crate::store::{DeadLetterDoc, DeadLetterKind, InboxKey, Settlement};
+use crate::pipeline::replay::{ReplayError, Replayed};
+use crate::store::{DeadLetterDoc, Settlement};
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
-use tracing::Instrument;
 
 const MAX_LISTED: u32 = 100;
 
 #[derive(Debug, Deserialize)]
-pub struct ListQuery {
+pub(crate) struct ListQuery {
     limit: Option<u32>,
 }
 
@@ -27,66 +23,53 @@ struct Listed {
     letter: DeadLetterDoc,
 }
 
-pub async fn list(
+pub(crate) async fn list(
     request: HttpRequest,
     query: web::Query<ListQuery>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
     require_admin(&request, &state)?;
     let limit = query.limit.unwrap_or(MAX_LISTED).clamp(1, MAX_LISTED);
-    let letters = state.processor.store().dead_letters(limit).await?;
-    let letters: Vec<Listed> = letters.into_iter().map(|(id, letter)| Listed { id, letter }).collect();
+    let letters: Vec<Listed> = state
+        .store
+        .dead_letters(limit)
+        .await?
+        .into_iter()
+        .map(|letter| Listed {
+            id: letter.id,
+            letter: letter.doc,
+        })
+        .collect();
     Ok(HttpResponse::Ok().json(serde_json::json!({ "deadLetters": letters })))
 }
 
-pub async fn replay(
+pub(crate) async fn replay(
     request: HttpRequest,
     path: web::Path<String>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
     require_admin(&request, &state)?;
     let id = path.into_inner();
-    let processor = &state.processor;
-    let store = processor.store();
-    let letter = store
-        .dead_letter(&id)
-        .await?
-        .ok_or_else(|| AdminError::UnknownDeadLetter(id.clone()))?;
-    let result = match letter.kind {
-        DeadLetterKind::Event => {
-            let key = InboxKey::from_document_id(letter.target_id.clone());
-            store.revive_event(&key).await?;
-            let record = store
-                .event(&key)
-                .await?
-                .ok_or_else(|| AdminError::UnknownDeadLetter(id.clone()))?;
-            let event = stored_event(&record).map_err(AdminError::BadRequest)?;
-            let span = crate::pipeline::event_span(&event, &key);
-            processor
-                .process_event(&key, &event, 1)
-                .instrument(span)
-                .await?
-                .as_str()
+    let replayed = state.replayer.replay(&id).await.map_err(|error| match error {
+        ReplayError::UnknownLetter(id) => AdminError::UnknownDeadLetter(id),
+        ReplayError::NotParked(state) => AdminError::Conflict {
+            message: format!("the record is no longer parked: it is {state}"),
+            state,
+        },
+        ReplayError::FailedAgain(reason) => {
+            AdminError::Upstream(format!("the replay failed again and was parked: {reason}"))
         }
-        DeadLetterKind::Outbound | DeadLetterKind::UncertainReply => {
-            store.revive_outbound(&letter.target_id).await?;
-            let record = store
-                .outbound(&letter.target_id)
-                .await?
-                .ok_or_else(|| AdminError::UnknownDeadLetter(id.clone()))?;
-            match processor
-                .courier()
-                .deliver(&record.id, &record.doc, Origin::Fresh)
-                .await
-            {
-                Settlement::Sent => "sent",
-                Settlement::RetryAt { .. } => "retry_later",
-                Settlement::Uncertain(_) => "uncertain",
-                Settlement::Failed(_) => "failed",
-            }
-        }
+        ReplayError::Store(error) => AdminError::Store(error),
+    })?;
+    let result = match &replayed {
+        Replayed::Event(processed) => processed.as_str(),
+        Replayed::Outbound(settlement) => settlement.as_str(),
     };
-    store.remove_dead_letter(&id).await?;
     tracing::info!(dead_letter.id = %id, outcome = result, "dead letter replayed");
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "id": id, "result": result })))
+    match replayed {
+        Replayed::Outbound(Settlement::Failed(reason) | Settlement::Uncertain(reason)) => Err(AdminError::Upstream(
+            format!("LINE did not take the message; it was parked again: {reason}"),
+        )),
+        _ => Ok(HttpResponse::Ok().json(serde_json::json!({ "id": id, "result": result }))),
+    }
 }

@@ -1,6 +1,13 @@
 //! Webhook bodies built from the fixtures in `tests/fixtures/webhook/`, which the
 //! contract test checks against LINE's schema.
+//!
+//! Every reply token these builders put into an event is issued to the LINE
+//! stand-in ([`issue_reply_token`]) with the event's timestamp, as LINE issues
+//! it with the webhook: usable once, for a minute. To make an event old, use
+//! [`with_timestamp`], not `event["timestamp"] = ...`: only it moves the token's
+//! issue time too. The raw [`fixture`]s carry tokens that were never issued.
 
+use super::line_stand_in::issue_reply_token;
 use line_survey::ids::{NodeId, ScenarioId};
 use line_survey::scenario::postback::Postback;
 use serde_json::Value;
@@ -41,13 +48,29 @@ pub fn now_ms() -> i64 {
 /// The single event of a fixture, re-addressed to `user` with fresh ids.
 fn event_from(fixture_name: &str, user: &str) -> Value {
     let mut event = fixture(fixture_name)["events"][0].clone();
+    let timestamp = now_ms();
     event["webhookEventId"] = Value::from(new_event_id());
-    event["timestamp"] = Value::from(now_ms());
+    event["timestamp"] = Value::from(timestamp);
     if event.get("replyToken").is_some() {
-        event["replyToken"] = Value::from(uuid::Uuid::new_v4().simple().to_string());
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        issue_reply_token(&token, timestamp);
+        event["replyToken"] = Value::from(token);
     }
     event["source"]["userId"] = Value::from(user);
     event
+}
+
+/// A copy of `event` that happened at `timestamp_ms` (ms since the epoch), its
+/// reply token (if any) issued again at that time: an old event's token is
+/// expired at the stand-in too. The token is shared with `event` and any copy
+/// of it, so their token moves as well.
+pub fn with_timestamp(event: &Value, timestamp_ms: i64) -> Value {
+    let mut moved = event.clone();
+    moved["timestamp"] = Value::from(timestamp_ms);
+    if let Some(token) = moved.get("replyToken").and_then(Value::as_str) {
+        issue_reply_token(token, timestamp_ms);
+    }
+    moved
 }
 
 pub fn text(user: &str, text: &str) -> Value {

@@ -13,12 +13,49 @@ pub struct FirestoreRest {
 
 impl FirestoreRest {
     pub fn new(emulator_host: &str, project: &str) -> Self {
+        Self::in_database(emulator_host, project, "(default)")
+    }
+
+    /// A named database of the project (`FIRESTORE_DATABASE`).
+    pub fn in_database(emulator_host: &str, project: &str, database: &str) -> Self {
         Self {
             http: reqwest::Client::new(),
-            documents: format!("http://{emulator_host}/v1/projects/{project}/databases/(default)/documents"),
+            documents: format!("http://{emulator_host}/v1/projects/{project}/databases/{database}/documents"),
             emulator: format!("http://{emulator_host}"),
             project: project.to_owned(),
         }
+    }
+
+    /// The ids of every top-level collection holding documents.
+    pub async fn collections(&self) -> Vec<String> {
+        let response: Value = self
+            .http
+            .post(format!("{}:listCollectionIds", self.documents))
+            .bearer_auth("owner")
+            .json(&serde_json::json!({ "pageSize": 100 }))
+            .send()
+            .await
+            .expect("emulator reachable")
+            .json()
+            .await
+            .expect("emulator answers JSON");
+        response["collectionIds"]
+            .as_array()
+            .map(|ids| ids.iter().filter_map(|id| id.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default()
+    }
+
+    /// Every stored document of every collection, as one string: for "this text
+    /// is stored nowhere" checks.
+    pub async fn dump(&self) -> String {
+        let mut all = String::new();
+        for collection in self.collections().await {
+            for document in self.list(&collection).await {
+                all.push_str(&document.to_string());
+                all.push('\n');
+            }
+        }
+        all
     }
 
     /// Every document of a collection (as the admin: `Bearer owner`).
@@ -124,6 +161,30 @@ impl FirestoreRest {
         assert!(status.is_success(), "creating a document failed: {status}");
     }
 
+    /// Sets `fields` (REST values, e.g. `{"integerValue": "3"}`) on a document,
+    /// creating it if needed; other fields stay.
+    pub async fn patch(&self, collection: &str, id: &str, fields: &[(&str, Value)]) {
+        let mask: Vec<(&str, &str)> = fields
+            .iter()
+            .map(|(name, _)| ("updateMask.fieldPaths", *name))
+            .collect();
+        let fields: serde_json::Map<String, Value> = fields
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.clone()))
+            .collect();
+        let status = self
+            .http
+            .patch(format!("{}/{collection}/{id}", self.documents))
+            .bearer_auth("owner")
+            .query(&mask)
+            .json(&serde_json::json!({ "fields": fields }))
+            .send()
+            .await
+            .expect("emulator reachable")
+            .status();
+        assert!(status.is_success(), "patching a document failed: {status}");
+    }
+
     /// Loads security rules for this project only (the emulator keeps rules per project).
     pub async fn load_rules(&self, rules: &str) {
         let status = self
@@ -166,6 +227,15 @@ pub fn string_array(document: &Value, field: &str) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The last path segment of a REST document's name.
+pub fn document_id(document: &Value) -> String {
+    document["name"]
+        .as_str()
+        .and_then(|name| name.rsplit('/').next())
+        .unwrap_or_default()
+        .to_owned()
 }
 
 pub fn string_field(document: &Value, field: &str) -> Option<String> {

@@ -1,17 +1,77 @@
 //! A local stand-in for the LINE Messaging API. It behaves like LINE where the
-//! service depends on it: reply tokens are single use, a push retry key that was
-//! accepted before answers 409, a wrong access token answers 401. It records
-//! every call, with the status it answered and whether the message went out, and
-//! can inject faults: lost acknowledgements, slow answers, 429, refusals.
+//! service depends on it:
+//!
+//! - Reply tokens are issued, single use and expiring. [`issue_reply_token`]
+//!   registers a token with the time its event happened (the event builders in
+//!   `events.rs` do this for every event they make). A reply answers 400
+//!   `{"message": "Invalid reply token"}` when its token was never issued, was
+//!   already used (the first accepted reply consumes it), or is older than the
+//!   token lifetime (60 s from issue unless [`LineStandIn::set_reply_token_lifetime`]).
+//!   The service relies on that exact 400 to fall back to a push.
+//! - A push whose `X-Line-Retry-Key` was accepted before answers 409 with an
+//!   `x-line-accepted-request-id` header, and delivers nothing again.
+//! - A wrong access token answers 401.
+//!
+//! It records every call, with the status it answered, whether the message went
+//! out, and how long the answer was held back. It can inject faults: queued ones
+//! for the next calls of a kind (lost acknowledgements, slow answers, 429 with
+//! `Retry-After`, refusals) and random 500s for a share of all calls
+//! ([`LineStandIn::fail_randomly`]); queued faults come first. A refused, rate
+//! limited or randomly failed call delivers nothing: its reply token stays
+//! usable and its retry key is not remembered. A lost acknowledgement
+//! ([`Fault::AcceptThenFail`]) or a slow answer ([`Fault::AcceptSlowly`]) did
+//! deliver: the token is consumed and the retry key remembered.
 
 use serde_json::Value;
-use std::collections::{HashSet, VecDeque};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 pub const ACCESS_TOKEN: &str = "test-channel-access-token";
+
+/// How long a reply token stays usable after its event, unless changed.
+pub const DEFAULT_REPLY_TOKEN_LIFETIME: Duration = Duration::from_secs(60);
+
+const REPLY_PATH: &str = "/v2/bot/message/reply";
+const PUSH_PATH: &str = "/v2/bot/message/push";
+
+/// Every reply token issued in this test process, with its issue time (ms since
+/// the epoch). Process-wide, like LINE's own: events are built apart from the
+/// stand-in that later answers their replies. Tokens are random, so tests
+/// running side by side do not meet each other's.
+static ISSUED_REPLY_TOKENS: OnceLock<Mutex<HashMap<String, i64>>> = OnceLock::new();
+
+fn issued_reply_tokens() -> std::sync::MutexGuard<'static, HashMap<String, i64>> {
+    ISSUED_REPLY_TOKENS
+        .get_or_init(Default::default)
+        .lock()
+        // One test panicking must not break the registry for all the others.
+        .unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Issues `token` as LINE does with a webhook event: usable once, for the token
+/// lifetime from `issued_at_ms` (ms since the epoch, the event's `timestamp`).
+/// Issuing a token again moves its issue time (used tokens stay used).
+pub fn issue_reply_token(token: &str, issued_at_ms: i64) {
+    issued_reply_tokens().insert(token.to_owned(), issued_at_ms);
+}
+
+fn reply_token_issued_at(token: &str) -> Option<i64> {
+    issued_reply_tokens().get(token).copied()
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+/// A uniform number in `[0, 1)` from the 53 low bits of a v4 UUID (all random).
+fn random_unit() -> f64 {
+    let bits = uuid::Uuid::new_v4().as_u128() as u64 & ((1 << 53) - 1);
+    bits as f64 / (1u64 << 53) as f64
+}
 
 #[derive(Debug, Clone)]
 pub struct Call {
@@ -19,7 +79,10 @@ pub struct Call {
     pub body: Value,
     pub retry_key: Option<String>,
     pub status: u16,
-    pub at: std::time::Instant,
+    /// When the stand-in got the call.
+    pub at: Instant,
+    /// How long the answer was held back after `at` (latency or a slow fault).
+    pub delay: Duration,
     /// Whether the message went out to the user (true for a 500 after accepting).
     pub accepted: bool,
 }
@@ -43,6 +106,11 @@ impl Call {
         self.body.get("to").and_then(Value::as_str)
     }
 
+    /// The `replyToken` of a reply, or `None` for a push.
+    pub fn reply_token(&self) -> Option<&str> {
+        self.body.get("replyToken").and_then(Value::as_str)
+    }
+
     pub fn messages(&self) -> Vec<Value> {
         self.body["messages"].as_array().cloned().unwrap_or_default()
     }
@@ -57,9 +125,13 @@ impl Call {
     pub fn is_accepted(&self) -> bool {
         self.accepted
     }
+
+    /// When the stand-in let the answer go (`at + delay`).
+    pub fn answered_at(&self) -> Instant {
+        self.at + self.delay
+    }
 }
 
-#[derive(Default)]
 struct State {
     calls: Vec<Call>,
     used_reply_tokens: HashSet<String>,
@@ -67,6 +139,39 @@ struct State {
     push_faults: VecDeque<Fault>,
     reply_faults: VecDeque<Fault>,
     latency: Duration,
+    reply_token_lifetime: Duration,
+    /// Share of reply and push calls that fail with a random 500.
+    random_failure_share: f64,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        Self {
+            calls: Vec::new(),
+            used_reply_tokens: HashSet::new(),
+            accepted_retry_keys: HashSet::new(),
+            push_faults: VecDeque::new(),
+            reply_faults: VecDeque::new(),
+            latency: Duration::ZERO,
+            reply_token_lifetime: DEFAULT_REPLY_TOKEN_LIFETIME,
+            random_failure_share: 0.0,
+        }
+    }
+}
+
+impl State {
+    /// Whether `token` may be used now: issued, unused and not expired.
+    fn reply_token_is_valid(&self, token: &str) -> bool {
+        let Some(issued_at_ms) = reply_token_issued_at(token) else {
+            return false;
+        };
+        let age_ms = now_ms() - issued_at_ms;
+        !self.used_reply_tokens.contains(token) && age_ms <= self.reply_token_lifetime.as_millis() as i64
+    }
+}
+
+fn invalid_reply_token() -> (u16, Value, bool) {
+    (400, serde_json::json!({"message": "Invalid reply token"}), false)
 }
 
 struct LineResponder {
@@ -75,6 +180,7 @@ struct LineResponder {
 
 impl Respond for LineResponder {
     fn respond(&self, request: &Request) -> ResponseTemplate {
+        let at = Instant::now();
         let path = request.url.path().to_owned();
         let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
         let retry_key = request
@@ -88,13 +194,23 @@ impl Respond for LineResponder {
             .and_then(|value| value.to_str().ok())
             == Some(&format!("Bearer {ACCESS_TOKEN}"));
         let mut state = self.state.lock().unwrap();
-        let fault = match path.as_str() {
-            "/v2/bot/message/reply" => state.reply_faults.pop_front(),
-            "/v2/bot/message/push" => state.push_faults.pop_front(),
+        let queued = match path.as_str() {
+            REPLY_PATH => state.reply_faults.pop_front(),
+            PUSH_PATH => state.push_faults.pop_front(),
             _ => None,
         };
-        let (mut status, answer, accepted) = match (&fault, authorized) {
+        // Queued faults first; otherwise, maybe, a random one.
+        let randomly_failed = queued.is_none()
+            && matches!(path.as_str(), REPLY_PATH | PUSH_PATH)
+            && state.random_failure_share > 0.0
+            && random_unit() < state.random_failure_share;
+        let (mut status, answer, accepted) = match (&queued, authorized) {
             (_, false) => (401, serde_json::json!({"message": "Authentication failed"}), false),
+            (_, true) if randomly_failed => (
+                500,
+                serde_json::json!({"message": "Internal server error (stand-in)"}),
+                false,
+            ),
             (Some(Fault::RateLimit { .. }), true) => (429, serde_json::json!({"message": "Too many requests"}), false),
             (Some(Fault::Refuse(status)), true) => (
                 *status,
@@ -102,15 +218,14 @@ impl Respond for LineResponder {
                 false,
             ),
             (_, true) => match path.as_str() {
-                "/v2/bot/message/reply" => {
-                    let token = body["replyToken"].as_str().unwrap_or_default().to_owned();
-                    if state.used_reply_tokens.insert(token) {
+                REPLY_PATH => match body["replyToken"].as_str() {
+                    Some(token) if state.reply_token_is_valid(token) => {
+                        state.used_reply_tokens.insert(token.to_owned());
                         (200, serde_json::json!({"sentMessages": []}), true)
-                    } else {
-                        (400, serde_json::json!({"message": "Invalid reply token"}), false)
                     }
-                }
-                "/v2/bot/message/push" => match &retry_key {
+                    _ => invalid_reply_token(),
+                },
+                PUSH_PATH => match &retry_key {
                     Some(key) if !state.accepted_retry_keys.insert(key.clone()) => (
                         409,
                         serde_json::json!({"message": "The retry key is already accepted"}),
@@ -121,29 +236,35 @@ impl Respond for LineResponder {
                 _ => (404, serde_json::json!({"message": "Not found"}), false),
             },
         };
-        if accepted && matches!(fault, Some(Fault::AcceptThenFail)) {
+        if accepted && matches!(queued, Some(Fault::AcceptThenFail)) {
             status = 500;
+        }
+        let mut template = ResponseTemplate::new(status).set_body_json(answer);
+        let delay = match queued {
+            Some(Fault::AcceptSlowly(delay)) => delay,
+            Some(Fault::RateLimit { retry_after_secs }) => {
+                if status == 429 {
+                    template = template.insert_header("retry-after", retry_after_secs.to_string().as_str());
+                }
+                Duration::ZERO
+            }
+            _ => state.latency,
+        };
+        if !delay.is_zero() {
+            template = template.set_delay(delay);
+        }
+        if status == 409 {
+            template = template.insert_header("x-line-accepted-request-id", "accepted-request-id");
         }
         state.calls.push(Call {
             path,
             body,
             retry_key,
             status,
-            at: std::time::Instant::now(),
+            at,
+            delay,
             accepted,
         });
-        let mut template = ResponseTemplate::new(status).set_body_json(answer);
-        match fault {
-            Some(Fault::AcceptSlowly(delay)) => template = template.set_delay(delay),
-            Some(Fault::RateLimit { retry_after_secs }) => {
-                template = template.insert_header("retry-after", retry_after_secs.to_string().as_str())
-            }
-            _ if !state.latency.is_zero() => template = template.set_delay(state.latency),
-            _ => {}
-        }
-        if status == 409 {
-            template = template.insert_header("x-line-accepted-request-id", "accepted-request-id");
-        }
         template
     }
 }
@@ -178,13 +299,78 @@ impl LineStandIn {
         self.state.lock().unwrap().reply_faults.extend(faults);
     }
 
+    /// From now on each reply or push, with probability `share` (0 to 1) and
+    /// independently of the others, answers 500 `{"message": "Internal server
+    /// error (stand-in)"}` without delivering anything: the reply token stays
+    /// usable and the retry key is not remembered. `0.0` turns it off. Queued
+    /// faults ([`Self::fail_next_pushes`], [`Self::fail_next_replies`]) come first.
+    pub fn fail_randomly(&self, share: f64) {
+        assert!(
+            (0.0..=1.0).contains(&share),
+            "the share of failing calls is between 0 and 1, not {share}"
+        );
+        self.state.lock().unwrap().random_failure_share = share;
+    }
+
     /// Every answer takes this long (the message goes out at once).
     pub fn set_latency(&self, latency: Duration) {
         self.state.lock().unwrap().latency = latency;
     }
 
+    /// How long a reply token stays usable after it was issued (default 60 s).
+    pub fn set_reply_token_lifetime(&self, lifetime: Duration) {
+        self.state.lock().unwrap().reply_token_lifetime = lifetime;
+    }
+
     pub fn calls(&self) -> Vec<Call> {
         self.state.lock().unwrap().calls.clone()
+    }
+
+    /// The most calls that were being answered at the same time.
+    ///
+    /// An approximation from the recorded intervals `[at, at + delay)`: wiremock
+    /// holds the answer back only after the responder returned, so the stand-in
+    /// cannot count calls as they finish. The network and the time before the
+    /// responder runs are not counted, and a call without delay counts as an
+    /// instant (it overlaps only calls held back across its arrival). So this is
+    /// a lower bound of the caller's real concurrency, close to it once there is
+    /// a latency ([`Self::set_latency`]) that dwarfs the rest.
+    pub fn in_flight_max(&self) -> usize {
+        let mut intervals: Vec<(Instant, Instant)> =
+            self.calls().iter().map(|call| (call.at, call.answered_at())).collect();
+        intervals.sort();
+        let mut ends: BinaryHeap<Reverse<Instant>> = BinaryHeap::new();
+        let mut most = 0;
+        for (start, end) in intervals {
+            while ends.peek().is_some_and(|Reverse(earliest)| *earliest <= start) {
+                ends.pop();
+            }
+            ends.push(Reverse(end));
+            most = most.max(ends.len());
+        }
+        most
+    }
+
+    /// Every call that carried a retry key (pushes), by key, in arrival order.
+    pub fn calls_by_retry_key(&self) -> HashMap<String, Vec<Call>> {
+        let mut grouped: HashMap<String, Vec<Call>> = HashMap::new();
+        for call in self.calls() {
+            if let Some(key) = call.retry_key.clone() {
+                grouped.entry(key).or_default().push(call);
+            }
+        }
+        grouped
+    }
+
+    /// Every call that carried a reply token (replies), by token, in arrival order.
+    pub fn calls_by_reply_token(&self) -> HashMap<String, Vec<Call>> {
+        let mut grouped: HashMap<String, Vec<Call>> = HashMap::new();
+        for call in self.calls() {
+            if let Some(token) = call.reply_token().map(str::to_owned) {
+                grouped.entry(token).or_default().push(call);
+            }
+        }
+        grouped
     }
 
     /// Calls LINE accepted (200): what users actually received.

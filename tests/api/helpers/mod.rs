@@ -71,17 +71,21 @@ pub fn fixture_scenarios() -> PathBuf {
 }
 
 pub fn test_config(project_id: &str, line_uri: &str, options: &TestOptions) -> Config {
+    let emulator = options.firestore_host.clone().unwrap_or_else(emulator_host);
     let mut config = Config::from_lookup(|name| match name {
         "LINE_CHANNEL_SECRET" => Some(CHANNEL_SECRET.to_owned()),
+        "LINE_CHANNEL_ACCESS_TOKEN" => Some(ACCESS_TOKEN.to_owned()),
         "GOOGLE_CLOUD_PROJECT" => Some(project_id.to_owned()),
+        "FIRESTORE_EMULATOR_HOST" => Some(emulator.clone()),
         _ => None,
     })
     .expect("test configuration is valid");
     config.host = "127.0.0.1".to_owned();
     config.port = 0;
     config.channel_access_token = options.access_token.then(|| ACCESS_TOKEN.to_owned());
+    config.line_dry_run = !options.access_token;
     config.line_api_base_url = line_uri.to_owned();
-    config.firestore_emulator_host = Some(options.firestore_host.clone().unwrap_or_else(emulator_host));
+    config.firestore_emulator_host = Some(emulator);
     config.scenarios_dir = fixture_scenarios();
     config.admin_token = Some(ADMIN_TOKEN.to_owned());
     config.legacy_answer_lookup = options.legacy_answer_lookup;
@@ -211,6 +215,18 @@ impl TestApp {
     pub async fn answer(&self, user: &str, node: &str, choice: &str) {
         self.deliver(&events::postback(user, &events::answer_data("lunch", node, choice)))
             .await;
+    }
+}
+
+/// Polls `condition` until it holds; panics after `limit`.
+pub async fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !condition() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the condition did not hold within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

@@ -46,7 +46,10 @@ impl ServiceProcess {
             .env("SCENARIOS_DIR", fixture_scenarios())
             .env("ADMIN_TOKEN", ADMIN_TOKEN)
             .env("LOG_FORMAT", "json")
-            .env("LEASE_MS", "2000")
+            // Short leases so recovery shows within a test; LEASE_MS must exceed
+            // FIRESTORE_TIMEOUT_MS + LINE_TIMEOUT_MS.
+            .env("LEASE_MS", "3000")
+            .env("LINE_TIMEOUT_MS", "1000")
             .env("SWEEP_INTERVAL_MS", "200")
             .env("RUST_LOG", "info,line_survey=info")
             .stdout(Stdio::from(log_file.try_clone().unwrap()))

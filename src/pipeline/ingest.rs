@@ -1,0 +1,172 @@
+//! The request path of `POST /webhook`. Per event the engine decides, once; an
+//! event with an effect is stored in the inbox with its plan (never the message
+//! text), then handed to a worker. LINE gets its 200 once every such event is
+//! durably stored; if any cannot be stored, it gets 503 and redelivers the
+//! request (events already stored are then dropped as duplicates, and still
+//! processed once).
+//!
+//! An unsend is handled here, before the 200: it records that the message was
+//! unsent (one `create` by id), which stops the message's effect if that has not
+//! happened yet, wherever its work is queued.
+
+use super::work::{Plan, Work};
+use super::{EventJob, Job, Pipeline};
+use crate::engine::{Decision, Engine, Ignored};
+use crate::line::webhook::{Envelope, Event, EventParse};
+use crate::metrics::Metrics;
+use crate::store::round_trips::counted;
+use crate::store::{Claim, InboxKey, MessageKey, NewEvent, Store, StoreError, UnsendOutcome};
+use std::sync::Arc;
+use std::time::Instant;
+use tracing::Instrument;
+
+#[derive(Clone)]
+pub(crate) struct Ingest {
+    engine: Engine,
+    store: Store,
+    pipeline: Arc<Pipeline>,
+    metrics: Arc<Metrics>,
+}
+
+/// Some events could not be stored; LINE should deliver the request again.
+#[derive(Debug, thiserror::Error)]
+#[error("{failed} of the request's events could not be stored")]
+pub(crate) struct RetryLater {
+    pub(crate) failed: usize,
+}
+
+impl Ingest {
+    pub(crate) fn new(engine: Engine, store: Store, pipeline: Arc<Pipeline>, metrics: Arc<Metrics>) -> Self {
+        Self {
+            engine,
+            store,
+            pipeline,
+            metrics,
+        }
+    }
+
+    pub(crate) async fn handle(&self, envelope: &Envelope) -> Result<(), RetryLater> {
+        let mut stores = Vec::new();
+        for raw in &envelope.events {
+            match Event::parse(raw) {
+                EventParse::Malformed {
+                    webhook_event_id,
+                    reason,
+                } => {
+                    tracing::warn!(
+                        event.id = webhook_event_id.as_deref().unwrap_or("-"),
+                        reason,
+                        outcome = "malformed",
+                        "event skipped"
+                    );
+                }
+                EventParse::Parsed(event) => {
+                    let span = tracing::info_span!(
+                        "webhook_event",
+                        event.id = %event.webhook_event_id,
+                        event.kind = %event.type_name,
+                        event.redelivery = event.delivery_context.is_redelivery,
+                        user.id = event.user_id().unwrap_or("-"),
+                    );
+                    stores.push(self.store_event(&envelope.destination, *event).instrument(span));
+                }
+            }
+        }
+        // Events are stored concurrently: the acknowledgement waits for the
+        // slowest write, not for the sum of them.
+        let failed = futures::future::join_all(stores)
+            .await
+            .into_iter()
+            .filter(Result::is_err)
+            .count();
+        if failed > 0 { Err(RetryLater { failed }) } else { Ok(()) }
+    }
+
+    async fn store_event(&self, destination: &str, event: Event) -> Result<(), StoreError> {
+        let result = match self.engine.decide(&event) {
+            Decision::Ignore(reason @ Ignored::BrokenScenario { .. }) => {
+                tracing::error!(outcome = "ignored", reason = %reason, "event acknowledged");
+                return Ok(());
+            }
+            Decision::Ignore(reason) => {
+                tracing::info!(outcome = "ignored", reason = %reason, "event acknowledged");
+                return Ok(());
+            }
+            Decision::Unsend { message_id } => self.unsend(destination, &message_id).await,
+            decision => match Plan::from_decision(decision) {
+                Some(plan) => self.claim(destination, &event, plan).await,
+                None => Ok(()),
+            },
+        };
+        if let Err(error) = &result {
+            tracing::error!(error = %error, outcome = "not_stored", "event not stored; LINE should redeliver");
+        }
+        result
+    }
+
+    async fn claim(&self, destination: &str, event: &Event, plan: Plan) -> Result<(), StoreError> {
+        let Some(key) = InboxKey::new(destination, &event.webhook_event_id) else {
+            tracing::warn!(outcome = "ignored", reason = "unusable event id", "event acknowledged");
+            return Ok(());
+        };
+        let work = Work::new(destination, event, plan);
+        let plan = work
+            .encode()
+            .map_err(|error| StoreError::Unavailable(format!("the plan cannot be written: {error}")))?;
+        // Room in the queue first: without it (overloaded, stopping, ingest-only)
+        // the record is stored free for any sweeper, and no write follows the claim.
+        let slot = self.pipeline.try_reserve();
+        let new = NewEvent {
+            destination,
+            webhook_event_id: &event.webhook_event_id,
+            event_type: &event.type_name,
+            plan,
+            held: slot.is_some(),
+        };
+        let lease_until = Instant::now() + self.store.lease();
+        let (claim, round_trips) = counted(self.store.claim_event(&key, new)).await;
+        match claim? {
+            Claim::Duplicate => {
+                self.metrics.record("redelivery", round_trips);
+                tracing::info!(inbox.id = key.as_str(), outcome = "duplicate", "event acknowledged");
+            }
+            Claim::Claimed { version } => {
+                let queued = slot.is_some();
+                if let Some(slot) = slot {
+                    slot.send(Job::Event(EventJob {
+                        key: key.clone(),
+                        version,
+                        work,
+                        lease_until,
+                        attempt: 1,
+                        claim_round_trips: Some(round_trips),
+                    }));
+                }
+                tracing::info!(
+                    inbox.id = key.as_str(),
+                    outcome = "stored",
+                    queued,
+                    "event acknowledged"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    async fn unsend(&self, destination: &str, message_id: &str) -> Result<(), StoreError> {
+        let Some(message) = MessageKey::new(destination, message_id) else {
+            tracing::warn!(
+                outcome = "ignored",
+                reason = "unusable message id",
+                "unsend acknowledged"
+            );
+            return Ok(());
+        };
+        let outcome = match self.store.record_unsend(&message).await? {
+            UnsendOutcome::Stopped => "unsent_before_effect",
+            UnsendOutcome::TooLate => "unsent_after_effect",
+        };
+        tracing::info!(outcome, "unsend recorded");
+        Ok(())
+    }
+}

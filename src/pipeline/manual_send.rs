@@ -1,0 +1,202 @@
+//! Operators' manual sends: a scenario started for listed users by push,
+//! deliberately without the guards of taps and triggers (a re-send is what the
+//! operator asked for). Answers to a re-sent survey are still guarded by guard 1.
+//!
+//! Each push is an action in the outbound ledger keyed by the `Idempotency-Key`,
+//! the scenario and the user: a retried call with the same key finds it sent and
+//! sends nothing new, and a repeated push carries the same retry key, so LINE
+//! drops it. The first call with a key records what it asked for: the same key
+//! with another request is refused.
+
+use crate::engine::{Engine, ManualStartError};
+use crate::ids::{LineUserId, ScenarioId};
+use crate::line::messages::Message;
+use crate::outbound::{ActionKey, Courier, Origin, OutboundAction};
+use crate::store::{LedgerState, Recorded, RequestCheck, Settlement, Store, StoreError};
+use futures::StreamExt;
+use sha2::{Digest, Sha256};
+use std::time::Duration;
+
+/// Pushes in flight per call: well under LINE's push rate limit.
+const SEND_CONCURRENCY: usize = 8;
+/// How long a call waits for its "sent" marks to be stored before it answers.
+const FLUSH_LIMIT: Duration = Duration::from_secs(3);
+
+#[derive(Clone)]
+pub(crate) struct ManualSender {
+    engine: Engine,
+    store: Store,
+    courier: Courier,
+}
+
+/// What became of the push to one user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum UserSend {
+    Sent,
+    /// An earlier call with the same key sent it.
+    AlreadySent,
+    /// Dry run: printed, not sent.
+    Logged,
+    /// Not sent yet: retried later by the sweeper.
+    RetryLater(String),
+    Failed(String),
+}
+
+impl UserSend {
+    pub(crate) fn as_str(&self) -> &'static str {
+        match self {
+            UserSend::Sent => "sent",
+            UserSend::AlreadySent => "already_sent",
+            UserSend::Logged => "logged",
+            UserSend::RetryLater(_) => "retry_later",
+            UserSend::Failed(_) => "failed",
+        }
+    }
+
+    pub(crate) fn error(&self) -> Option<&str> {
+        match self {
+            UserSend::RetryLater(error) | UserSend::Failed(error) => Some(error),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn went_out(&self) -> bool {
+        matches!(self, UserSend::Sent | UserSend::AlreadySent | UserSend::Logged)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ManualSendError {
+    #[error("no scenario with id {0:?}")]
+    UnknownScenario(String),
+    #[error("scenario {0:?} cannot be sent: {1}")]
+    BrokenScenario(String, String),
+    #[error("this Idempotency-Key was used for a different request")]
+    KeyReused,
+    #[error("the Idempotency-Key cannot be used: it contains NUL")]
+    BadKey,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl ManualSender {
+    pub(crate) fn new(engine: Engine, store: Store, courier: Courier) -> Self {
+        Self { engine, store, courier }
+    }
+
+    /// Sends `scenario` to each of `users` (unique, checked ids), once per key.
+    pub(crate) async fn send(
+        &self,
+        idempotency_key: &str,
+        scenario: &ScenarioId,
+        users: &[LineUserId],
+    ) -> Result<Vec<(LineUserId, UserSend)>, ManualSendError> {
+        let messages = self.engine.manual_start(scenario).map_err(|error| match error {
+            ManualStartError::UnknownScenario => ManualSendError::UnknownScenario(scenario.to_string()),
+            ManualStartError::Broken(problem) => {
+                ManualSendError::BrokenScenario(scenario.to_string(), problem.to_string())
+            }
+        })?;
+        let keys = users
+            .iter()
+            .map(|user| ActionKey::manual(idempotency_key, scenario, user).ok_or(ManualSendError::BadKey))
+            .collect::<Result<Vec<_>, _>>()?;
+        match self
+            .store
+            .check_request("manual_send", idempotency_key, &request_hash(scenario, users))
+            .await?
+        {
+            RequestCheck::Conflict => return Err(ManualSendError::KeyReused),
+            RequestCheck::First | RequestCheck::Repeat => {}
+        }
+        let messages = &messages;
+        let results = futures::stream::iter(users.iter().zip(keys))
+            .map(|(user, key)| async move {
+                let result = self.send_one(key, scenario, user, messages).await;
+                tracing::info!(scenario.id = %scenario, user.id = %user, send.result = result.as_str(), "manual send");
+                (user.clone(), result)
+            })
+            .buffered(SEND_CONCURRENCY)
+            .collect()
+            .await;
+        // "Sent" marks are batched; a caller who retries right after this answer
+        // must find every push recorded.
+        self.store.flush_settles(FLUSH_LIMIT).await;
+        Ok(results)
+    }
+
+    /// Records the push in the ledger, then sends it unless an earlier call with the
+    /// same key already did.
+    async fn send_one(
+        &self,
+        key: ActionKey,
+        scenario: &ScenarioId,
+        user: &LineUserId,
+        messages: &[Message],
+    ) -> UserSend {
+        let action = OutboundAction {
+            key,
+            user: user.clone(),
+            messages: messages.to_vec(),
+            reply: None,
+            scenario: scenario.clone(),
+            webhook_event_id: None,
+            inbox_id: None,
+            answer_id: None,
+        };
+        let staged = match action.stage(&self.store) {
+            Ok(staged) => staged,
+            Err(error) => return UserSend::Failed(error.to_string()),
+        };
+        let (doc, version, origin) = match self.store.record_outbound(&staged.ledger_id, &staged.doc).await {
+            Ok(Recorded::New { version }) => (staged.doc, version, Origin::Fresh),
+            Ok(Recorded::Existing(existing))
+                if matches!(existing.doc.state, LedgerState::Sent | LedgerState::Logged) =>
+            {
+                return UserSend::AlreadySent;
+            }
+            // Pending (an earlier call stopped half-way) or failed: push again; the
+            // retry key makes LINE drop it if the earlier push did arrive.
+            Ok(Recorded::Existing(existing)) => (existing.doc, existing.version, Origin::Recovered),
+            Err(error) => return UserSend::Failed(error.to_string()),
+        };
+        match self.courier.deliver(&staged.ledger_id, &doc, version, origin).await {
+            Settlement::Sent => UserSend::Sent,
+            Settlement::Logged => UserSend::Logged,
+            Settlement::RetryAt { error, .. } => UserSend::RetryLater(error),
+            Settlement::Uncertain(reason) | Settlement::Failed(reason) => UserSend::Failed(reason),
+        }
+    }
+}
+
+/// The request as understood: the scenario and the set of users, order aside.
+fn request_hash(scenario: &ScenarioId, users: &[LineUserId]) -> String {
+    let mut sorted: Vec<&str> = users.iter().map(LineUserId::as_str).collect();
+    sorted.sort_unstable();
+    let mut hasher = Sha256::new();
+    hasher.update(scenario.as_str().as_bytes());
+    for user in sorted {
+        hasher.update([0u8]);
+        hasher.update(user.as_bytes());
+    }
+    hex::encode(hasher.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(id: &str) -> LineUserId {
+        LineUserId::parse(id).expect("valid")
+    }
+
+    #[test]
+    fn the_request_hash_ignores_order_but_not_content() {
+        let lunch = ScenarioId::parse("lunch").expect("valid");
+        let news = ScenarioId::parse("news").expect("valid");
+        let ab = request_hash(&lunch, &[user("Ua"), user("Ub")]);
+        assert_eq!(ab, request_hash(&lunch, &[user("Ub"), user("Ua")]));
+        assert_ne!(ab, request_hash(&lunch, &[user("Ua")]));
+        assert_ne!(ab, request_hash(&news, &[user("Ua"), user("Ub")]));
+    }
+}

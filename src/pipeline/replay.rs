@@ -1,0 +1,131 @@
+//! Dead-letter replay (`POST /admin/dead-letters/{id}/replay`). A parked event
+//! runs again through the guards like any other (an answer recorded meanwhile
+//! stops it); a parked action is pushed with its original retry key.
+//!
+//! The record is revived and its letter removed in one commit, conditional on the
+//! record as read; a replay that fails again parks it again, with a new letter.
+//! A record that is no longer parked (it succeeded, or a replay is under way) is
+//! not touched: the caller learns its state.
+
+use super::hold::{Failure, Hold};
+use super::processed::Processed;
+use super::work::Work;
+use super::worker::{Processor, event_span};
+use crate::outbound::Origin;
+use crate::store::{DeadLetterKind, InboxKey, InboxState, LedgerState, RouteDoc, Settlement, StoreError};
+use std::sync::Arc;
+use tracing::Instrument;
+
+#[derive(Clone)]
+pub(crate) struct Replayer {
+    processor: Arc<Processor>,
+}
+
+/// What a replay did.
+#[derive(Debug)]
+pub(crate) enum Replayed {
+    /// The event ran again.
+    Event(Processed),
+    /// The action was sent (or logged, or scheduled for a retry).
+    Outbound(Settlement),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReplayError {
+    #[error("no dead letter with id {0:?}")]
+    UnknownLetter(String),
+    /// The record is not parked (any more): it is in this state.
+    #[error("the record is no longer parked; it is {0}")]
+    NotParked(&'static str),
+    /// It failed again and was parked again, with a new letter.
+    #[error("the replay failed again and was parked: {0}")]
+    FailedAgain(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl Replayer {
+    pub(crate) fn new(processor: Arc<Processor>) -> Self {
+        Self { processor }
+    }
+
+    pub(crate) async fn replay(&self, letter_id: &str) -> Result<Replayed, ReplayError> {
+        let store = self.processor.store();
+        let letter = store
+            .dead_letter(letter_id)
+            .await?
+            .ok_or_else(|| ReplayError::UnknownLetter(letter_id.to_owned()))?;
+        match letter.doc.kind {
+            DeadLetterKind::Event => {
+                let key = InboxKey::from_document_id(letter.doc.target_id.clone());
+                self.replay_event(letter_id, &key).await.map(Replayed::Event)
+            }
+            DeadLetterKind::Outbound | DeadLetterKind::UncertainReply => self
+                .replay_outbound(letter_id, &letter.doc.target_id)
+                .await
+                .map(Replayed::Outbound),
+        }
+    }
+
+    async fn replay_event(&self, letter_id: &str, key: &InboxKey) -> Result<Processed, ReplayError> {
+        let store = self.processor.store();
+        let record = store
+            .event(key)
+            .await?
+            .ok_or_else(|| ReplayError::UnknownLetter(letter_id.to_owned()))?;
+        if record.doc.state != InboxState::Dead {
+            return Err(ReplayError::NotParked(record.doc.state.as_str()));
+        }
+        let work = match record.doc.plan.as_deref().map(Work::decode) {
+            Some(Ok(work)) => work,
+            Some(Err(reason)) => return Err(ReplayError::FailedAgain(reason)),
+            None => return Err(ReplayError::FailedAgain("the stored event has no plan".into())),
+        };
+        let version = store
+            .revive_event(key, record.version)
+            .await?
+            .ok_or(ReplayError::NotParked("changing"))?;
+        let hold = Hold {
+            key: key.clone(),
+            version,
+        };
+        let span = event_span(&work, key.as_str());
+        match self.processor.process(&hold, &work).instrument(span).await {
+            Ok(processed) => Ok(processed),
+            Err(Failure::Superseded) => Err(ReplayError::NotParked("pending")),
+            Err(Failure::Store(error)) => {
+                let reason = format!("replay failed: {error}");
+                let parked = store.park_event(key, version, &record.doc, &reason).await;
+                tracing::error!(inbox.id = key.as_str(), reason = %reason, parked = parked.is_ok(), "replayed event failed again");
+                Err(ReplayError::FailedAgain(reason))
+            }
+        }
+    }
+
+    async fn replay_outbound(&self, letter_id: &str, ledger_id: &str) -> Result<Settlement, ReplayError> {
+        let store = self.processor.store();
+        let record = store
+            .outbound(ledger_id)
+            .await?
+            .ok_or_else(|| ReplayError::UnknownLetter(letter_id.to_owned()))?;
+        if !matches!(record.doc.state, LedgerState::Failed | LedgerState::Uncertain) {
+            return Err(ReplayError::NotParked(record.doc.state.as_str()));
+        }
+        let version = store
+            .revive_outbound(ledger_id, record.version)
+            .await?
+            .ok_or(ReplayError::NotParked("changing"))?;
+        // As revived: a push from a clean slate, never the reply token again.
+        let mut doc = record.doc;
+        doc.state = LedgerState::Pending;
+        doc.route = RouteDoc::Push;
+        doc.attempts = 0;
+        doc.reply_token = None;
+        doc.lease_owner = store.instance_id().to_owned();
+        Ok(self
+            .processor
+            .courier()
+            .deliver(ledger_id, &doc, version, Origin::Fresh)
+            .await)
+    }
+}

@@ -1,0 +1,165 @@
+//! Guards 2 (a Flex card tap) and 3 (text and follow triggers): a start.
+//!
+//! The guard reads the user's marker for the scenario (answered? started
+//! recently?), the engine decides, and the start is committed conditional on the
+//! marker as read: an answer or another start in between makes the commit fail,
+//! and the guard reads and decides again. So a double tap, or a trigger racing an
+//! answer, starts the scenario at most once. Scenarios without a survey have no
+//! guard: no read, no marker, they run every time.
+
+use super::hold::{Failure, Found, Hold};
+use super::processed::Processed;
+use super::work::Work;
+use super::worker::Processor;
+use crate::engine::{CardTapPlan, FLEX_TAP_TAG, ScenarioGuard, StartPlan, StartVerdict, start_verdict};
+use crate::ids::{LineUserId, ScenarioId};
+use crate::line::messages::Message;
+use crate::outbound::ActionKey;
+use crate::store::{Effect, EffectWrites, InboxState, StartRecord, StoreError};
+
+/// Decide-and-commit rounds per attempt before it is retried later.
+const ROUNDS: usize = 4;
+
+/// What a start carries out, for a trigger or a card tap.
+struct Starting<'a> {
+    user: &'a LineUserId,
+    scenario: &'a ScenarioId,
+    guard: Option<&'a ScenarioGuard>,
+    messages: &'a [Message],
+    /// A card tap's tag: recorded whether or not the scenario starts.
+    tag: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    Verdict(StartVerdict),
+    /// The message that triggered it was unsent first.
+    Unsent,
+}
+
+impl Processor {
+    pub(super) async fn start(&self, hold: &Hold, work: &Work, plan: &StartPlan) -> Result<Processed, Failure> {
+        let starting = Starting {
+            user: &plan.user,
+            scenario: &plan.scenario,
+            guard: plan.guard.as_ref(),
+            messages: &plan.messages,
+            tag: None,
+        };
+        Ok(match self.carry_out(hold, work, starting).await? {
+            Ended::Verdict(StartVerdict::Start) if plan.guard.is_some() => Processed::StartedGuarded,
+            Ended::Verdict(StartVerdict::Start) => Processed::Started,
+            Ended::Verdict(StartVerdict::AlreadyAnswered) => Processed::NotRestarted,
+            Ended::Verdict(StartVerdict::RecentlyStarted) => Processed::StartDeduplicated,
+            Ended::Unsent => Processed::Unsent,
+        })
+    }
+
+    pub(super) async fn card_tap(&self, hold: &Hold, work: &Work, plan: &CardTapPlan) -> Result<Processed, Failure> {
+        let starting = Starting {
+            user: &plan.user,
+            scenario: &plan.guard.scenario,
+            guard: Some(&plan.guard),
+            messages: &plan.messages,
+            tag: Some(FLEX_TAP_TAG),
+        };
+        Ok(match self.carry_out(hold, work, starting).await? {
+            Ended::Verdict(StartVerdict::Start) => Processed::CardTapped,
+            Ended::Verdict(StartVerdict::AlreadyAnswered) => Processed::CardTapAnswered,
+            Ended::Verdict(StartVerdict::RecentlyStarted) => Processed::CardTapDeduplicated,
+            Ended::Unsent => Processed::Unsent,
+        })
+    }
+
+    async fn carry_out(&self, hold: &Hold, work: &Work, starting: Starting<'_>) -> Result<Ended, Failure> {
+        let user = starting.user.as_str();
+        let marker = starting
+            .guard
+            .map(|guard| (guard.marker_id.as_str(), guard.scenario.as_str(), user));
+        let mut progress = match marker {
+            Some((marker_id, scenario, user)) => Some(self.store.scenario_progress(marker_id, scenario, user).await?),
+            None => None,
+        };
+        let staged = work
+            .action(
+                ActionKey::event(hold.key.as_str()),
+                &hold.key,
+                starting.scenario,
+                starting.messages,
+                self.reply_is_fresh(work),
+            )
+            .map(|action| action.stage(&self.store))
+            .transpose()?;
+        for _ in 0..ROUNDS {
+            let verdict = match &progress {
+                Some(progress) => start_verdict(
+                    progress.answered,
+                    progress.last_started_ms,
+                    work.event_time_ms,
+                    self.settings.start_dedup,
+                ),
+                None => StartVerdict::Start,
+            };
+            let starts = verdict == StartVerdict::Start;
+            if !starts && starting.tag.is_none() {
+                self.done_without_effect(hold)?;
+                return Ok(Ended::Verdict(verdict));
+            }
+            let start = match (starts, starting.guard, &progress) {
+                (true, Some(guard), Some(progress)) => Some(StartRecord {
+                    marker_id: &guard.marker_id,
+                    scenario_id: guard.scenario.as_str(),
+                    user,
+                    read: progress.version,
+                    started_at: firestore::FirestoreInstant::from_millisecond(work.event_time_ms)
+                        .unwrap_or_else(|_| firestore::FirestoreInstant::now()),
+                    started_by: hold.key.as_str(),
+                }),
+                _ => None,
+            };
+            let action = staged.as_ref().filter(|_| starts);
+            let effects = EffectWrites {
+                tag: starting.tag.map(|tag| (user, tag)),
+                start,
+                message: work.message.as_ref().filter(|_| starts),
+                action: action.map(|staged| (staged.ledger_id.as_str(), &staged.doc)),
+            };
+            match self.store.commit_effects(&hold.key, hold.version, &effects).await {
+                Effect::Committed(version) => {
+                    self.send(action, version).await;
+                    return Ok(Ended::Verdict(verdict));
+                }
+                // The marker or the message mark changed since it was read (an
+                // answer, another start, an unsend), or the event moved on.
+                Effect::AlreadyExists | Effect::Changed => {
+                    let seen = self.store.reobserve(&hold.key, marker, work.message.as_ref()).await?;
+                    let still_ours = seen
+                        .event
+                        .is_some_and(|event| event.version == hold.version && event.doc.state == InboxState::Pending);
+                    if !still_ours {
+                        return Err(Failure::Superseded);
+                    }
+                    if seen.unsent {
+                        self.done_without_effect(hold)?;
+                        return Ok(Ended::Unsent);
+                    }
+                    progress = seen.progress;
+                }
+                Effect::Unknown(error) => {
+                    tracing::warn!(error = %error, "the start commit's outcome is unknown; reading what happened");
+                    let ledger_id = action.map(|staged| staged.ledger_id.as_str());
+                    match hold.find_out(&self.store, ledger_id).await? {
+                        Found::Landed(version) => {
+                            self.send(action, version).await;
+                            return Ok(Ended::Verdict(verdict));
+                        }
+                        Found::NotLanded => {}
+                        Found::Superseded => return Err(Failure::Superseded),
+                    }
+                }
+                Effect::Failed(error) => return Err(error.into()),
+            }
+        }
+        Err(StoreError::Unavailable("the start commit kept meeting conflicts".into()).into())
+    }
+}

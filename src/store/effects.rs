@@ -1,0 +1,233 @@
+//! Effect commits: guard 1's answer commit, and the commit of a trigger's or a
+//! card tap's effects. Each is one `Commit` RPC: all of it lands or none does.
+//!
+//! The first write of each is the inbox record's move to `done`, conditional on
+//! the version the worker holds: a worker that was superseded (its lease ran out
+//! and another instance took the event) commits nothing. Firestore reports the
+//! first failing precondition, so a conflict on the inbox reads as `Changed`.
+
+use super::docs::collections::{SCENARIO_ANSWERS, SURVEY_RESPONSES, USERS};
+use super::docs::{AnswerDoc, LedgerDoc};
+use super::inbox::InboxKey;
+use super::messages::MessageKey;
+use super::writes::{CommitOutcome, Expect, array_union, create, expecting, maximum, merge, minimum};
+use super::{Store, StoreError, Version};
+use firestore::FirestoreInstant;
+use gcloud_sdk::google::firestore::v1::Write;
+use serde::Serialize;
+
+/// One answer to record (guard 1), as the store writes it.
+pub(crate) struct AnswerRecord<'a> {
+    pub(crate) answer_id: &'a str,
+    pub(crate) marker_id: &'a str,
+    pub(crate) scenario_id: &'a str,
+    pub(crate) node_id: &'a str,
+    pub(crate) user: &'a str,
+    pub(crate) value: &'a str,
+    pub(crate) tags: &'a [String],
+    pub(crate) scenario_version: u32,
+    pub(crate) webhook_event_id: &'a str,
+}
+
+/// A guarded start (guards 2 and 3): recorded on the user's marker, conditional
+/// on the marker as the guard read it.
+pub(crate) struct StartRecord<'a> {
+    pub(crate) marker_id: &'a str,
+    pub(crate) scenario_id: &'a str,
+    pub(crate) user: &'a str,
+    /// The marker's version when read; `None`: it did not exist.
+    pub(crate) read: Option<Version>,
+    /// The event time of the start.
+    pub(crate) started_at: FirestoreInstant,
+    /// The inbox record of the starting event.
+    pub(crate) started_by: &'a str,
+}
+
+/// The effects of a trigger or a card tap.
+#[derive(Default)]
+pub(crate) struct EffectWrites<'a> {
+    /// A tag for the user (a card tap's `flex_image_tap`).
+    pub(crate) tag: Option<(&'a str, &'a str)>,
+    pub(crate) start: Option<StartRecord<'a>>,
+    /// The text message whose effect this is: its mark is created, so an unsend
+    /// that came first makes this commit fail, and one that comes later finds it.
+    pub(crate) message: Option<&'a MessageKey>,
+    /// The ledger entry of what to send (always the last write).
+    pub(crate) action: Option<(&'a str, &'a LedgerDoc)>,
+}
+
+/// How an effect commit ended.
+#[derive(Debug)]
+pub(crate) enum Effect {
+    /// Landed, with the version of the ledger entry written by it (if any).
+    Committed(Option<Version>),
+    /// A `create` met an existing document (for an answer: it was answered).
+    AlreadyExists,
+    /// A precondition failed: the inbox record or the marker moved on.
+    Changed,
+    /// It may or may not have landed.
+    Unknown(StoreError),
+    Failed(StoreError),
+}
+
+impl From<CommitOutcome> for Effect {
+    fn from(outcome: CommitOutcome) -> Self {
+        match outcome {
+            CommitOutcome::Committed(versions) => Effect::Committed(versions.last().copied().flatten()),
+            CommitOutcome::AlreadyExists => Effect::AlreadyExists,
+            CommitOutcome::Changed => Effect::Changed,
+            CommitOutcome::Unknown(error) => Effect::Unknown(error),
+            CommitOutcome::Failed(error) => Effect::Failed(error),
+        }
+    }
+}
+
+impl Store {
+    /// Writes the inbox's "done", the answer (create, so `exists = false`), the
+    /// user's new tags (array union), the scenario marker and the follow-up's
+    /// ledger entry in one atomic commit. `AlreadyExists` means none of it was
+    /// applied: the user had answered (the ledger entry of an answer's follow-up
+    /// only ever exists beside its answer).
+    pub(crate) async fn commit_answer(
+        &self,
+        inbox: &InboxKey,
+        version: Version,
+        answer: &AnswerRecord<'_>,
+        follow_up: Option<(&str, &LedgerDoc)>,
+    ) -> Effect {
+        match self.answer_writes(inbox, version, answer, follow_up) {
+            Ok(writes) => self.commit(writes).await.into(),
+            Err(error) => Effect::Failed(error),
+        }
+    }
+
+    fn answer_writes(
+        &self,
+        inbox: &InboxKey,
+        version: Version,
+        answer: &AnswerRecord<'_>,
+        follow_up: Option<(&str, &LedgerDoc)>,
+    ) -> Result<Vec<Write>, StoreError> {
+        let now = FirestoreInstant::now();
+        let doc = AnswerDoc {
+            scenario_id: answer.scenario_id.to_owned(),
+            node_id: answer.node_id.to_owned(),
+            line_user_id: answer.user.to_owned(),
+            value: answer.value.to_owned(),
+            tags: answer.tags.to_vec(),
+            scenario_version: answer.scenario_version,
+            answered_at: now,
+            webhook_event_id: answer.webhook_event_id.to_owned(),
+        };
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Answered<'a> {
+            scenario_id: &'a str,
+            line_user_id: &'a str,
+            last_answer_id: &'a str,
+            #[serde(with = "firestore::serialize_as_timestamp")]
+            last_answered_at: FirestoreInstant,
+        }
+        let marker = Answered {
+            scenario_id: answer.scenario_id,
+            line_user_id: answer.user,
+            last_answer_id: answer.answer_id,
+            last_answered_at: now,
+        };
+        let mut writes = vec![
+            self.inbox_done_write(inbox, version)?,
+            create(self.document_path(SURVEY_RESPONSES, answer.answer_id), &doc)?,
+            self.user_write(answer.user, answer.tags, now)?,
+            // A merge, not a set: the marker's last start stays, and a guard that
+            // read the marker before this commit finds it changed.
+            merge(
+                self.document_path(SCENARIO_ANSWERS, answer.marker_id),
+                &marker,
+                Vec::new(),
+            )?,
+        ];
+        if let Some((ledger_id, entry)) = follow_up {
+            writes.push(self.ledger_create_write(ledger_id, entry)?);
+        }
+        Ok(writes)
+    }
+
+    /// The effects of a trigger or a card tap, in one atomic commit with the
+    /// inbox's "done".
+    pub(crate) async fn commit_effects(
+        &self,
+        inbox: &InboxKey,
+        version: Version,
+        effects: &EffectWrites<'_>,
+    ) -> Effect {
+        match self.effect_writes(inbox, version, effects) {
+            Ok(writes) => self.commit(writes).await.into(),
+            Err(error) => Effect::Failed(error),
+        }
+    }
+
+    fn effect_writes(
+        &self,
+        inbox: &InboxKey,
+        version: Version,
+        effects: &EffectWrites<'_>,
+    ) -> Result<Vec<Write>, StoreError> {
+        let mut writes = vec![self.inbox_done_write(inbox, version)?];
+        if let Some(message) = effects.message {
+            writes.push(self.message_processed_write(message)?);
+        }
+        if let Some(start) = &effects.start {
+            #[derive(Serialize)]
+            #[serde(rename_all = "camelCase")]
+            struct Started<'a> {
+                scenario_id: &'a str,
+                line_user_id: &'a str,
+                #[serde(with = "firestore::serialize_as_timestamp")]
+                last_started_at: FirestoreInstant,
+                last_started_by: &'a str,
+            }
+            let started = Started {
+                scenario_id: start.scenario_id,
+                line_user_id: start.user,
+                last_started_at: start.started_at,
+                last_started_by: start.started_by,
+            };
+            let expect = start.read.map_or(Expect::Absent, Expect::At);
+            writes.push(expecting(
+                merge(
+                    self.document_path(SCENARIO_ANSWERS, start.marker_id),
+                    &started,
+                    Vec::new(),
+                )?,
+                expect,
+            ));
+        }
+        if let Some((user, tag)) = effects.tag {
+            writes.push(self.user_write(user, &[tag.to_owned()], FirestoreInstant::now())?);
+        }
+        if let Some((ledger_id, entry)) = effects.action {
+            writes.push(self.ledger_create_write(ledger_id, entry)?);
+        }
+        Ok(writes)
+    }
+
+    /// `users/{lineUserId}`: adds `tags` without reading the document and keeps
+    /// first/last seen as epoch milliseconds (min/max transforms are numeric only).
+    fn user_write(&self, user: &str, tags: &[String], now: FirestoreInstant) -> Result<Write, StoreError> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct UserFields<'a> {
+            line_user_id: &'a str,
+        }
+        let now_ms = now.as_millisecond();
+        let mut transforms = vec![minimum("firstSeenMs", now_ms), maximum("lastSeenMs", now_ms)];
+        if !tags.is_empty() {
+            transforms.push(array_union("tags", tags));
+        }
+        Ok(merge(
+            self.document_path(USERS, user),
+            &UserFields { line_user_id: user },
+            transforms,
+        )?)
+    }
+}

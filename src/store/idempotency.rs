@@ -1,0 +1,60 @@
+//! Operators' idempotency keys: the first call with a key records what it asked
+//! for; a retry with the same key and the same request is the same operation,
+//! and the same key with another request is refused (HTTP 422).
+
+use super::docs::AdminRequestDoc;
+use super::docs::collections::ADMIN_REQUESTS;
+use super::writes::{CommitOutcome, create};
+use super::{Store, StoreError};
+use crate::ids::deterministic_id;
+use firestore::FirestoreInstant;
+use std::time::Duration;
+
+/// As long as the ledger entries the key names.
+const REQUEST_RETENTION: Duration = Duration::from_secs(90 * 24 * 60 * 60);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RequestCheck {
+    /// The first call with this key.
+    First,
+    /// A retry of the same request.
+    Repeat,
+    /// The key was used before for a different request.
+    Conflict,
+}
+
+impl Store {
+    /// Records (or compares with) the request first made with `key`.
+    pub(crate) async fn check_request(
+        &self,
+        operation: &str,
+        key: &str,
+        body_hash: &str,
+    ) -> Result<RequestCheck, StoreError> {
+        let id = deterministic_id(&[operation, key]);
+        let now = FirestoreInstant::now();
+        let doc = AdminRequestDoc {
+            operation: operation.to_owned(),
+            body_hash: body_hash.to_owned(),
+            created_at: now,
+            expire_at: now + REQUEST_RETENTION,
+        };
+        let write = create(self.document_path(ADMIN_REQUESTS, &id), &doc)?;
+        match self.commit(vec![write]).await {
+            CommitOutcome::Committed(_) => return Ok(RequestCheck::First),
+            // Recorded before, or perhaps by this very commit: the record tells.
+            CommitOutcome::AlreadyExists | CommitOutcome::Unknown(_) => {}
+            CommitOutcome::Changed => return Err(StoreError::Unavailable("unexpected precondition failure".into())),
+            CommitOutcome::Failed(error) => return Err(error),
+        }
+        let stored = self
+            .get_stored::<AdminRequestDoc>(ADMIN_REQUESTS, &id)
+            .await?
+            .ok_or_else(|| StoreError::Unavailable("the request record could not be written".into()))?;
+        Ok(if stored.doc.body_hash == body_hash {
+            RequestCheck::Repeat
+        } else {
+            RequestCheck::Conflict
+        })
+    }
+}

@@ -1,0 +1,71 @@
+//! Reading documents by id: any number of them, from any collections, in one
+//! `BatchGetDocuments` round trip. Gets by id stay fast however large a
+//! collection grows (queries on the emulator scan it).
+
+use super::lease::Stored;
+use super::{Store, StoreError, classify};
+use firestore::FirestoreDb;
+use firestore::errors::FirestoreError;
+use gcloud_sdk::google::firestore::v1::{BatchGetDocumentsRequest, Document, batch_get_documents_response};
+use serde::de::DeserializeOwned;
+use std::collections::HashMap;
+use std::time::Duration;
+
+impl Store {
+    /// The documents at `paths` (full document names), each `None` when absent,
+    /// in the order asked. One round trip.
+    pub(super) async fn get_many(&self, paths: Vec<String>) -> Result<Vec<Option<Document>>, StoreError> {
+        super::round_trips::count();
+        get_documents(&self.db, paths, self.options.request_timeout).await
+    }
+
+    /// One document of `collection` with its version, or `None`.
+    pub(super) async fn get_stored<T: DeserializeOwned>(
+        &self,
+        collection: &str,
+        id: &str,
+    ) -> Result<Option<Stored<T>>, StoreError> {
+        let mut found = self.get_many(vec![self.document_path(collection, id)]).await?;
+        found.pop().flatten().map(Stored::decode).transpose()
+    }
+}
+
+/// One `BatchGetDocuments` round trip for `paths`, within `timeout`.
+pub(super) async fn get_documents(
+    db: &FirestoreDb,
+    paths: Vec<String>,
+    timeout: Duration,
+) -> Result<Vec<Option<Document>>, StoreError> {
+    let request = BatchGetDocumentsRequest {
+        database: db.get_database_path().clone(),
+        documents: paths.clone(),
+        mask: None,
+        request_options: None,
+        consistency_selector: None,
+    };
+    let mut request = gcloud_sdk::tonic::Request::new(request);
+    request.set_timeout(timeout);
+    let mut client = db.client().get();
+    let read = async {
+        let mut stream = client
+            .batch_get_documents(request)
+            .await
+            .map_err(|status| classify(FirestoreError::from(status)))?
+            .into_inner();
+        let mut found: HashMap<String, Document> = HashMap::new();
+        while let Some(response) = stream
+            .message()
+            .await
+            .map_err(|status| classify(FirestoreError::from(status)))?
+        {
+            if let Some(batch_get_documents_response::Result::Found(document)) = response.result {
+                found.insert(document.name.clone(), document);
+            }
+        }
+        Ok::<_, StoreError>(found)
+    };
+    let mut found = tokio::time::timeout(timeout, read)
+        .await
+        .map_err(|_| StoreError::Unavailable("read timed out".into()))??;
+    Ok(paths.iter().map(|path| found.remove(path)).collect())
+}
