@@ -11,7 +11,7 @@
 
 use super::work::Work;
 use super::{EventJob, Job, OutboundJob, Pipeline, PipelineSettings};
-use crate::store::{DeadLetterKind, InboxKey, Store, StoreError, Swept};
+use crate::store::{DeadLetterKind, InboxDoc, InboxKey, Store, StoreError, Stored, Swept};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -49,26 +49,38 @@ fn query_limit(pipeline: &Pipeline, budget: usize) -> u32 {
     u32::try_from((budget + pipeline.in_hand.len()).min(4 * BATCH)).unwrap_or(u32::MAX)
 }
 
+/// A swept record this instance may take over: readable (an unreadable one is
+/// parked on its own) and not already held here.
+async fn candidate<T>(
+    pipeline: &Pipeline,
+    kind: DeadLetterKind,
+    swept: Swept<T>,
+) -> Result<Option<Stored<T>>, StoreError> {
+    match swept {
+        Swept::Readable(record) if pipeline.in_hand.contains(&record.id) => Ok(None),
+        Swept::Readable(record) => Ok(Some(record)),
+        Swept::Unreadable { id, version, error } => {
+            tracing::error!(record.id = %id, error = %error, outcome = "parked", "an unreadable record was parked");
+            pipeline
+                .processor
+                .store()
+                .park_unreadable(kind, &id, version, &error)
+                .await?;
+            Ok(None)
+        }
+    }
+}
+
 /// Takes over up to `budget` expired events; returns how many it took.
 async fn sweep_events(pipeline: &Pipeline, settings: &PipelineSettings, budget: usize) -> Result<usize, StoreError> {
     let store = pipeline.processor.store();
     let mut taken = 0;
     for swept in store.expired_events(query_limit(pipeline, budget)).await? {
-        let record = match swept {
-            Swept::Readable(record) => record,
-            Swept::Unreadable { id, version, error } => {
-                tracing::error!(inbox.id = %id, error = %error, outcome = "parked", "an unreadable inbox record was parked");
-                store
-                    .park_unreadable(DeadLetterKind::Event, &id, version, &error)
-                    .await?;
-                continue;
-            }
+        let Some(record) = candidate(pipeline, DeadLetterKind::Event, swept).await? else {
+            continue;
         };
         if taken >= budget {
             break;
-        }
-        if pipeline.in_hand.contains(&record.id) {
-            continue;
         }
         let key = InboxKey::from_document_id(record.id.clone());
         if record.doc.attempts >= settings.max_event_attempts {
@@ -112,12 +124,7 @@ async fn sweep_events(pipeline: &Pipeline, settings: &PipelineSettings, budget: 
     Ok(taken)
 }
 
-async fn park_plan(
-    store: &Store,
-    key: &InboxKey,
-    record: &crate::store::Stored<crate::store::InboxDoc>,
-    reason: &str,
-) -> Result<(), StoreError> {
+async fn park_plan(store: &Store, key: &InboxKey, record: &Stored<InboxDoc>, reason: &str) -> Result<(), StoreError> {
     tracing::error!(
         inbox.id = key.as_str(),
         reason,
@@ -132,21 +139,11 @@ async fn sweep_outbound(pipeline: &Pipeline, budget: usize) -> Result<(), StoreE
     let store = pipeline.processor.store();
     let mut taken = 0;
     for swept in store.expired_outbound(query_limit(pipeline, budget)).await? {
-        let record = match swept {
-            Swept::Readable(record) => record,
-            Swept::Unreadable { id, version, error } => {
-                tracing::error!(ledger.id = %id, error = %error, outcome = "parked", "an unreadable ledger entry was parked");
-                store
-                    .park_unreadable(DeadLetterKind::Outbound, &id, version, &error)
-                    .await?;
-                continue;
-            }
+        let Some(record) = candidate(pipeline, DeadLetterKind::Outbound, swept).await? else {
+            continue;
         };
         if taken >= budget {
             break;
-        }
-        if pipeline.in_hand.contains(&record.id) {
-            continue;
         }
         let Some(slot) = pipeline.try_reserve() else {
             break;

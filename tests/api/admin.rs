@@ -140,3 +140,43 @@ async fn bad_requests_are_refused_with_a_reason() {
     assert_eq!(empty.status(), 400);
     assert!(app.line.calls().is_empty());
 }
+
+#[tokio::test]
+async fn the_bearer_scheme_is_case_insensitive() {
+    let app = spawn_app().await;
+    let response = app
+        .http
+        .post(format!("{}/admin/scenarios/news/send", app.address))
+        .header("Authorization", format!("bearer {ADMIN_TOKEN}"))
+        .json(&serde_json::json!({ "userIds": [events::new_user()] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+}
+
+#[tokio::test]
+async fn reusing_an_idempotency_key_with_a_different_body_gets_422_and_sends_nothing() {
+    let app = spawn_app().await;
+    let (first, second) = (events::new_user(), events::new_user());
+    let sent = app
+        .admin_send("news", &[&first], Some("key-1"), Some(ADMIN_TOKEN))
+        .await;
+    assert_eq!(sent.status(), 200);
+
+    let other_users = app
+        .admin_send("news", &[&second], Some("key-1"), Some(ADMIN_TOKEN))
+        .await;
+    let other_scenario = app
+        .admin_send("lunch", &[&first], Some("key-1"), Some(ADMIN_TOKEN))
+        .await;
+
+    assert_eq!(other_users.status(), 422);
+    assert!(other_users.text().await.unwrap().contains("Idempotency-Key"));
+    assert_eq!(other_scenario.status(), 422);
+    assert_eq!(app.line.accepted().len(), 1, "only the first call sent");
+    let again = app
+        .admin_send("news", &[&first], Some("key-1"), Some(ADMIN_TOKEN))
+        .await;
+    assert_eq!(again.status(), 200, "the same request with the same key is a retry");
+}

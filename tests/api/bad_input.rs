@@ -70,6 +70,28 @@ async fn unknown_event_types_unfollow_and_group_events_without_a_user_are_acknow
 }
 
 #[tokio::test]
+async fn events_from_groups_and_rooms_get_no_survey_even_with_a_user_id() {
+    let app = spawn_app().await;
+    let user = events::new_user();
+    let sources = [
+        serde_json::json!({"type": "group", "groupId": "Ca56f94637cc4347f90a25382909b24b9", "userId": user}),
+        serde_json::json!({"type": "room", "roomId": "Ra8dbf4673c4c812cd491258042226c99", "userId": user}),
+    ];
+    for source in sources {
+        for mut event in [
+            text(&user, "lunch"),
+            postback(&user, &events::card_tap_data("welcome", "card")),
+        ] {
+            event["source"] = source.clone();
+            app.deliver(&event).await;
+        }
+    }
+
+    assert!(app.line.calls().is_empty(), "nothing is replied into a group or room");
+    assert_nothing_stored(&app).await;
+}
+
+#[tokio::test]
 async fn standby_mode_events_cause_no_sends_and_no_writes() {
     let app = spawn_app().await;
     let mut event = text(&events::new_user(), "news");

@@ -157,7 +157,9 @@ async fn a_reply_not_settled_before_its_token_may_expire_is_uncertain_and_never_
         ..TestOptions::default()
     })
     .await;
-    // LINE keeps answering 500 until the token is too old to try again.
+    // LINE keeps answering 500 until the token is too old to try again; its
+    // tokens, like the service's setting, live 2 s here.
+    app.line.set_reply_token_lifetime(Duration::from_secs(2));
     app.line.fail_next_replies(std::iter::repeat_n(Fault::Refuse(500), 100));
     let event = events::text(&events::new_user(), "news");
 

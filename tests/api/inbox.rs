@@ -96,6 +96,68 @@ async fn an_unsend_before_processing_stops_the_message_and_no_document_holds_its
 }
 
 #[tokio::test]
+async fn an_unsend_stops_a_message_already_queued_in_memory() {
+    // One worker, kept busy by a slow LINE: the second message waits in memory.
+    let app = spawn_app_with(TestOptions {
+        adjust: |config| config.worker_count = 1,
+        ..TestOptions::default()
+    })
+    .await;
+    app.line.set_latency(std::time::Duration::from_millis(800));
+    let (busy, user) = (events::new_user(), events::new_user());
+    let message = events::text(&user, "my private words");
+    let message_id = message["message"]["id"].as_str().unwrap().to_owned();
+
+    app.post_webhook(&events::envelope(vec![events::text(&busy, "news")]))
+        .await;
+    app.post_webhook(&events::envelope(vec![message])).await;
+    let response = app
+        .post_webhook(&events::envelope(vec![events::unsend(&user, &message_id)]))
+        .await;
+    assert_eq!(response.status(), 200);
+    app.settled().await;
+
+    assert_eq!(app.line.accepted().len(), 1, "only the news went out");
+    assert!(app.line.accepted()[0].texts()[0].starts_with("Today's news"));
+    assert!(!app.firestore.dump().await.contains("private words"));
+}
+
+#[tokio::test]
+async fn an_unreadable_pending_record_is_parked_and_the_sweep_goes_on_for_the_others() {
+    let ingest = spawn_app_with(ingest_only()).await;
+    ingest
+        .post_webhook(&events::envelope(vec![events::text(&events::new_user(), "news")]))
+        .await;
+    // A pending record the service cannot read (another version wrote it, or it
+    // was damaged), due for the sweeper like the real one.
+    ingest
+        .firestore
+        .patch(
+            "webhook_inbox",
+            "unreadable",
+            &[
+                ("state", serde_json::json!({"stringValue": "pending"})),
+                ("shard", serde_json::json!({"integerValue": "0"})),
+                ("attempts", serde_json::json!({"stringValue": "many"})),
+                (
+                    "leaseUntil",
+                    serde_json::json!({"timestampValue": "2001-01-01T00:00:00Z"}),
+                ),
+            ],
+        )
+        .await;
+
+    let worker = spawn_app_with(ingest.beside()).await;
+    worker.settled().await;
+
+    assert_eq!(worker.line.accepted().len(), 1, "the readable event was processed");
+    let parked = worker.firestore.get("webhook_inbox", "unreadable").await.unwrap();
+    assert_eq!(string_field(&parked, "state").as_deref(), Some("dead"));
+    let letter = worker.firestore.get("dead_letters", "event-unreadable").await.unwrap();
+    assert!(string_field(&letter, "reason").unwrap().contains("cannot be read"));
+}
+
+#[tokio::test]
 async fn an_event_that_kept_failing_is_parked_and_a_replay_runs_it_through_the_guards() {
     let ingest = spawn_app_with(ingest_only()).await;
     let user = events::new_user();

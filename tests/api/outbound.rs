@@ -1,6 +1,7 @@
 //! Reply while the token is fresh, push otherwise, and log-only without a token.
 
 use crate::helpers::events::{self, text};
+use crate::helpers::firestore_rest::{FirestoreRest, string_field};
 use crate::helpers::{TestOptions, spawn_app, spawn_app_with};
 
 const NEWS: &str = "Today's news: the cafeteria has a new menu.";
@@ -22,8 +23,8 @@ async fn a_fresh_reply_token_is_used_for_the_answer() {
 async fn an_old_event_is_answered_by_push_with_a_retry_key() {
     let app = spawn_app().await;
     let user = events::new_user();
-    let mut event = text(&user, "news");
-    event["timestamp"] = (events::now_ms() - 55_000).into();
+    let event = text(&user, "news");
+    let event = events::with_timestamp(&event, events::now_ms() - 55_000);
 
     app.deliver(&event).await;
 
@@ -65,7 +66,7 @@ async fn a_refused_reply_falls_back_to_push() {
 }
 
 #[tokio::test]
-async fn without_an_access_token_messages_are_logged_not_sent_and_answers_still_recorded() {
+async fn a_dry_run_sends_nothing_records_logged_never_sent_and_still_records_answers() {
     let app = spawn_app_with(TestOptions {
         access_token: false,
         ..TestOptions::default()
@@ -78,4 +79,35 @@ async fn without_an_access_token_messages_are_logged_not_sent_and_answers_still_
 
     assert!(app.line.calls().is_empty());
     assert_eq!(app.firestore.count("survey_responses").await, 1);
+    let states: Vec<_> = app
+        .firestore
+        .list("outbound_ledger")
+        .await
+        .iter()
+        .filter_map(|entry| string_field(entry, "state"))
+        .collect();
+    assert_eq!(states, ["logged", "logged"], "never recorded as sent");
+}
+
+#[tokio::test]
+async fn a_named_database_holds_everything_and_the_default_one_nothing() {
+    let app = spawn_app_with(TestOptions {
+        adjust: |config| config.firestore_database = "surveys-db".to_owned(),
+        ..TestOptions::default()
+    })
+    .await;
+    let named = FirestoreRest::in_database(&crate::helpers::emulator_host(), &app.project_id, "surveys-db");
+    let user = events::new_user();
+
+    let response = app.post_webhook(&events::envelope(vec![text(&user, "lunch")])).await;
+    assert_eq!(response.status(), 200);
+    named.settled(std::time::Duration::from_secs(20)).await;
+
+    assert_eq!(app.line.accepted_with_text("A quick survey about today's lunch."), 1);
+    assert_eq!(named.count("webhook_inbox").await, 1);
+    assert_eq!(named.count("outbound_ledger").await, 1);
+    assert!(
+        app.firestore.collections().await.is_empty(),
+        "the default database is untouched"
+    );
 }

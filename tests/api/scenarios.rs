@@ -33,12 +33,28 @@ fn the_sample_scenarios_load_and_use_every_node_kind() {
     );
 }
 
-#[tokio::test]
-async fn a_broken_scenario_file_stops_start_up_naming_file_scenario_and_node() {
+/// Starts the service with `file` as its only scenario file and returns why it
+/// refused to start.
+async fn start_up_error(name: &str, file: &str) -> String {
     let dir = std::env::temp_dir().join(format!("scenarios-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("broken.toml"),
+    std::fs::write(dir.join(name), file).unwrap();
+    let line = LineStandIn::start().await;
+    let mut config = test_config("unused", &line.uri(), &TestOptions::default());
+    config.scenarios_dir = dir.clone();
+    let error = Application::build(config)
+        .await
+        .err()
+        .expect("start-up fails")
+        .to_string();
+    std::fs::remove_dir_all(dir).unwrap();
+    error
+}
+
+#[tokio::test]
+async fn a_broken_scenario_file_stops_start_up_naming_file_scenario_and_node() {
+    let error = start_up_error(
+        "broken.toml",
         r#"
 id = "broken"
 [[nodes]]
@@ -48,21 +64,76 @@ text = "Pick one"
 choices = [{ label = "A label that is much too long", value = "a", next = "missing" }]
 "#,
     )
-    .unwrap();
-    let line = LineStandIn::start().await;
-    let mut config = test_config("unused", &line.uri(), &TestOptions::default());
-    config.scenarios_dir = dir.clone();
-
-    let error = Application::build(config)
-        .await
-        .err()
-        .expect("start-up fails")
-        .to_string();
+    .await;
 
     assert!(error.contains("broken.toml"), "{error}");
     assert!(error.contains(r#"scenario "broken""#), "{error}");
     assert!(error.contains(r#"node "ask""#), "{error}");
     assert!(error.contains("at most 20"), "{error}");
     assert!(error.contains(r#""missing""#), "{error}");
-    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[tokio::test]
+async fn a_start_whose_chain_sends_six_messages_stops_start_up() {
+    // Reachable only from `start` (manual sends, card taps): once, it passed
+    // validation and then panicked the handler of a card tap.
+    let mut file = String::from("id = \"long\"\nstart = \"m1\"\n");
+    for n in 1..=6 {
+        let next = if n < 6 {
+            format!("next = \"m{}\"", n + 1)
+        } else {
+            String::new()
+        };
+        file.push_str(&format!(
+            "[[nodes]]\nid = \"m{n}\"\nkind = \"message\"\ntext = \"part {n}\"\n{next}\n"
+        ));
+    }
+    file.push_str(
+        "[[nodes]]\nid = \"ask\"\nkind = \"survey\"\ntext = \"?\"\nchoices = [{ label = \"A\", value = \"a\" }]\n",
+    );
+
+    let error = start_up_error("long.toml", &file).await;
+
+    assert!(error.contains("`start`"), "{error}");
+    assert!(error.contains("6 messages"), "{error}");
+}
+
+/// Runs the binary with exactly `env` and returns its exit code and output.
+fn run_binary(env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_line-survey"))
+        .env_clear()
+        .envs(env.iter().copied())
+        .output()
+        .expect("the binary runs");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
+    (output.status.code(), text)
+}
+
+#[test]
+fn misconfiguration_stops_start_up_naming_the_setting() {
+    let base = [
+        ("LINE_CHANNEL_SECRET", "s"),
+        ("GOOGLE_CLOUD_PROJECT", "p"),
+        ("LINE_CHANNEL_ACCESS_TOKEN", "t"),
+        ("PORT", "0"),
+    ];
+    let cases: [(&[(&str, &str)], &str); 5] = [
+        // Outside the emulator, without a token: nothing would ever be sent.
+        (&base[..2], "LINE_CHANNEL_ACCESS_TOKEN"),
+        (&[("SWEEP_INTERVAL_MS", "0")], "SWEEP_INTERVAL_MS"),
+        (&[("HTTP_WORKERS", "0")], "HTTP_WORKERS"),
+        (&[("LEASE_MS", "3000")], "LEASE_MS"),
+        (&[("FIRESTORE_DATABASE", "a/b")], "FIRESTORE_DATABASE"),
+    ];
+    for (settings, named) in cases {
+        let mut env: Vec<(&str, &str)> = if settings.len() == 2 && settings[0].0 == "LINE_CHANNEL_SECRET" {
+            settings.to_vec()
+        } else {
+            base.iter().copied().chain(settings.iter().copied()).collect()
+        };
+        env.push(("LOG_FORMAT", "pretty"));
+        let (code, output) = run_binary(&env);
+        assert_eq!(code, Some(2), "{settings:?}: {output}");
+        assert!(output.contains(named), "{settings:?}: {output}");
+    }
 }

@@ -8,6 +8,7 @@
 use super::firestore_rest::{FirestoreRest, string_array, string_field};
 use super::line_stand_in::LineStandIn;
 use super::{CHANNEL_SECRET, events, sorted};
+use futures::StreamExt;
 use line_survey::line::signature;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -78,6 +79,50 @@ pub async fn post_event(client: &reqwest::Client, address: &str, event: &Value) 
         .send()
         .await?;
     Ok(response.status().as_u16())
+}
+
+/// Requests in flight when a test plays LINE.
+pub const IN_FLIGHT: usize = 16;
+
+/// Sends every event (to the address `route` picks), at most [`IN_FLIGHT`] at
+/// once, and returns the events the service did not acknowledge with 200.
+pub async fn send_all(events: &[Value], route: impl Fn(usize) -> String) -> Vec<Value> {
+    let client = reqwest::Client::new();
+    let unacknowledged: Vec<_> = futures::stream::iter(events.iter().enumerate())
+        .map(|(index, event)| {
+            let (client, address) = (&client, route(index));
+            async move {
+                match post_event(client, &address, event).await {
+                    Ok(200) => None,
+                    _ => Some(event.clone()),
+                }
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .collect()
+        .await;
+    unacknowledged.into_iter().flatten().collect()
+}
+
+/// Sends every event as LINE does: what is not acknowledged with 200 is
+/// redelivered (same event id, `isRedelivery`) until it is, for at most `limit`.
+/// Returns how many redeliveries it took.
+pub async fn deliver_like_line(events: &[Value], route: impl Fn(usize) -> String, limit: std::time::Duration) -> usize {
+    let deadline = std::time::Instant::now() + limit;
+    let mut pending = send_all(events, &route).await;
+    let mut redeliveries = 0;
+    while !pending.is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} events still unacknowledged after {limit:?}",
+            pending.len()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        redeliveries += pending.len();
+        let again: Vec<Value> = pending.iter().map(events::redelivered).collect();
+        pending = send_all(&again, &route).await;
+    }
+    redeliveries
 }
 
 /// What each user got, counted from Firestore and the LINE stand-in.

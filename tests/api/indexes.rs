@@ -1,0 +1,72 @@
+//! `firestore.indexes.json`, the index configuration deployed with the service:
+//! the sweeper's indexes spread over shards, and no index on the monotonically
+//! increasing fields no query uses (each would cap writes at about 500 per second).
+
+use serde_json::Value;
+
+fn indexes() -> Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("firestore.indexes.json");
+    serde_json::from_str(&std::fs::read_to_string(path).expect("firestore.indexes.json exists")).expect("it is JSON")
+}
+
+#[test]
+fn the_sweepers_indexes_start_with_the_shard() {
+    let indexes = indexes();
+    for collection in ["webhook_inbox", "outbound_ledger"] {
+        let fields: Vec<&str> = indexes["indexes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|index| index["collectionGroup"] == collection)
+            .unwrap_or_else(|| panic!("no composite index for {collection}"))["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|field| field["fieldPath"].as_str().unwrap())
+            .collect();
+        assert_eq!(fields, ["shard", "state", "leaseUntil"], "{collection}");
+    }
+}
+
+#[test]
+fn monotonic_fields_no_query_uses_are_exempt_from_indexing() {
+    let indexes = indexes();
+    let exempt: Vec<(String, String)> = indexes["fieldOverrides"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|field| field["indexes"].as_array().is_some_and(Vec::is_empty))
+        .map(|field| {
+            (
+                field["collectionGroup"].as_str().unwrap().to_owned(),
+                field["fieldPath"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("webhook_inbox", "receivedAt"),
+        ("webhook_inbox", "expireAt"),
+        ("webhook_inbox", "leaseUntil"),
+        ("webhook_inbox", "plan"),
+        ("outbound_ledger", "createdAt"),
+        ("outbound_ledger", "expireAt"),
+        ("outbound_ledger", "leaseUntil"),
+        ("outbound_ledger", "messages"),
+        ("outbound_ledger", "eventTimeMs"),
+        ("survey_responses", "answeredAt"),
+        ("users", "lastSeenMs"),
+        ("users", "firstSeenMs"),
+        ("scenario_answers", "lastAnsweredAt"),
+        ("scenario_answers", "lastStartedAt"),
+        ("message_marks", "at"),
+        ("message_marks", "expireAt"),
+        ("admin_requests", "createdAt"),
+        ("admin_requests", "expireAt"),
+    ];
+    for (collection, field) in expected {
+        assert!(
+            exempt.contains(&(collection.to_owned(), field.to_owned())),
+            "{collection}.{field} is not exempt"
+        );
+    }
+}
