@@ -2,7 +2,8 @@
 # Runs the service locally on http://127.0.0.1:${PORT:-8080} with the sample
 # scenarios in scenarios/. Uses the Firestore emulator at FIRESTORE_EMULATOR_HOST
 # (default 127.0.0.1:8681) when one answers there, and starts one otherwise.
-# Without LINE_CHANNEL_ACCESS_TOKEN, outbound messages are logged, not sent.
+# Without LINE_CHANNEL_ACCESS_TOKEN it is a dry run: nothing is sent to LINE, and
+# what the bot would say (texts, buttons, card titles) is printed instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/emulator.sh
@@ -21,4 +22,7 @@ export GOOGLE_CLOUD_PROJECT="${GOOGLE_CLOUD_PROJECT:-demo-line-survey}"
 export SCENARIOS_DIR="${SCENARIOS_DIR:-scenarios}"
 export LOG_FORMAT="${LOG_FORMAT:-pretty}"
 export HOST="${HOST:-127.0.0.1}"
+if [ -z "${LINE_CHANNEL_ACCESS_TOKEN:-}" ]; then
+  export LINE_DRY_RUN="${LINE_DRY_RUN:-true}"
+fi
 cargo run --release --locked --bin line-survey

@@ -262,3 +262,46 @@ async fn an_event_that_kept_failing_is_parked_and_a_replay_runs_it_through_the_g
     assert_eq!(worker.firestore.count("survey_responses").await, 1);
     assert_eq!(worker.line.accepted_of_kind("template"), 1, "nothing was sent again");
 }
+
+#[tokio::test]
+async fn an_unsend_in_the_same_request_as_its_message_leaves_no_text_and_at_most_one_effect() {
+    let app = spawn_app().await;
+    let user = events::new_user();
+    let message = events::text(&user, "my private words");
+    let message_id = message["message"]["id"].as_str().unwrap().to_owned();
+
+    let response = app
+        .post_webhook(&events::envelope(vec![message, events::unsend(&user, &message_id)]))
+        .await;
+    assert_eq!(response.status(), 200);
+    app.settled().await;
+
+    // Whichever came first wins the message's mark: the unsend (nothing sent) or
+    // the effect (the survey started once, the unsend found it too late).
+    let marks = app.firestore.list("message_marks").await;
+    assert_eq!(marks.len(), 1);
+    let sent = app.line.accepted().len();
+    match string_field(&marks[0], "state").as_deref() {
+        Some("unsent") => assert_eq!(sent, 0),
+        Some("processed") => assert_eq!(sent, 1),
+        other => panic!("unexpected mark {other:?}"),
+    }
+    assert!(!app.firestore.dump().await.contains("private words"));
+}
+
+#[tokio::test]
+async fn an_unsend_after_its_message_was_processed_changes_nothing_and_no_text_is_stored() {
+    let app = spawn_app().await;
+    let user = events::new_user();
+    let message = events::text(&user, "my private words");
+    let message_id = message["message"]["id"].as_str().unwrap().to_owned();
+    app.deliver(&message).await;
+    assert_eq!(app.line.accepted().len(), 1, "the survey started");
+
+    app.deliver(&events::unsend(&user, &message_id)).await;
+
+    assert_eq!(app.line.accepted().len(), 1);
+    let marks = app.firestore.list("message_marks").await;
+    assert_eq!(string_field(&marks[0], "state").as_deref(), Some("processed"));
+    assert!(!app.firestore.dump().await.contains("private words"));
+}

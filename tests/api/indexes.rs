@@ -48,6 +48,12 @@ fn monotonic_fields_no_query_uses_are_exempt_from_indexing() {
         ("webhook_inbox", "expireAt"),
         ("webhook_inbox", "leaseUntil"),
         ("webhook_inbox", "plan"),
+        // ULIDs start with their time: sequential too.
+        ("webhook_inbox", "webhookEventId"),
+        ("outbound_ledger", "webhookEventId"),
+        ("survey_responses", "webhookEventId"),
+        // Written by earlier versions; never queried any more (unsend goes by id).
+        ("webhook_inbox", "messageId"),
         ("outbound_ledger", "createdAt"),
         ("outbound_ledger", "expireAt"),
         ("outbound_ledger", "leaseUntil"),

@@ -111,3 +111,30 @@ async fn a_named_database_holds_everything_and_the_default_one_nothing() {
         "the default database is untouched"
     );
 }
+
+#[tokio::test]
+async fn a_local_dry_run_prints_what_the_bot_would_say() {
+    let project = crate::helpers::new_project_id();
+    let line = crate::helpers::line_stand_in::LineStandIn::start().await;
+    let service =
+        crate::helpers::process::ServiceProcess::start(&project, &line.uri(), &[("LINE_DRY_RUN", "true")]).await;
+    let firestore = FirestoreRest::new(&crate::helpers::emulator_host(), &project);
+    let user = events::new_user();
+    let client = reqwest::Client::new();
+
+    let status = crate::helpers::storm::post_event(&client, &service.address, &text(&user, "lunch please"))
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    firestore.settled(std::time::Duration::from_secs(20)).await;
+
+    crate::helpers::wait_until(std::time::Duration::from_secs(10), || {
+        service.log_text().contains("[dry run] reply:")
+    })
+    .await;
+    let output = service.log_text();
+    assert!(output.contains("A quick survey about today's lunch."), "{output}");
+    assert!(output.contains("How was the food? [Good] [Bad]"), "{output}");
+    assert!(!output.contains("lunch please"), "the user's own text is never printed");
+    assert!(line.calls().is_empty(), "nothing was sent");
+}
