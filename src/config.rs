@@ -154,7 +154,7 @@ impl Config {
             lease: Duration::from_millis(parse(&get, "LEASE_MS", 30_000)?),
             sweep_interval: Duration::from_millis(parse(&get, "SWEEP_INTERVAL_MS", 2_000)?),
             max_event_attempts: parse(&get, "MAX_EVENT_ATTEMPTS", 5)?,
-            max_send_attempts: parse(&get, "MAX_SEND_ATTEMPTS", 6)?,
+            max_send_attempts: parse(&get, "MAX_SEND_ATTEMPTS", 12)?,
             start_dedup: Duration::from_secs(parse(&get, "START_DEDUP_SECS", 30)?),
             shutdown_grace: Duration::from_millis(parse(&get, "SHUTDOWN_GRACE_MS", 8_000)?),
             instance_id: get("INSTANCE_ID").unwrap_or_else(default_instance_id),
@@ -207,11 +207,18 @@ impl Config {
                 ),
             });
         }
-        if self.reply_token_max_age > Duration::from_secs(60) {
-            return invalid(
-                "REPLY_TOKEN_MAX_AGE_SECS",
-                "must be at most 60: LINE's reply tokens live about a minute, and a reply retried after that would be taken for delivered",
-            );
+        // A reply may be attempted up to this age and take LINE_TIMEOUT_MS to
+        // arrive; it must reach LINE while the token (about a minute) lives, or a
+        // retry's "Invalid reply token" would be taken for delivered.
+        if self.reply_token_max_age + self.line_timeout > Duration::from_secs(60) {
+            return Err(ConfigError::Invalid {
+                name: "REPLY_TOKEN_MAX_AGE_SECS",
+                problem: format!(
+                    "{} s plus LINE_TIMEOUT_MS ({} ms) must stay within the reply token's life of 60 s",
+                    self.reply_token_max_age.as_secs(),
+                    self.line_timeout.as_millis()
+                ),
+            });
         }
         if self.firestore_database.is_empty() || self.firestore_database.contains('/') {
             return invalid("FIRESTORE_DATABASE", "must be (default) or a database id");
@@ -335,7 +342,8 @@ mod tests {
             ("MAX_BODY_BYTES", "0", "MAX_BODY_BYTES"),
             // Shorter than a commit (1.5 s) plus one LINE call (5 s).
             ("LEASE_MS", "6000", "LEASE_MS"),
-            ("REPLY_TOKEN_MAX_AGE_SECS", "61", "REPLY_TOKEN_MAX_AGE_SECS"),
+            // 56 s plus a 5 s LINE call would outlive the token.
+            ("REPLY_TOKEN_MAX_AGE_SECS", "56", "REPLY_TOKEN_MAX_AGE_SECS"),
             ("FIRESTORE_DATABASE", "a/b", "FIRESTORE_DATABASE"),
             ("START_DEDUP_SECS", "soon", "START_DEDUP_SECS"),
         ];

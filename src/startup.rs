@@ -59,8 +59,10 @@ impl Application {
         let shutdown = CancellationToken::new();
         let policy = RetryPolicy {
             max_attempts: config.max_send_attempts,
-            first_backoff: Duration::from_millis(200),
-            max_backoff: Duration::from_secs(30),
+            // Twelve pushes (the default) spread over about 13 minutes: a LINE
+            // outage of minutes does not park follow-ups.
+            first_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(300),
             reply_token_max_age: config.reply_token_max_age,
         };
         let courier = Courier::new(client, store.clone(), policy);

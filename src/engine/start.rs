@@ -16,8 +16,9 @@ pub(crate) enum StartVerdict {
 }
 
 /// `last_started_ms` and `event_ms` are event times, so a double tap processed
-/// late is still a double tap. A start after the window and before answering
-/// starts again: the user may have lost the message.
+/// late is still a double tap, and an event older than the last start (a late
+/// redelivery) never starts it again. A start after the window and before
+/// answering starts again: the user may have lost the message.
 pub(crate) fn start_verdict(
     answered: bool,
     last_started_ms: Option<i64>,
@@ -29,7 +30,9 @@ pub(crate) fn start_verdict(
     }
     let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
     match last_started_ms {
-        Some(started) if started.abs_diff(event_ms) < window_ms.unsigned_abs() => StartVerdict::RecentlyStarted,
+        Some(started) if event_ms < started || event_ms.saturating_sub(started) < window_ms => {
+            StartVerdict::RecentlyStarted
+        }
         _ => StartVerdict::Start,
     }
 }
@@ -49,6 +52,8 @@ mod tests {
             (false, Some(999_000), 1_000_000, StartVerdict::RecentlyStarted),
             // Processed out of order: the later tap started first.
             (false, Some(1_001_000), 1_000_000, StartVerdict::RecentlyStarted),
+            // A redelivery of a tap from long before the last start.
+            (false, Some(1_000_000), 100_000, StartVerdict::RecentlyStarted),
             (false, Some(970_001), 1_000_000, StartVerdict::RecentlyStarted),
             (false, Some(970_000), 1_000_000, StartVerdict::Start),
             (false, Some(100_000), 1_000_000, StartVerdict::Start),

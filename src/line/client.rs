@@ -159,8 +159,9 @@ impl LineClient {
                     .headers()
                     .get("retry-after")
                     .and_then(|value| value.to_str().ok())
-                    .and_then(|value| value.parse().ok())
-                    .map(Duration::from_secs),
+                    .and_then(|value| value.parse::<u64>().ok())
+                    // An hour at most: a wild value must not park a send for ever.
+                    .map(|seconds| Duration::from_secs(seconds.min(3600))),
             }),
             400..=499 => {
                 let reason = line_error_message(response).await;

@@ -62,23 +62,35 @@ struct Turn {
     attempted: Attempted,
 }
 
+/// What became of a delivery.
+#[derive(Debug, Clone)]
+pub(crate) enum Delivery {
+    /// The turn ended in this settlement (recorded, or left to the sweeper when
+    /// Firestore did not take it).
+    Settled(Settlement),
+    /// Another instance holds the action now, or Firestore did not answer before
+    /// a push could safely follow a refused reply: nothing was sent this turn,
+    /// and its lease decides who goes on.
+    NotSettled,
+}
+
 impl Courier {
     pub(crate) fn new(client: LineClient, store: Store, policy: RetryPolicy) -> Self {
         Self { client, store, policy }
     }
 
     /// Makes one call for the action and records the outcome, conditional on
-    /// `version`. Store errors while recording are logged: the lease then runs out
+    /// `version` (the version this sender holds). Store errors while recording are logged: the lease then runs out
     /// and the sweeper settles the entry again.
     #[tracing::instrument(skip_all, fields(ledger.id = ledger_id, user.id = %doc.line_user_id))]
-    pub(crate) async fn deliver(
-        &self,
-        ledger_id: &str,
-        doc: &LedgerDoc,
-        version: Version,
-        origin: Origin,
-    ) -> Settlement {
-        let Turn { settlement, attempted } = self.turn(doc, origin).await;
+    pub(crate) async fn deliver(&self, ledger_id: &str, doc: &LedgerDoc, version: Version, origin: Origin) -> Delivery {
+        let Some((Turn { settlement, attempted }, version)) = self.turn(ledger_id, doc, version, origin).await else {
+            tracing::info!(
+                outcome = "superseded",
+                "the action moved on before a push could follow the refused reply"
+            );
+            return Delivery::NotSettled;
+        };
         let route = route_name(attempted.route);
         match &settlement {
             Settlement::Sent | Settlement::Logged => tracing::info!(
@@ -108,17 +120,26 @@ impl Courier {
                 tracing::error!(error = %error, "could not record the send outcome; the sweeper will settle it")
             }
         }
-        settlement
+        Delivery::Settled(settlement)
     }
 
-    async fn turn(&self, doc: &LedgerDoc, origin: Origin) -> Turn {
+    /// One turn, and the version to record its outcome from; `None` when the
+    /// action moved on and this turn must not go on.
+    async fn turn(
+        &self,
+        ledger_id: &str,
+        doc: &LedgerDoc,
+        version: Version,
+        origin: Origin,
+    ) -> Option<(Turn, Version)> {
         let messages: Vec<Message> = match serde_json::from_str(&doc.messages) {
             Ok(messages) => messages,
             Err(error) => {
-                return Turn {
+                let turn = Turn {
                     settlement: Settlement::Failed(format!("stored messages unreadable: {error}")),
                     attempted: Attempted::unchanged(doc),
                 };
+                return Some((turn, version));
             }
         };
         if doc.route == RouteDoc::Reply
@@ -128,12 +149,23 @@ impl Courier {
             // be used again, never a push.
             let earlier_call_unknown = doc.reply_outcome_unknown || origin == Origin::Recovered;
             if self.reply_is_fresh(event_time_ms) {
-                match self.reply(doc, token, &messages, earlier_call_unknown).await {
-                    Some(turn) => return turn,
-                    None => tracing::warn!("reply refused before any attempt reached LINE; pushing instead"),
+                if let Some(turn) = self.reply(doc, token, &messages, earlier_call_unknown).await {
+                    return Some((turn, version));
                 }
+                // Refused before any attempt of ours reached LINE: a push cannot
+                // double it, once the entry says so (then no one replies again).
+                tracing::warn!("reply refused before any attempt reached LINE; pushing instead");
+                let version = match self.store.switch_to_push(ledger_id, version).await {
+                    Ok(Some(version)) => version,
+                    Ok(None) => return None,
+                    Err(error) => {
+                        tracing::warn!(error = %error, "could not record the switch to a push; the sweeper retries the action");
+                        return None;
+                    }
+                };
+                return Some((self.push(doc, &messages).await, version));
             } else if earlier_call_unknown {
-                return Turn {
+                let turn = Turn {
                     settlement: Settlement::Uncertain(
                         "a reply attempt's outcome is unknown and its token may have expired".into(),
                     ),
@@ -142,9 +174,10 @@ impl Courier {
                         ..Attempted::unchanged(doc)
                     },
                 };
+                return Some((turn, version));
             }
         }
-        self.push(doc, &messages).await
+        Some((self.push(doc, &messages).await, version))
     }
 
     /// One reply call. `None`: LINE refused it and no call of ours can have

@@ -4,7 +4,7 @@
 
 mod courier;
 
-pub(crate) use courier::{Courier, Origin, RetryPolicy};
+pub(crate) use courier::{Courier, Delivery, Origin, RetryPolicy};
 
 use crate::ids::{LineUserId, ScenarioId, deterministic_id};
 use crate::line::messages::Message;
@@ -84,6 +84,13 @@ pub(crate) struct OutboundAction {
 pub(crate) struct StagedAction {
     pub(crate) ledger_id: String,
     pub(crate) doc: LedgerDoc,
+}
+
+impl StagedAction {
+    /// Starts the entry's lease now, just before the commit that writes it.
+    pub(crate) fn renew_lease(&mut self, store: &Store) {
+        self.doc.lease_until = store.lease_from_now();
+    }
 }
 
 impl OutboundAction {

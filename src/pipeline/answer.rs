@@ -24,7 +24,7 @@ impl Processor {
             self.done_without_effect(hold)?;
             return Ok(Processed::AlreadyAnswered);
         }
-        let follow_up = work
+        let mut follow_up = work
             .action(
                 ActionKey::answer(&plan.answer_id),
                 &hold.key,
@@ -48,8 +48,10 @@ impl Processor {
             scenario_version: plan.scenario_version,
             webhook_event_id: &work.webhook_event_id,
         };
-        let ledger_id = follow_up.as_ref().map(|staged| staged.ledger_id.as_str());
         for _ in 0..COMMIT_ROUNDS {
+            if let Some(staged) = follow_up.as_mut() {
+                staged.renew_lease(&self.store);
+            }
             let entry = follow_up
                 .as_ref()
                 .map(|staged| (staged.ledger_id.as_str(), &staged.doc));
@@ -63,10 +65,10 @@ impl Processor {
                     self.done_without_effect(hold)?;
                     return Ok(Processed::AlreadyAnswered);
                 }
-                Effect::Changed => hold.find_out(&self.store, ledger_id).await?,
+                Effect::Changed => hold.find_out_patiently(&self.store, follow_up.as_ref()).await?,
                 Effect::Unknown(error) => {
                     tracing::warn!(error = %error, "the answer commit's outcome is unknown; reading what happened");
-                    hold.find_out(&self.store, ledger_id).await?
+                    hold.find_out_patiently(&self.store, follow_up.as_ref()).await?
                 }
                 Effect::Failed(error) => return Err(error.into()),
             };

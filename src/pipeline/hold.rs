@@ -1,7 +1,9 @@
 //! A worker's hold on one stored event, and what it does when a commit's outcome
 //! is unknown: it reads what happened before acting again.
 
-use crate::store::{InboxKey, InboxState, Store, StoreError, Version};
+use crate::outbound::StagedAction;
+use crate::store::{InboxKey, InboxState, LedgerState, Store, StoreError, Version, same_instant};
+use std::time::Duration;
 
 /// The event a worker is processing and the version of its inbox record the
 /// worker holds: every write it makes to the record names that version.
@@ -36,10 +38,41 @@ pub(super) enum Found {
     Superseded,
 }
 
+/// Reads after an unknown outcome: Firestore may still be slow, and giving up
+/// leaves the work to wait for its lease, so a few tries are worth it.
+const FIND_OUT_TRIES: u32 = 4;
+
 impl Hold {
+    /// [`Hold::find_out`], tried again (after 250 ms, 500 ms, 1 s) while the reads
+    /// themselves fail.
+    pub(super) async fn find_out_patiently(
+        &self,
+        store: &Store,
+        staged: Option<&StagedAction>,
+    ) -> Result<Found, StoreError> {
+        let mut wait = Duration::from_millis(250);
+        let mut tries = 1;
+        loop {
+            match self.find_out(store, staged).await {
+                Ok(found) => return Ok(found),
+                Err(error) if tries >= FIND_OUT_TRIES => return Err(error),
+                Err(error) => {
+                    tracing::warn!(error = %error, tries, "could not read what happened yet; trying again");
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                    tries += 1;
+                }
+            }
+        }
+    }
+
     /// Reads the inbox record (and the ledger entry the commit would have written)
-    /// in one round trip, to learn whether a commit landed.
-    pub(super) async fn find_out(&self, store: &Store, ledger_id: Option<&str>) -> Result<Found, StoreError> {
+    /// in one round trip, to learn whether a commit landed. The entry is this
+    /// worker's to send only if it is exactly as staged: pending, never
+    /// attempted, and holding the lease this worker wrote (a takeover, even by
+    /// this instance's sweeper, writes another).
+    pub(super) async fn find_out(&self, store: &Store, staged: Option<&StagedAction>) -> Result<Found, StoreError> {
+        let ledger_id = staged.map(|staged| staged.ledger_id.as_str());
         let (event, entry) = store.event_and_entry(&self.key, ledger_id).await?;
         let Some(event) = event else {
             return Ok(Found::Superseded);
@@ -51,9 +84,12 @@ impl Hold {
             return Ok(Found::Superseded);
         }
         let ours = entry.filter(|entry| {
-            entry.doc.state == crate::store::LedgerState::Pending
-                && entry.doc.attempts == 0
-                && entry.doc.lease_owner == store.instance_id()
+            staged.is_some_and(|staged| {
+                entry.doc.state == LedgerState::Pending
+                    && entry.doc.attempts == 0
+                    && entry.doc.lease_owner == store.instance_id()
+                    && same_instant(entry.doc.lease_until, staged.doc.lease_until)
+            })
         });
         Ok(Found::Landed(ours.map(|entry| entry.version)))
     }

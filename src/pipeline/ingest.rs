@@ -15,9 +15,10 @@ use crate::engine::{Decision, Engine, Ignored};
 use crate::line::webhook::{Envelope, Event, EventParse};
 use crate::metrics::Metrics;
 use crate::store::round_trips::counted;
-use crate::store::{Claim, InboxKey, MessageKey, NewEvent, Store, StoreError, UnsendOutcome};
+use crate::store::{Claim, InboxKey, InboxState, MessageKey, NewEvent, Store, StoreError, UnsendOutcome};
+use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Instant;
+use std::sync::Mutex;
 use tracing::Instrument;
 
 #[derive(Clone)]
@@ -26,7 +27,14 @@ pub(crate) struct Ingest {
     store: Store,
     pipeline: Arc<Pipeline>,
     metrics: Arc<Metrics>,
+    /// Inbox ids whose claim got no answer (it may have landed, leased to us):
+    /// when LINE's redelivery finds the record, this instance takes it up at once
+    /// instead of leaving it until its lease runs out.
+    unanswered_claims: Arc<Mutex<HashSet<String>>>,
 }
+
+/// Bounds the memory of unanswered claims; beyond it they wait for their leases.
+const MAX_UNANSWERED_CLAIMS: usize = 10_000;
 
 /// Some events could not be stored; LINE should deliver the request again.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +50,7 @@ impl Ingest {
             store,
             pipeline,
             metrics,
+            unanswered_claims: Arc::default(),
         }
     }
 
@@ -123,12 +132,23 @@ impl Ingest {
             plan,
             held: slot.is_some(),
         };
-        let lease_until = Instant::now() + self.store.lease();
+        let lease_until = super::lease_deadline(self.store.lease());
         let (claim, round_trips) = counted(self.store.claim_event(&key, new)).await;
-        match claim? {
+        let claim = match claim {
+            Ok(claim) => claim,
+            Err(error) => {
+                self.remember_unanswered(&key);
+                return Err(error);
+            }
+        };
+        match claim {
             Claim::Duplicate => {
                 self.metrics.record("redelivery", round_trips);
                 tracing::info!(inbox.id = key.as_str(), outcome = "duplicate", "event acknowledged");
+                if self.forget_unanswered(&key) {
+                    let ingest = self.clone();
+                    tokio::spawn(async move { ingest.adopt(key).await });
+                }
             }
             Claim::Claimed { version } => {
                 let queued = slot.is_some();
@@ -139,6 +159,7 @@ impl Ingest {
                         work,
                         lease_until,
                         attempt: 1,
+                        recovered: false,
                         claim_round_trips: Some(round_trips),
                     }));
                 }
@@ -151,6 +172,68 @@ impl Ingest {
             }
         }
         Ok(())
+    }
+
+    fn remember_unanswered(&self, key: &InboxKey) {
+        if let Ok(mut keys) = self.unanswered_claims.lock() {
+            if keys.len() >= MAX_UNANSWERED_CLAIMS {
+                keys.clear();
+            }
+            keys.insert(key.as_str().to_owned());
+        }
+    }
+
+    fn forget_unanswered(&self, key: &InboxKey) -> bool {
+        self.unanswered_claims
+            .lock()
+            .map(|mut keys| keys.remove(key.as_str()))
+            .unwrap_or(false)
+    }
+
+    /// Takes up an event whose claim landed although its answer was lost: it is
+    /// leased to this instance, which is not working on it.
+    async fn adopt(&self, key: InboxKey) {
+        let record = match self.store.event(&key).await {
+            Ok(Some(record)) => record,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::warn!(inbox.id = key.as_str(), error = %error, "could not read an unanswered claim; its lease will run out");
+                return;
+            }
+        };
+        let ours = record.doc.state == InboxState::Pending && record.doc.lease_owner == self.store.instance_id();
+        let Some(Ok(work)) = record.doc.plan.as_deref().map(Work::decode) else {
+            return;
+        };
+        if !ours || self.pipeline.in_hand.contains(key.as_str()) {
+            return;
+        }
+        let Some(slot) = self.pipeline.try_reserve() else {
+            return;
+        };
+        let lease_until = super::lease_deadline(self.store.lease());
+        match self.store.take_over_event(&record).await {
+            Ok(Some(version)) => {
+                tracing::info!(
+                    inbox.id = key.as_str(),
+                    outcome = "adopted",
+                    "a claim whose answer was lost is taken up"
+                );
+                slot.send(Job::Event(EventJob {
+                    key,
+                    version,
+                    work,
+                    lease_until,
+                    attempt: record.doc.attempts + 1,
+                    recovered: false,
+                    claim_round_trips: None,
+                }));
+            }
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(inbox.id = key.as_str(), error = %error, "could not take up an unanswered claim; its lease will run out")
+            }
+        }
     }
 
     async fn unsend(&self, destination: &str, message_id: &str) -> Result<(), StoreError> {

@@ -11,7 +11,7 @@
 use crate::engine::{Engine, ManualStartError};
 use crate::ids::{LineUserId, ScenarioId};
 use crate::line::messages::Message;
-use crate::outbound::{ActionKey, Courier, Origin, OutboundAction};
+use crate::outbound::{ActionKey, Courier, Delivery, Origin, OutboundAction};
 use crate::store::{LedgerState, Recorded, RequestCheck, Settlement, Store, StoreError};
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
@@ -161,10 +161,11 @@ impl ManualSender {
             Err(error) => return UserSend::Failed(error.to_string()),
         };
         match self.courier.deliver(&staged.ledger_id, &doc, version, origin).await {
-            Settlement::Sent => UserSend::Sent,
-            Settlement::Logged => UserSend::Logged,
-            Settlement::RetryAt { error, .. } => UserSend::RetryLater(error),
-            Settlement::Uncertain(reason) | Settlement::Failed(reason) => UserSend::Failed(reason),
+            Delivery::Settled(Settlement::Sent) => UserSend::Sent,
+            Delivery::Settled(Settlement::Logged) => UserSend::Logged,
+            Delivery::Settled(Settlement::RetryAt { error, .. }) => UserSend::RetryLater(error),
+            Delivery::Settled(Settlement::Uncertain(reason) | Settlement::Failed(reason)) => UserSend::Failed(reason),
+            Delivery::NotSettled => UserSend::RetryLater("another instance holds the push".into()),
         }
     }
 }

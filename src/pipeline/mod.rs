@@ -59,6 +59,9 @@ pub(crate) struct EventJob {
     pub(crate) lease_until: Instant,
     /// Which processing attempt this is (1 for a fresh event).
     pub(crate) attempt: u32,
+    /// Taken over by a sweeper: its attempt is not counted in the store yet (a
+    /// fresh event's first attempt is implied by its claim).
+    pub(crate) recovered: bool,
     /// Firestore round trips spent storing it, for the metrics; `None` when this
     /// instance did not store it (a recovery).
     pub(crate) claim_round_trips: Option<u32>,
@@ -68,7 +71,13 @@ pub(crate) struct OutboundJob {
     pub(crate) id: String,
     pub(crate) doc: LedgerDoc,
     pub(crate) version: Version,
+    /// When the lease in `version` runs out.
+    pub(crate) lease_until: Instant,
 }
+
+/// Sends due for another turn wait here, ahead of new events: a reply's retries
+/// run against its token's clock, and each is one LINE call.
+const SEND_QUEUE: usize = 64;
 
 #[derive(Debug, Clone)]
 pub(crate) struct PipelineSettings {
@@ -80,12 +89,27 @@ pub(crate) struct PipelineSettings {
     pub(crate) max_event_attempts: u32,
 }
 
+/// When a lease taken now for `lease` runs out, as this process's clock sees it.
+fn lease_deadline(lease: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(lease).unwrap_or(now)
+}
+
 /// Ids of the records queued or running on this instance: the sweeper never takes
 /// over what this instance already holds, even when its lease ran out in the queue.
 #[derive(Default)]
 pub(crate) struct InHand(Mutex<HashSet<String>>);
 
 impl InHand {
+    /// Holds `id` until the returned guard is dropped.
+    fn hold(self: &Arc<Self>, id: &str) -> Held {
+        self.insert(id);
+        Held {
+            in_hand: self.clone(),
+            id: id.to_owned(),
+        }
+    }
+
     fn insert(&self, id: &str) {
         if let Ok(mut ids) = self.0.lock() {
             ids.insert(id.to_owned());
@@ -107,8 +131,22 @@ impl InHand {
     }
 }
 
+/// Removes a job's id from [`InHand`] when the job ends, however it ends (even a
+/// panic), so the sweeper can take its record again once the lease runs out.
+struct Held {
+    in_hand: Arc<InHand>,
+    id: String,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.in_hand.remove(&self.id);
+    }
+}
+
 pub(crate) struct Pipeline {
     jobs: mpsc::Sender<Job>,
+    sends: mpsc::Sender<Job>,
     shutdown: CancellationToken,
     tasks: tokio::sync::Mutex<Vec<JoinHandle<()>>>,
     processor: Arc<Processor>,
@@ -137,10 +175,12 @@ impl Pipeline {
         shutdown: CancellationToken,
     ) -> Arc<Self> {
         let (jobs, queue) = mpsc::channel(settings.queue_capacity.max(1));
-        let in_hand = Arc::new(InHand::default());
+        let (sends, send_queue) = mpsc::channel(SEND_QUEUE);
+        let in_hand = processor.in_hand.clone();
         let slots = (settings.workers > 0).then(|| Arc::new(Semaphore::new(settings.workers)));
         let pipeline = Arc::new(Self {
             jobs,
+            sends,
             shutdown: shutdown.clone(),
             tasks: tokio::sync::Mutex::new(Vec::new()),
             processor: processor.clone(),
@@ -148,7 +188,11 @@ impl Pipeline {
             slots: slots.clone(),
         });
         if let Some(slots) = slots {
-            let workers = tokio::spawn(run_workers(processor, queue, slots, in_hand, shutdown.clone()));
+            let queues = Queues {
+                sends: send_queue,
+                events: queue,
+            };
+            let workers = tokio::spawn(run_workers(processor, queues, slots, in_hand, shutdown.clone()));
             let sweeper = tokio::spawn(sweeper::run(pipeline.clone(), settings, shutdown));
             if let Ok(mut tasks) = pipeline.tasks.try_lock() {
                 tasks.push(workers);
@@ -161,14 +205,28 @@ impl Pipeline {
     /// Reserves room for one job, unless the queue is full, the instance stops,
     /// or it has no workers: then the record is left for any sweeper.
     pub(crate) fn try_reserve(&self) -> Option<QueueSlot<'_>> {
+        self.reserve_in(&self.jobs)
+    }
+
+    /// Reserves room in the send queue, which workers take from first.
+    pub(crate) fn try_reserve_send(&self) -> Option<QueueSlot<'_>> {
+        self.reserve_in(&self.sends)
+    }
+
+    fn reserve_in<'a>(&'a self, queue: &'a mpsc::Sender<Job>) -> Option<QueueSlot<'a>> {
         if self.shutdown.is_cancelled() || self.slots.is_none() {
             return None;
         }
-        let permit = self.jobs.try_reserve().ok()?;
+        let permit = queue.try_reserve().ok()?;
         Some(QueueSlot {
             permit,
             in_hand: &self.in_hand,
         })
+    }
+
+    /// Room left in the send queue.
+    fn send_room(&self) -> usize {
+        self.sends.capacity()
     }
 
     /// Workers free right now: the sweeper takes over no more than can start at once.
@@ -197,11 +255,40 @@ impl Pipeline {
     }
 }
 
-/// Takes jobs off the queue and runs each in its own task, at most `workers` at
+/// The two queues workers take jobs from: sends first.
+struct Queues {
+    sends: mpsc::Receiver<Job>,
+    events: mpsc::Receiver<Job>,
+}
+
+impl Queues {
+    async fn next(&mut self) -> Option<Job> {
+        tokio::select! {
+            biased;
+            Some(job) = self.sends.recv() => Some(job),
+            job = self.events.recv() => job,
+        }
+    }
+
+    fn close_and_drain(&mut self) -> Vec<Job> {
+        self.sends.close();
+        self.events.close();
+        let mut left = Vec::new();
+        while let Ok(job) = self.sends.try_recv() {
+            left.push(job);
+        }
+        while let Ok(job) = self.events.try_recv() {
+            left.push(job);
+        }
+        left
+    }
+}
+
+/// Takes jobs off the queues and runs each in its own task, at most `workers` at
 /// once. On shutdown, queued jobs are handed back and running ones finish.
 async fn run_workers(
     processor: Arc<Processor>,
-    mut queue: mpsc::Receiver<Job>,
+    mut queues: Queues,
     slots: Arc<Semaphore>,
     in_hand: Arc<InHand>,
     shutdown: CancellationToken,
@@ -210,7 +297,7 @@ async fn run_workers(
     loop {
         let job = tokio::select! {
             _ = shutdown.cancelled() => break,
-            job = queue.recv() => match job { Some(job) => job, None => break },
+            job = queues.next() => match job { Some(job) => job, None => break },
         };
         let slot = tokio::select! {
             slot = slots.clone().acquire_owned() => slot,
@@ -223,22 +310,24 @@ async fn run_workers(
         let Ok(slot) = slot else {
             break;
         };
-        let (processor, in_hand) = (processor.clone(), in_hand.clone());
+        let processor = processor.clone();
+        let held = Held {
+            in_hand: in_hand.clone(),
+            id: job.id().to_owned(),
+        };
         running.spawn(async move {
-            let id = job.id().to_owned();
             processor.run(job).await;
-            in_hand.remove(&id);
+            drop(held);
             drop(slot);
         });
         // Reap finished tasks so the set does not grow without bound.
         while running.try_join_next().is_some() {}
     }
-    queue.close();
-    let mut handed_back = 0;
-    while let Ok(job) = queue.try_recv() {
+    let left = queues.close_and_drain();
+    let handed_back = left.len();
+    for job in left {
         processor.hand_back(&job).await;
         in_hand.remove(job.id());
-        handed_back += 1;
     }
     if handed_back > 0 {
         tracing::info!(jobs = handed_back, "queued work handed back at shutdown");

@@ -11,7 +11,7 @@ use super::hold::{Failure, Hold};
 use super::processed::Processed;
 use super::work::Work;
 use super::worker::{Processor, event_span};
-use crate::outbound::Origin;
+use crate::outbound::{Delivery, Origin};
 use crate::store::{DeadLetterKind, InboxKey, InboxState, LedgerState, RouteDoc, Settlement, StoreError};
 use std::sync::Arc;
 use tracing::Instrument;
@@ -95,9 +95,22 @@ impl Replayer {
             Err(Failure::Superseded) => Err(ReplayError::NotParked("pending")),
             Err(Failure::Store(error)) => {
                 let reason = format!("replay failed: {error}");
-                let parked = store.park_event(key, version, &record.doc, &reason).await;
-                tracing::error!(inbox.id = key.as_str(), reason = %reason, parked = parked.is_ok(), "replayed event failed again");
-                Err(ReplayError::FailedAgain(reason))
+                match store.park_event(key, version, &record.doc, &reason).await {
+                    Ok(true) => {
+                        tracing::error!(inbox.id = key.as_str(), reason = %reason, outcome = "parked", "replayed event failed again");
+                        Err(ReplayError::FailedAgain(reason))
+                    }
+                    // The commit thought lost had landed, or another instance took
+                    // the event: say what the record is now.
+                    Ok(false) => match store.event(key).await? {
+                        Some(now) => Err(ReplayError::NotParked(now.doc.state.as_str())),
+                        None => Err(ReplayError::UnknownLetter(letter_id.to_owned())),
+                    },
+                    Err(park) => {
+                        tracing::error!(inbox.id = key.as_str(), error = %park, "a failed replay could not be parked again; its lease will run out and the sweeper retries it");
+                        Err(ReplayError::Store(park))
+                    }
+                }
             }
         }
     }
@@ -122,10 +135,14 @@ impl Replayer {
         doc.attempts = 0;
         doc.reply_token = None;
         doc.lease_owner = store.instance_id().to_owned();
-        Ok(self
+        match self
             .processor
             .courier()
             .deliver(ledger_id, &doc, version, Origin::Fresh)
-            .await)
+            .await
+        {
+            Delivery::Settled(settlement) => Ok(settlement),
+            Delivery::NotSettled => Err(ReplayError::NotParked("pending")),
+        }
     }
 }

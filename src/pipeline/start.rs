@@ -80,7 +80,7 @@ impl Processor {
             Some((marker_id, scenario, user)) => Some(self.store.scenario_progress(marker_id, scenario, user).await?),
             None => None,
         };
-        let staged = work
+        let mut staged = work
             .action(
                 ActionKey::event(hold.key.as_str()),
                 &hold.key,
@@ -117,6 +117,9 @@ impl Processor {
                 }),
                 _ => None,
             };
+            if let Some(staged) = staged.as_mut() {
+                staged.renew_lease(&self.store);
+            }
             let action = staged.as_ref().filter(|_| starts);
             let effects = EffectWrites {
                 tag: starting.tag.map(|tag| (user, tag)),
@@ -147,8 +150,7 @@ impl Processor {
                 }
                 Effect::Unknown(error) => {
                     tracing::warn!(error = %error, "the start commit's outcome is unknown; reading what happened");
-                    let ledger_id = action.map(|staged| staged.ledger_id.as_str());
-                    match hold.find_out(&self.store, ledger_id).await? {
+                    match hold.find_out_patiently(&self.store, action).await? {
                         Found::Landed(version) => {
                             self.send(action, version).await;
                             return Ok(Ended::Verdict(verdict));

@@ -11,9 +11,8 @@
 
 use super::work::Work;
 use super::{EventJob, Job, OutboundJob, Pipeline, PipelineSettings};
-use crate::store::{DeadLetterKind, InboxDoc, InboxKey, Store, StoreError, Stored, Swept};
+use crate::store::{DeadLetterKind, InboxDoc, InboxKey, LedgerDoc, Store, StoreError, Stored, Swept};
 use std::sync::Arc;
-use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// Records looked at per sweep and kind, at most.
@@ -27,19 +26,20 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, settings: PipelineSettings, shu
             _ = shutdown.cancelled() => return,
             _ = interval.tick() => {}
         }
-        let mut budget = pipeline.idle_workers().min(BATCH);
-        if budget == 0 {
-            continue;
-        }
-        match sweep_events(&pipeline, &settings, budget).await {
-            Ok(taken) => budget = budget.saturating_sub(taken),
-            Err(error) => tracing::warn!(error = %error, "sweep of expired events failed"),
-        }
-        if budget == 0 {
-            continue;
-        }
-        if let Err(error) = sweep_outbound(&pipeline, budget).await {
+        // Sends first, into their own queue that workers take from first: a
+        // reply's retries run against its token's clock, and each is one call.
+        let sends = pipeline.send_room().min(BATCH);
+        if sends > 0
+            && let Err(error) = sweep_outbound(&pipeline, sends).await
+        {
             tracing::warn!(error = %error, "sweep of pending outbound actions failed");
+        }
+        // Events: no more than can start at once.
+        let events = pipeline.idle_workers().min(BATCH);
+        if events > 0
+            && let Err(error) = sweep_events(&pipeline, &settings, events).await
+        {
+            tracing::warn!(error = %error, "sweep of expired events failed");
         }
     }
 }
@@ -71,60 +71,99 @@ async fn candidate<T>(
     }
 }
 
-/// Takes over up to `budget` expired events; returns how many it took.
-async fn sweep_events(pipeline: &Pipeline, settings: &PipelineSettings, budget: usize) -> Result<usize, StoreError> {
-    let store = pipeline.processor.store();
-    let mut taken = 0;
-    for swept in store.expired_events(query_limit(pipeline, budget)).await? {
-        let Some(record) = candidate(pipeline, DeadLetterKind::Event, swept).await? else {
-            continue;
-        };
+/// What the sweeper did with one record.
+enum Step {
+    Took,
+    Skipped,
+    /// No queue room left (the instance stops, or the queue filled up).
+    Stop,
+}
+
+/// One record's errors do not stop the sweep for the others; this many in one
+/// sweep do (Firestore is then down, and each would wait out its timeout).
+const ERRORS_PER_SWEEP: usize = 3;
+
+/// Runs `step` over `records` until `budget` records were taken.
+async fn sweep<T, F>(records: Vec<Swept<T>>, budget: usize, mut step: impl FnMut(Swept<T>) -> F) -> usize
+where
+    F: std::future::Future<Output = Result<Step, StoreError>>,
+{
+    let (mut taken, mut errors) = (0, 0);
+    for record in records {
         if taken >= budget {
             break;
         }
-        let key = InboxKey::from_document_id(record.id.clone());
-        if record.doc.attempts >= settings.max_event_attempts {
-            let reason = record.doc.last_error.as_deref().unwrap_or("processing did not finish");
-            let reason = format!("gave up after {} attempts: {reason}", record.doc.attempts);
-            tracing::error!(inbox.id = key.as_str(), event.id = %record.doc.webhook_event_id, reason = %reason, outcome = "parked", "event parked as a dead letter");
-            store.park_event(&key, record.version, &record.doc, &reason).await?;
-            continue;
+        match step(record).await {
+            Ok(Step::Took) => taken += 1,
+            Ok(Step::Skipped) => {}
+            Ok(Step::Stop) => break,
+            Err(error) => {
+                tracing::warn!(error = %error, "a record could not be swept; it is tried again later");
+                errors += 1;
+                if errors >= ERRORS_PER_SWEEP {
+                    break;
+                }
+            }
         }
-        let work = match record.doc.plan.as_deref().map(Work::decode) {
-            Some(Ok(work)) => work,
-            Some(Err(reason)) => {
-                park_plan(store, &key, &record, &reason).await?;
-                continue;
-            }
-            None => {
-                park_plan(store, &key, &record, "the stored event has no plan").await?;
-                continue;
-            }
-        };
-        // Stopping, or the queue filled up meanwhile: leave the rest.
-        let Some(slot) = pipeline.try_reserve() else {
-            break;
-        };
-        let lease_until = Instant::now() + store.lease();
-        let Some(version) = store.take_over_event(&record).await? else {
-            continue;
-        };
-        let attempt = record.doc.attempts + 1;
-        tracing::info!(inbox.id = key.as_str(), event.id = %record.doc.webhook_event_id, attempt, "taking over an expired event");
-        slot.send(Job::Event(EventJob {
-            key,
-            version,
-            work,
-            lease_until,
-            attempt,
-            claim_round_trips: None,
-        }));
-        taken += 1;
     }
-    Ok(taken)
+    taken
 }
 
-async fn park_plan(store: &Store, key: &InboxKey, record: &Stored<InboxDoc>, reason: &str) -> Result<(), StoreError> {
+/// Takes over up to `budget` expired events.
+async fn sweep_events(pipeline: &Pipeline, settings: &PipelineSettings, budget: usize) -> Result<(), StoreError> {
+    let records = pipeline
+        .processor
+        .store()
+        .expired_events(query_limit(pipeline, budget))
+        .await?;
+    sweep(records, budget, |swept| take_event(pipeline, settings, swept)).await;
+    Ok(())
+}
+
+async fn take_event(
+    pipeline: &Pipeline,
+    settings: &PipelineSettings,
+    swept: Swept<InboxDoc>,
+) -> Result<Step, StoreError> {
+    let store = pipeline.processor.store();
+    let Some(record) = candidate(pipeline, DeadLetterKind::Event, swept).await? else {
+        return Ok(Step::Skipped);
+    };
+    let key = InboxKey::from_document_id(record.id.clone());
+    if record.doc.attempts >= settings.max_event_attempts {
+        let reason = record.doc.last_error.as_deref().unwrap_or("processing did not finish");
+        let reason = format!("gave up after {} attempts: {reason}", record.doc.attempts);
+        tracing::error!(inbox.id = key.as_str(), event.id = %record.doc.webhook_event_id, reason = %reason, outcome = "parked", "event parked as a dead letter");
+        store.park_event(&key, record.version, &record.doc, &reason).await?;
+        return Ok(Step::Skipped);
+    }
+    let work = match record.doc.plan.as_deref().map(Work::decode) {
+        Some(Ok(work)) => work,
+        Some(Err(reason)) => return park_plan(store, &key, &record, &reason).await,
+        None => return park_plan(store, &key, &record, "the stored event has no plan").await,
+    };
+    let Some(slot) = pipeline.try_reserve() else {
+        return Ok(Step::Stop);
+    };
+    let lease_until = super::lease_deadline(store.lease());
+    let Some(version) = store.take_over_event(&record).await? else {
+        return Ok(Step::Skipped);
+    };
+    let attempt = record.doc.attempts + 1;
+    tracing::info!(inbox.id = key.as_str(), event.id = %record.doc.webhook_event_id, attempt, "taking over an expired event");
+    slot.send(Job::Event(EventJob {
+        key,
+        version,
+        work,
+        lease_until,
+        attempt,
+        recovered: true,
+        claim_round_trips: None,
+    }));
+    Ok(Step::Took)
+}
+
+async fn park_plan(store: &Store, key: &InboxKey, record: &Stored<InboxDoc>, reason: &str) -> Result<Step, StoreError> {
     tracing::error!(
         inbox.id = key.as_str(),
         reason,
@@ -132,32 +171,38 @@ async fn park_plan(store: &Store, key: &InboxKey, record: &Stored<InboxDoc>, rea
         "an event without a readable plan was parked"
     );
     store.park_event(key, record.version, &record.doc, reason).await?;
+    Ok(Step::Skipped)
+}
+
+/// Takes over up to `budget` pending actions that are due.
+async fn sweep_outbound(pipeline: &Pipeline, budget: usize) -> Result<(), StoreError> {
+    let records = pipeline
+        .processor
+        .store()
+        .expired_outbound(query_limit(pipeline, budget))
+        .await?;
+    sweep(records, budget, |swept| take_outbound(pipeline, swept)).await;
     Ok(())
 }
 
-async fn sweep_outbound(pipeline: &Pipeline, budget: usize) -> Result<(), StoreError> {
+async fn take_outbound(pipeline: &Pipeline, swept: Swept<LedgerDoc>) -> Result<Step, StoreError> {
     let store = pipeline.processor.store();
-    let mut taken = 0;
-    for swept in store.expired_outbound(query_limit(pipeline, budget)).await? {
-        let Some(record) = candidate(pipeline, DeadLetterKind::Outbound, swept).await? else {
-            continue;
-        };
-        if taken >= budget {
-            break;
-        }
-        let Some(slot) = pipeline.try_reserve() else {
-            break;
-        };
-        let Some(version) = store.take_over_outbound(&record).await? else {
-            continue;
-        };
-        tracing::info!(ledger.id = %record.id, attempts = record.doc.attempts, "taking over a pending outbound action");
-        slot.send(Job::Outbound(OutboundJob {
-            id: record.id,
-            doc: record.doc,
-            version,
-        }));
-        taken += 1;
-    }
-    Ok(())
+    let Some(record) = candidate(pipeline, DeadLetterKind::Outbound, swept).await? else {
+        return Ok(Step::Skipped);
+    };
+    let Some(slot) = pipeline.try_reserve_send() else {
+        return Ok(Step::Stop);
+    };
+    let lease_until = super::lease_deadline(store.lease());
+    let Some(version) = store.take_over_outbound(&record).await? else {
+        return Ok(Step::Skipped);
+    };
+    tracing::info!(ledger.id = %record.id, attempts = record.doc.attempts, "taking over a pending outbound action");
+    slot.send(Job::Outbound(OutboundJob {
+        id: record.id,
+        doc: record.doc,
+        version,
+        lease_until,
+    }));
+    Ok(Step::Took)
 }

@@ -6,7 +6,7 @@
 use super::hold::{Failure, Hold};
 use super::processed::Processed;
 use super::work::{Plan, Work};
-use super::{EventJob, Job};
+use super::{EventJob, InHand, Job};
 use crate::metrics::Metrics;
 use crate::outbound::{Courier, Origin, StagedAction};
 use crate::store::round_trips::counted;
@@ -28,6 +28,8 @@ pub(crate) struct Processor {
     pub(super) courier: Courier,
     metrics: Arc<Metrics>,
     pub(super) settings: ProcessorSettings,
+    /// Records this instance holds: the sweeper leaves them alone.
+    pub(super) in_hand: Arc<InHand>,
 }
 
 impl Processor {
@@ -37,6 +39,7 @@ impl Processor {
             courier,
             metrics,
             settings,
+            in_hand: Arc::new(InHand::default()),
         }
     }
 
@@ -60,9 +63,29 @@ impl Processor {
                 }
             }
             Job::Outbound(job) => {
-                self.courier
-                    .deliver(&job.id, &job.doc, job.version, Origin::Recovered)
-                    .await;
+                // A send that waited in the queue for more than half its lease
+                // renews it first (conditionally): the call must not outlive it.
+                let version = if job.lease_until.saturating_duration_since(Instant::now()) >= self.store.lease() / 2 {
+                    Some(job.version)
+                } else {
+                    match self.store.renew_outbound(&job.id, job.version, job.doc.attempts).await {
+                        Ok(version) => version,
+                        Err(error) => {
+                            tracing::warn!(ledger.id = %job.id, error = %error, "could not renew the lease; the action is left to the sweeper");
+                            None
+                        }
+                    }
+                };
+                match version {
+                    Some(version) => {
+                        self.courier
+                            .deliver(&job.id, &job.doc, version, Origin::Recovered)
+                            .await;
+                    }
+                    None => {
+                        tracing::info!(ledger.id = %job.id, outcome = "superseded", "the action was taken over while it waited")
+                    }
+                }
             }
         }
     }
@@ -103,10 +126,11 @@ impl Processor {
     }
 
     /// A lease covers work in progress: a job that waited in the queue for more
-    /// than half its lease renews it (conditionally) before it starts.
+    /// than half its lease renews it (conditionally) before it starts, and a
+    /// recovered job counts its attempt now that it starts.
     async fn pick_up(&self, job: &EventJob) -> Result<Version, Failure> {
         let half = self.store.lease() / 2;
-        if job.lease_until.saturating_duration_since(Instant::now()) >= half {
+        if !job.recovered && job.lease_until.saturating_duration_since(Instant::now()) >= half {
             return Ok(job.version);
         }
         match self.store.start_event(&job.key, job.version, job.attempt).await {
@@ -150,6 +174,8 @@ impl Processor {
     /// seen: a write always has one) it is left to the sweeper.
     pub(super) async fn send(&self, staged: Option<&StagedAction>, version: Option<Version>) {
         if let (Some(staged), Some(version)) = (staged, version) {
+            // Held while it is sent: this instance's sweeper must not take it over.
+            let _held = self.in_hand.hold(&staged.ledger_id);
             self.courier
                 .deliver(&staged.ledger_id, &staged.doc, version, Origin::Fresh)
                 .await;

@@ -4,6 +4,7 @@
 
 use super::docs::AdminRequestDoc;
 use super::docs::collections::ADMIN_REQUESTS;
+use super::later;
 use super::writes::{CommitOutcome, create};
 use super::{Store, StoreError};
 use crate::ids::deterministic_id;
@@ -37,7 +38,7 @@ impl Store {
             operation: operation.to_owned(),
             body_hash: body_hash.to_owned(),
             created_at: now,
-            expire_at: now + REQUEST_RETENTION,
+            expire_at: later(now, REQUEST_RETENTION),
         };
         let write = create(self.document_path(ADMIN_REQUESTS, &id), &doc)?;
         match self.commit(vec![write]).await {

@@ -11,6 +11,7 @@
 
 use super::docs::collections::{DEAD_LETTERS, OUTBOUND_LEDGER, WEBHOOK_INBOX};
 use super::docs::{DeadLetterDoc, DeadLetterKind, InboxDoc, InboxState, LedgerDoc, shard_of};
+use super::later;
 use super::lease::{Stored, Swept};
 use super::settler::Settle;
 use super::writes::{CommitOutcome, Expect, create, delete, expecting, merge, merge_deleting, set};
@@ -92,10 +93,14 @@ impl Store {
             plan: Some(event.plan),
             state: InboxState::Pending,
             lease_owner: self.options.instance_id.clone(),
-            lease_until: if event.held { now + self.options.lease } else { now },
+            lease_until: if event.held {
+                later(now, self.options.lease)
+            } else {
+                now
+            },
             attempts: 0,
             received_at: now,
-            expire_at: now + INBOX_RETENTION,
+            expire_at: later(now, INBOX_RETENTION),
             last_error: None,
             shard: shard_of(key.as_str()),
         };
@@ -130,15 +135,15 @@ impl Store {
         Ok(())
     }
 
-    /// Renews the lease for a worker starting attempt `attempt`. `None`: another
-    /// instance took the event over (or finished it) meanwhile.
+    /// Renews the lease for a worker starting attempt `attempt`, and counts the
+    /// attempt. `None`: another instance took the event over (or finished it).
     pub(crate) async fn start_event(
         &self,
         key: &InboxKey,
         version: Version,
         attempt: u32,
     ) -> Result<Option<Version>, StoreError> {
-        let until = FirestoreInstant::now() + self.options.lease;
+        let until = later(FirestoreInstant::now(), self.options.lease);
         self.lease_to_me(WEBHOOK_INBOX, key.as_str(), version, attempt, until)
             .await
     }
@@ -156,7 +161,7 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let change = StateChange {
             state: InboxState::Pending,
-            lease_until: FirestoreInstant::now() + retry_in,
+            lease_until: later(FirestoreInstant::now(), retry_in),
             attempts: Some(attempts),
             last_error: error,
         };
@@ -253,7 +258,7 @@ impl Store {
     /// Takes over an expired event to start an attempt at once. `Some(version)`
     /// when this instance won.
     pub(crate) async fn take_over_event(&self, record: &Stored<InboxDoc>) -> Result<Option<Version>, StoreError> {
-        let until = FirestoreInstant::now() + self.options.lease;
+        let until = later(FirestoreInstant::now(), self.options.lease);
         self.lease_to_me(
             WEBHOOK_INBOX,
             &record.id,
@@ -302,7 +307,7 @@ impl Store {
             state: InboxState::Pending,
             attempts: 1,
             lease_owner: &self.options.instance_id,
-            lease_until: FirestoreInstant::now() + self.options.lease,
+            lease_until: later(FirestoreInstant::now(), self.options.lease),
         };
         let writes = vec![
             expecting(
@@ -311,11 +316,7 @@ impl Store {
             ),
             delete(self.document_path(DEAD_LETTERS, &dead_letter_id(DeadLetterKind::Event, key.as_str()))),
         ];
-        match self.commit(writes).await {
-            CommitOutcome::Committed(versions) => Ok(versions.into_iter().next().flatten()),
-            CommitOutcome::Changed | CommitOutcome::AlreadyExists => Ok(None),
-            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
-        }
+        self.commit(writes).await.first_version()
     }
 
     /// Commits writes whose first one is a state change conditional on a version.

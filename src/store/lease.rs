@@ -121,9 +121,25 @@ impl Store {
         match self.commit(vec![expecting(write, Expect::At(version))]).await {
             CommitOutcome::Committed(versions) => Ok(versions.into_iter().next().flatten()),
             CommitOutcome::Changed | CommitOutcome::AlreadyExists => Ok(None),
-            // Whether it landed is unknown: act as if another instance won. If it did
-            // land, the lease runs out and the record is swept again.
-            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
+            // Find out: the lease is ours if the record holds exactly what we wrote.
+            CommitOutcome::Unknown(error) => {
+                #[derive(serde::Deserialize)]
+                #[serde(rename_all = "camelCase")]
+                struct Lease {
+                    lease_owner: String,
+                    #[serde(with = "firestore::serialize_as_timestamp")]
+                    lease_until: FirestoreInstant,
+                }
+                tracing::warn!(error = %error, "a lease change's outcome is unknown; reading the record");
+                let found = self.get_stored::<Lease>(collection, id).await?;
+                Ok(found
+                    .filter(|lease| {
+                        lease.doc.lease_owner == self.options.instance_id
+                            && super::same_instant(lease.doc.lease_until, until)
+                    })
+                    .map(|lease| lease.version))
+            }
+            CommitOutcome::Failed(error) => Err(error),
         }
     }
 }

@@ -7,8 +7,9 @@
 use super::docs::collections::{DEAD_LETTERS, OUTBOUND_LEDGER};
 use super::docs::{DeadLetterDoc, DeadLetterKind, LedgerDoc, LedgerState, RouteDoc, shard_of};
 use super::inbox::dead_letter_id;
+use super::later;
 use super::lease::{Stored, Swept};
-use super::settler::Settle;
+use super::settler::{Fact, Settle};
 use super::writes::{CommitOutcome, Expect, create, delete, expecting, merge_deleting, set};
 use super::{Store, StoreError, Version};
 use firestore::FirestoreInstant;
@@ -128,16 +129,50 @@ impl Store {
             attempts: 0,
             reply_outcome_unknown: false,
             lease_owner: self.options.instance_id.clone(),
-            lease_until: now + self.options.lease,
+            lease_until: later(now, self.options.lease),
             created_at: now,
             last_error: None,
             scenario_id: action.scenario_id.to_owned(),
             webhook_event_id: action.webhook_event_id.map(str::to_owned),
             inbox_id: action.inbox_id.map(str::to_owned),
             answer_id: action.answer_id.map(str::to_owned),
-            expire_at: now + LEDGER_RETENTION,
+            expire_at: later(now, LEDGER_RETENTION),
             shard: shard_of(ledger_id),
         }
+    }
+
+    /// When a lease taken now runs out: a staged entry takes it just before the
+    /// commit that writes it, so its lease covers the send that follows.
+    pub(crate) fn lease_from_now(&self) -> FirestoreInstant {
+        later(FirestoreInstant::now(), self.options.lease)
+    }
+
+    /// Turns a reply LINE refused before any attempt could have reached it into a
+    /// push, from the version the sender holds, before the push goes out: if
+    /// another instance took the entry over meanwhile (and may be replying), this
+    /// fails and nothing is pushed. `Some(version)` when it landed.
+    pub(crate) async fn switch_to_push(
+        &self,
+        ledger_id: &str,
+        version: Version,
+    ) -> Result<Option<Version>, StoreError> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct ToPush {
+            route: RouteDoc,
+            #[serde(with = "firestore::serialize_as_timestamp")]
+            lease_until: FirestoreInstant,
+        }
+        let change = ToPush {
+            route: RouteDoc::Push,
+            lease_until: self.lease_from_now(),
+        };
+        let path = self.document_path(OUTBOUND_LEDGER, ledger_id);
+        let write = expecting(
+            merge_deleting(path, &change, &["replyToken"], Vec::new())?,
+            Expect::At(version),
+        );
+        self.commit(vec![write]).await.first_version()
     }
 
     /// The `create` of a new pending entry, for an effect's commit.
@@ -146,28 +181,37 @@ impl Store {
     }
 
     /// Records an action on its own (manual sends). An action recorded before
-    /// comes back as it stands, so the caller can tell "already sent".
+    /// comes back as it stands, so the caller can tell "already sent". A create
+    /// whose outcome is unknown and that left nothing is tried again: the id is
+    /// deterministic, so it cannot record the action twice.
     pub(crate) async fn record_outbound(&self, ledger_id: &str, doc: &LedgerDoc) -> Result<Recorded, StoreError> {
-        let write = self.ledger_create_write(ledger_id, doc)?;
-        match self.commit(vec![write]).await {
-            CommitOutcome::Committed(versions) => match versions.into_iter().next().flatten() {
-                Some(version) => Ok(Recorded::New { version }),
-                None => Err(StoreError::Unavailable(
-                    "the ledger entry was written without a version".into(),
-                )),
-            },
-            // Recorded before, or perhaps by the very commit whose answer was lost:
-            // the entry as it stands tells.
-            CommitOutcome::AlreadyExists | CommitOutcome::Unknown(_) => {
-                let existing = self
-                    .outbound(ledger_id)
-                    .await?
-                    .ok_or_else(|| StoreError::Unavailable("the ledger entry could not be recorded".into()))?;
-                Ok(Recorded::Existing(Box::new(existing)))
+        let mut last_error = None;
+        for _ in 0..3 {
+            let write = self.ledger_create_write(ledger_id, doc)?;
+            match self.commit(vec![write]).await {
+                CommitOutcome::Committed(versions) => {
+                    return match versions.into_iter().next().flatten() {
+                        Some(version) => Ok(Recorded::New { version }),
+                        None => Err(StoreError::Unavailable(
+                            "the ledger entry was written without a version".into(),
+                        )),
+                    };
+                }
+                CommitOutcome::AlreadyExists | CommitOutcome::Unknown(_) => {
+                    if let Some(existing) = self.outbound(ledger_id).await? {
+                        return Ok(Recorded::Existing(Box::new(existing)));
+                    }
+                    last_error = Some(StoreError::Unavailable(
+                        "the ledger entry's create had no answer".into(),
+                    ));
+                }
+                CommitOutcome::Changed => {
+                    return Err(StoreError::Unavailable("unexpected precondition failure".into()));
+                }
+                CommitOutcome::Failed(error) => return Err(error),
             }
-            CommitOutcome::Changed => Err(StoreError::Unavailable("unexpected precondition failure".into())),
-            CommitOutcome::Failed(error) => Err(error),
         }
+        Err(last_error.unwrap_or_else(|| StoreError::Unavailable("the ledger entry could not be recorded".into())))
     }
 
     pub(crate) async fn outbound(&self, ledger_id: &str) -> Result<Option<Stored<LedgerDoc>>, StoreError> {
@@ -202,7 +246,9 @@ impl Store {
                 Some(reason.as_str()),
                 Some(DeadLetterKind::Outbound),
             ),
-            Settlement::RetryAt { after, error } => (LedgerState::Pending, now + *after, Some(error.as_str()), None),
+            Settlement::RetryAt { after, error } => {
+                (LedgerState::Pending, later(now, *after), Some(error.as_str()), None)
+            }
         };
         let change = SettleChange {
             state,
@@ -224,8 +270,18 @@ impl Store {
             Expect::At(version),
         );
         if matches!(settlement, Settlement::Sent | Settlement::Logged) {
-            // The common case goes with the batched settles (see `settler`).
-            self.settler.submit(Settle::new(settle, state.as_str()));
+            // The common case goes with the batched settles (see `settler`). It is a
+            // fact: should another instance have taken the entry over meanwhile (and
+            // even parked it as uncertain), it is applied over that.
+            let cleanup = [DeadLetterKind::Outbound, DeadLetterKind::UncertainReply]
+                .into_iter()
+                .map(|kind| self.document_path(DEAD_LETTERS, &dead_letter_id(kind, ledger_id)))
+                .collect();
+            let fact = Fact {
+                overrides: &["pending", "uncertain", "failed"],
+                cleanup,
+            };
+            self.settler.submit(Settle::fact(settle, state.as_str(), fact));
             return Ok(true);
         }
         let mut writes = vec![settle];
@@ -256,8 +312,21 @@ impl Store {
 
     /// Takes over an expired entry. `Some(version)` when this instance won.
     pub(crate) async fn take_over_outbound(&self, record: &Stored<LedgerDoc>) -> Result<Option<Version>, StoreError> {
-        let until = FirestoreInstant::now() + self.options.lease;
+        let until = later(FirestoreInstant::now(), self.options.lease);
         self.lease_to_me(OUTBOUND_LEDGER, &record.id, record.version, record.doc.attempts, until)
+            .await
+    }
+
+    /// Renews the lease of an entry this instance holds (`attempts` as it
+    /// stands: a renewal is no attempt). `None`: it moved on.
+    pub(crate) async fn renew_outbound(
+        &self,
+        ledger_id: &str,
+        version: Version,
+        attempts: u32,
+    ) -> Result<Option<Version>, StoreError> {
+        let until = self.lease_from_now();
+        self.lease_to_me(OUTBOUND_LEDGER, ledger_id, version, attempts, until)
             .await
     }
 
@@ -283,7 +352,7 @@ impl Store {
             state: LedgerState::Pending,
             attempts: 0,
             lease_owner: &self.options.instance_id,
-            lease_until: FirestoreInstant::now() + self.options.lease,
+            lease_until: later(FirestoreInstant::now(), self.options.lease),
             route: RouteDoc::Push,
         };
         let path = self.document_path(OUTBOUND_LEDGER, ledger_id);
@@ -296,10 +365,6 @@ impl Store {
                 self.document_path(DEAD_LETTERS, &dead_letter_id(kind, ledger_id)),
             ));
         }
-        match self.commit(writes).await {
-            CommitOutcome::Committed(versions) => Ok(versions.into_iter().next().flatten()),
-            CommitOutcome::Changed | CommitOutcome::AlreadyExists => Ok(None),
-            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
-        }
+        self.commit(writes).await.first_version()
     }
 }

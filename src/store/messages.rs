@@ -8,6 +8,7 @@
 
 use super::docs::collections::MESSAGE_MARKS;
 use super::docs::{MessageMarkDoc, MessageMarkState};
+use super::later;
 use super::writes::{CommitOutcome, create};
 use super::{Store, StoreError};
 use crate::ids::deterministic_id;
@@ -52,7 +53,7 @@ impl Store {
         let doc = MessageMarkDoc {
             state,
             at: now,
-            expire_at: now + MARK_RETENTION,
+            expire_at: later(now, MARK_RETENTION),
         };
         Ok(create(self.document_path(MESSAGE_MARKS, &key.0), &doc)?)
     }

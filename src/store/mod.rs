@@ -145,6 +145,18 @@ impl Store {
     }
 }
 
+/// `at + after`, saturating at the end of time instead of panicking: a huge
+/// `Retry-After` from LINE or an absurd setting must not crash a worker.
+fn later(at: firestore::FirestoreInstant, after: Duration) -> firestore::FirestoreInstant {
+    at.saturating_add(after).unwrap_or(firestore::FirestoreInstant::MAX)
+}
+
+/// Whether two instants are the same as Firestore stores them (to the
+/// microsecond): what was written compares equal to what is read back.
+pub(crate) fn same_instant(a: firestore::FirestoreInstant, b: firestore::FirestoreInstant) -> bool {
+    a.as_microsecond() == b.as_microsecond()
+}
+
 /// Maps what the crate reports for a lost connection or timeout to `Unavailable`,
 /// which callers treat as "retry later", and the rest to `Firestore`.
 fn classify(error: FirestoreError) -> StoreError {
@@ -157,5 +169,26 @@ fn classify(error: FirestoreError) -> StoreError {
             StoreError::Unavailable(error.to_string())
         }
         _ => StoreError::Firestore(error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_instant_equals_itself_as_firestore_stores_it() {
+        let now = firestore::FirestoreInstant::now();
+        let stored = firestore::FirestoreInstant::from_microsecond(now.as_microsecond()).expect("in range");
+        assert!(same_instant(now, stored), "nanoseconds are not stored");
+        let later = firestore::FirestoreInstant::from_microsecond(now.as_microsecond() + 1).expect("in range");
+        assert!(!same_instant(now, later));
+    }
+
+    #[test]
+    fn later_saturates_instead_of_panicking() {
+        let now = firestore::FirestoreInstant::now();
+        assert_eq!(later(now, Duration::MAX), firestore::FirestoreInstant::MAX);
+        assert!(later(now, Duration::from_secs(1)) > now);
     }
 }

@@ -9,24 +9,31 @@
 //! - never puts two writes to one document in one batch (Firestore refuses that):
 //!   the later one waits for the next batch;
 //! - caps a batch at 500 writes and about 9 MiB (Firestore's limits are 500 writes
-//!   and 10 MiB per request);
-//! - keeps up to four batches in flight;
-//! - retries a write that failed, or whose batch got no answer, with backoff for
-//!   as long as the process lives. A write whose precondition fails is checked by
-//!   reading the document: already in the target state (an earlier try landed) is
-//!   success; otherwise a newer writer moved it on and this one changes nothing.
+//!   and 10 MiB per request), and keeps up to four batches in flight;
+//! - retries a write whose batch got no answer, or that failed for a passing
+//!   reason, with backoff, for as long as the process lives;
+//! - checks a write whose precondition failed by reading the document: already in
+//!   the target state (an earlier try landed) is success. A settle that states a
+//!   fact ("LINE accepted this message") is applied again over a record another
+//!   instance moved on meanwhile (pending again, or even parked as uncertain),
+//!   with that record's dead letters removed in the same commit: a delivered
+//!   message never ends up a dead letter while this process lives. Any other
+//!   settle then changes nothing: a newer writer moved the record on.
 //!
-//! So a delivered message's "sent" mark is only lost if the process dies first;
-//! then the sweeper settles the record again (an event re-runs without effect,
-//! a push is answered 409, a reply's retry is answered "Invalid reply token").
+//! If the process dies before a mark is stored, the sweeper settles the record
+//! again: an event re-runs without effect, a push is answered 409, a reply's retry
+//! is answered "Invalid reply token".
 
 use super::StoreError;
+use super::Version;
 use super::reads::get_documents;
-use super::writes::{WriteStatus, batch_write, code, document_name};
+use super::writes::{
+    CommitOutcome, Expect, WriteStatus, batch_write, code, commit_writes, delete, document_name, expecting, transient,
+};
 use firestore::FirestoreDb;
 use gcloud_sdk::google::firestore::v1::{Write, value::ValueType};
 use gcloud_sdk::prost::Message;
-use std::collections::{HashSet, VecDeque};
+use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -46,23 +53,46 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 pub(super) struct Settle {
     write: Write,
     target_state: &'static str,
+    fact: Option<Fact>,
+}
+
+/// A settle that must hold whatever happened to the record meanwhile.
+pub(super) struct Fact {
+    /// The states it is applied over.
+    pub(super) overrides: &'static [&'static str],
+    /// Documents removed with it when it is applied again (dead letters).
+    pub(super) cleanup: Vec<String>,
 }
 
 impl Settle {
     pub(super) fn new(write: Write, target_state: &'static str) -> Self {
-        Self { write, target_state }
+        Self {
+            write,
+            target_state,
+            fact: None,
+        }
+    }
+
+    pub(super) fn fact(write: Write, target_state: &'static str, fact: Fact) -> Self {
+        Self {
+            write,
+            target_state,
+            fact: Some(fact),
+        }
     }
 }
 
 enum Request {
-    Settle(Settle),
-    Flush(oneshot::Sender<()>),
+    Settle(u64, Box<Settle>),
+    /// Answered once every settle submitted up to this sequence number is done.
+    Flush(u64, oneshot::Sender<()>),
 }
 
 #[derive(Debug, Default)]
 struct Counts {
     batches: AtomicU64,
     writes: AtomicU64,
+    submitted: AtomicU64,
 }
 
 #[derive(Clone)]
@@ -80,14 +110,17 @@ impl Settler {
     }
 
     pub(super) fn submit(&self, settle: Settle) {
+        let sequence = self.counts.submitted.fetch_add(1, Ordering::Relaxed) + 1;
         // Fails only once the runtime is gone; the sweeper settles it then.
-        let _ = self.queue.send(Request::Settle(settle));
+        let _ = self.queue.send(Request::Settle(sequence, Box::new(settle)));
     }
 
     /// Waits until everything submitted so far is settled, or `limit` passed.
+    /// Later settles do not hold it up.
     pub(super) async fn flush(&self, limit: Duration) {
+        let up_to = self.counts.submitted.load(Ordering::Relaxed);
         let (done, flushed) = oneshot::channel();
-        if self.queue.send(Request::Flush(done)).is_ok() {
+        if self.queue.send(Request::Flush(up_to, done)).is_ok() {
             let _ = tokio::time::timeout(limit, flushed).await;
         }
     }
@@ -101,20 +134,23 @@ impl Settler {
 }
 
 struct Pending {
-    settle: Settle,
+    sequence: u64,
+    settle: Box<Settle>,
     tries: u32,
     not_before: Instant,
 }
 
 /// What became of one write of a batch.
 enum Settled {
-    Done,
+    Done(u64),
     Retry(Box<Pending>),
 }
 
 async fn run(db: FirestoreDb, mut receiver: mpsc::UnboundedReceiver<Request>, timeout: Duration, counts: Arc<Counts>) {
     let mut queue: VecDeque<Pending> = VecDeque::new();
-    let mut flushes: Vec<oneshot::Sender<()>> = Vec::new();
+    // Sequence numbers queued or in flight.
+    let mut outstanding: BTreeSet<u64> = BTreeSet::new();
+    let mut flushes: Vec<(u64, oneshot::Sender<()>)> = Vec::new();
     let mut in_flight: JoinSet<Vec<Settled>> = JoinSet::new();
     let mut open = true;
     loop {
@@ -127,25 +163,35 @@ async fn run(db: FirestoreDb, mut receiver: mpsc::UnboundedReceiver<Request>, ti
             counts.writes.fetch_add(batch.len() as u64, Ordering::Relaxed);
             in_flight.spawn(send(db.clone(), batch, timeout));
         }
-        if queue.is_empty() && in_flight.is_empty() {
-            for done in flushes.drain(..) {
-                let _ = done.send(());
-            }
-            if !open {
-                return;
-            }
+        // A flush is answered once nothing it waits for is outstanding.
+        let oldest = outstanding.first().copied();
+        let (kept, answered): (Vec<_>, Vec<_>) = std::mem::take(&mut flushes)
+            .into_iter()
+            .partition(|(up_to, _)| oldest.is_some_and(|oldest| oldest <= *up_to));
+        flushes = kept;
+        for (_, done) in answered {
+            let _ = done.send(());
+        }
+        if !open && outstanding.is_empty() {
+            return;
         }
         let next_retry = queue.iter().map(|pending| pending.not_before).min();
         tokio::select! {
-            message = receiver.recv(), if open => match message {
-                Some(Request::Settle(settle)) => queue.push_back(Pending { settle, tries: 0, not_before: Instant::now() }),
-                Some(Request::Flush(done)) => flushes.push(done),
+            request = receiver.recv(), if open => match request {
+                Some(Request::Settle(sequence, settle)) => {
+                    outstanding.insert(sequence);
+                    queue.push_back(Pending { sequence, settle, tries: 0, not_before: Instant::now() });
+                }
+                Some(Request::Flush(up_to, done)) => flushes.push((up_to, done)),
                 None => open = false,
             },
             Some(joined) = in_flight.join_next(), if !in_flight.is_empty() => {
                 for settled in joined.unwrap_or_default() {
-                    if let Settled::Retry(pending) = settled {
-                        queue.push_back(*pending);
+                    match settled {
+                        Settled::Done(sequence) => {
+                            outstanding.remove(&sequence);
+                        }
+                        Settled::Retry(pending) => queue.push_back(*pending),
                     }
                 }
             },
@@ -195,10 +241,7 @@ async fn send(db: FirestoreDb, batch: Vec<Pending>, timeout: Duration) -> Vec<Se
         }
         Err(error) => {
             tracing::warn!(error = %error, writes = batch.len(), "settle batch failed; retrying its writes");
-            batch
-                .into_iter()
-                .map(|pending| Settled::Retry(Box::new(later(pending))))
-                .collect()
+            batch.into_iter().map(retry).collect()
         }
     }
 }
@@ -206,47 +249,82 @@ async fn send(db: FirestoreDb, batch: Vec<Pending>, timeout: Duration) -> Vec<Se
 async fn settle_one(db: &FirestoreDb, pending: Pending, status: WriteStatus, timeout: Duration) -> Settled {
     match status.code {
         // NOT_FOUND: the record vanished (TTL); nothing to settle.
-        code::OK | code::NOT_FOUND => Settled::Done,
-        code::FAILED_PRECONDITION => {
-            let name = document_name(&pending.settle.write).to_owned();
-            match stored_state(db, &name, timeout).await {
-                Ok(Some(state)) if state == pending.settle.target_state => Settled::Done,
-                Ok(state) => {
-                    tracing::info!(
-                        record.state = state.as_deref().unwrap_or("absent"),
-                        settle.to = pending.settle.target_state,
-                        "a newer writer moved the record on; this settle changes nothing"
-                    );
-                    Settled::Done
-                }
-                Err(_) => Settled::Retry(Box::new(later(pending))),
-            }
-        }
+        code::OK | code::NOT_FOUND => Settled::Done(pending.sequence),
+        code::FAILED_PRECONDITION => moved_on(db, pending, timeout).await,
+        other if transient(other) => retry(pending),
         other => {
-            tracing::warn!(
+            tracing::error!(
                 code = other,
-                tries = pending.tries + 1,
-                "a settle was refused; retrying it"
+                settle.to = pending.settle.target_state,
+                "Firestore refused a settle; the sweeper settles the record again"
             );
-            Settled::Retry(Box::new(later(pending)))
+            Settled::Done(pending.sequence)
         }
     }
 }
 
-fn later(mut pending: Pending) -> Pending {
+/// The record is not at the version the settle named: find out why.
+async fn moved_on(db: &FirestoreDb, pending: Pending, timeout: Duration) -> Settled {
+    let name = document_name(&pending.settle.write).to_owned();
+    let (state, version) = match stored_state(db, &name, timeout).await {
+        Ok(Some(found)) => found,
+        // Gone (TTL): nothing to settle.
+        Ok(None) => return Settled::Done(pending.sequence),
+        Err(_) => return retry(pending),
+    };
+    let settle = &pending.settle;
+    if state == settle.target_state {
+        return Settled::Done(pending.sequence);
+    }
+    match &settle.fact {
+        Some(fact) if fact.overrides.contains(&state.as_str()) => {
+            tracing::warn!(
+                record.state = %state,
+                settle.to = settle.target_state,
+                "another instance moved the record on; what happened is applied over it"
+            );
+            let mut writes = vec![expecting(settle.write.clone(), Expect::At(version))];
+            writes.extend(fact.cleanup.iter().cloned().map(delete));
+            match commit_writes(db, writes, timeout).await {
+                CommitOutcome::Committed(_) => Settled::Done(pending.sequence),
+                // Moved again, or no answer: read and decide again.
+                CommitOutcome::Changed | CommitOutcome::Unknown(_) | CommitOutcome::AlreadyExists => retry(pending),
+                CommitOutcome::Failed(error) => {
+                    tracing::error!(error = %error, "a settle could not be applied again");
+                    Settled::Done(pending.sequence)
+                }
+            }
+        }
+        _ => {
+            tracing::info!(
+                record.state = %state,
+                settle.to = settle.target_state,
+                "a newer writer moved the record on; this settle changes nothing"
+            );
+            Settled::Done(pending.sequence)
+        }
+    }
+}
+
+fn retry(mut pending: Pending) -> Settled {
     pending.tries += 1;
     let factor = 2u32.saturating_pow(pending.tries.saturating_sub(1).min(16));
     pending.not_before = Instant::now() + FIRST_BACKOFF.saturating_mul(factor).min(MAX_BACKOFF);
-    pending
+    Settled::Retry(Box::new(pending))
 }
 
-/// The `state` field of a document, `None` when it is gone.
-async fn stored_state(db: &FirestoreDb, name: &str, timeout: Duration) -> Result<Option<String>, StoreError> {
+/// The `state` field and version of a document, `None` when it is gone.
+async fn stored_state(
+    db: &FirestoreDb,
+    name: &str,
+    timeout: Duration,
+) -> Result<Option<(String, Version)>, StoreError> {
     let mut found = get_documents(db, vec![name.to_owned()], timeout).await?;
-    Ok(found.pop().flatten().and_then(|document| {
-        match document.fields.get("state").and_then(|value| value.value_type.as_ref()) {
-            Some(ValueType::StringValue(state)) => Some(state.clone()),
-            _ => None,
-        }
+    Ok(found.pop().flatten().map(|document| {
+        let state = match document.fields.get("state").and_then(|value| value.value_type.as_ref()) {
+            Some(ValueType::StringValue(state)) => state.clone(),
+            _ => String::new(),
+        };
+        (state, Version::new(document.update_time.unwrap_or_default()))
     }))
 }

@@ -175,6 +175,19 @@ pub(crate) enum CommitOutcome {
     Failed(StoreError),
 }
 
+impl CommitOutcome {
+    /// For a conditional change of one record (its first write): `Some(version)`
+    /// when it landed, `None` when the record had moved on, an error when the
+    /// outcome is unknown or it was refused.
+    pub(super) fn first_version(self) -> Result<Option<Version>, StoreError> {
+        match self {
+            CommitOutcome::Committed(versions) => Ok(versions.into_iter().next().flatten()),
+            CommitOutcome::Changed | CommitOutcome::AlreadyExists => Ok(None),
+            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
+        }
+    }
+}
+
 /// gRPC codes after which a write may have been applied although no answer came.
 fn outcome_unknown(code: Code) -> bool {
     matches!(
@@ -187,35 +200,45 @@ impl Store {
     /// One `Commit` RPC without a transaction: atomic, one round trip.
     pub(super) async fn commit(&self, writes: Vec<Write>) -> CommitOutcome {
         super::round_trips::count();
-        let request = CommitRequest {
-            database: self.db.get_database_path().clone(),
-            writes,
-            transaction: Vec::new(),
-            request_options: None,
-        };
-        let mut request = gcloud_sdk::tonic::Request::new(request);
-        request.set_timeout(self.options.request_timeout);
-        let mut client = self.db.client().get();
-        match tokio::time::timeout(self.options.request_timeout, client.commit(request)).await {
-            Err(_) => CommitOutcome::Unknown(StoreError::Unavailable("commit timed out; outcome unknown".into())),
-            Ok(Ok(response)) => CommitOutcome::Committed(
-                response
-                    .into_inner()
-                    .write_results
-                    .into_iter()
-                    .map(|result| result.update_time.map(Version::new))
-                    .collect(),
-            ),
-            Ok(Err(status)) => match status.code() {
-                Code::AlreadyExists => CommitOutcome::AlreadyExists,
-                Code::FailedPrecondition | Code::NotFound => CommitOutcome::Changed,
-                code if outcome_unknown(code) => CommitOutcome::Unknown(StoreError::Unavailable(format!(
-                    "commit failed ({code:?}); outcome unknown"
-                ))),
-                _ => CommitOutcome::Failed(classify(FirestoreError::from(status))),
-            },
-        }
+        commit_writes(&self.db, writes, self.options.request_timeout).await
     }
+}
+
+/// One `Commit` RPC of `writes`, within `timeout`.
+pub(super) async fn commit_writes(db: &FirestoreDb, writes: Vec<Write>, timeout: Duration) -> CommitOutcome {
+    let request = CommitRequest {
+        database: db.get_database_path().clone(),
+        writes,
+        transaction: Vec::new(),
+        request_options: None,
+    };
+    let mut request = gcloud_sdk::tonic::Request::new(request);
+    request.set_timeout(timeout);
+    let mut client = db.client().get();
+    match tokio::time::timeout(timeout, client.commit(request)).await {
+        Err(_) => CommitOutcome::Unknown(StoreError::Unavailable("commit timed out; outcome unknown".into())),
+        Ok(Ok(response)) => CommitOutcome::Committed(
+            response
+                .into_inner()
+                .write_results
+                .into_iter()
+                .map(|result| result.update_time.map(Version::new))
+                .collect(),
+        ),
+        Ok(Err(status)) => match status.code() {
+            Code::AlreadyExists => CommitOutcome::AlreadyExists,
+            Code::FailedPrecondition | Code::NotFound => CommitOutcome::Changed,
+            code if outcome_unknown(code) => CommitOutcome::Unknown(StoreError::Unavailable(format!(
+                "commit failed ({code:?}); outcome unknown"
+            ))),
+            _ => CommitOutcome::Failed(classify(FirestoreError::from(status))),
+        },
+    }
+}
+
+/// Whether a write's status (as `BatchWrite` reports it) is worth retrying.
+pub(super) fn transient(code: i32) -> bool {
+    outcome_unknown(Code::from(code)) || matches!(Code::from(code), Code::Aborted | Code::ResourceExhausted)
 }
 
 /// gRPC status codes as `BatchWriteResponse.status` carries them.

@@ -87,14 +87,21 @@ pub const IN_FLIGHT: usize = 16;
 /// Sends every event (to the address `route` picks), at most [`IN_FLIGHT`] at
 /// once, and returns the events the service did not acknowledge with 200.
 pub async fn send_all(events: &[Value], route: impl Fn(usize) -> String) -> Vec<Value> {
+    send_each(events, route, Value::clone).await
+}
+
+/// Like [`send_all`], with each event made by `prepare` just before it is sent.
+async fn send_each(events: &[Value], route: impl Fn(usize) -> String, prepare: impl Fn(&Value) -> Value) -> Vec<Value> {
     let client = reqwest::Client::new();
+    let prepare = &prepare;
     let unacknowledged: Vec<_> = futures::stream::iter(events.iter().enumerate())
         .map(|(index, event)| {
             let (client, address) = (&client, route(index));
             async move {
-                match post_event(client, &address, event).await {
+                let event = prepare(event);
+                match post_event(client, &address, &event).await {
                     Ok(200) => None,
-                    _ => Some(event.clone()),
+                    _ => Some(event),
                 }
             }
         })
@@ -104,12 +111,13 @@ pub async fn send_all(events: &[Value], route: impl Fn(usize) -> String) -> Vec<
     unacknowledged.into_iter().flatten().collect()
 }
 
-/// Sends every event as LINE does: what is not acknowledged with 200 is
-/// redelivered (same event id, `isRedelivery`) until it is, for at most `limit`.
-/// Returns how many redeliveries it took.
+/// Sends every event as LINE does: each as it happens (its timestamp, and its
+/// reply token's, is the moment of the first delivery), and what is not
+/// acknowledged with 200 is redelivered (same event, `isRedelivery`) until it
+/// is, for at most `limit`. Returns how many redeliveries it took.
 pub async fn deliver_like_line(events: &[Value], route: impl Fn(usize) -> String, limit: std::time::Duration) -> usize {
     let deadline = std::time::Instant::now() + limit;
-    let mut pending = send_all(events, &route).await;
+    let mut pending = send_each(events, &route, |event| events::with_timestamp(event, events::now_ms())).await;
     let mut redeliveries = 0;
     while !pending.is_empty() {
         assert!(
