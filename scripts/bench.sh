@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # The load benchmark (see BENCHMARKS.md). Starts a fresh Firestore emulator, warms
 # it up, builds the release binary and runs benches/load against it.
-# Arguments go to the benchmark: --users N (default 500), --in-flight 32,64.
+# Arguments go to the benchmark: --users N (default 500), --in-flight 32,64,
+# --set NAME=VALUE (a service setting, repeatable).
+# --soak [SECONDS] (default 300) runs the soak instead of the storm levels: one
+# release binary, mixed traffic of every webhook event kind at --rate N requests
+# per second (default 400, 16 in flight at most), a table per 30-second window
+# and three PASS/FAIL checks (p99 drift, no 5xx, RSS growth); exit status 1 if
+# one fails. Example: ./scripts/bench.sh --soak 600 --rate 300
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/emulator.sh

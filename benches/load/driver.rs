@@ -7,8 +7,40 @@ use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
 pub struct Sent {
+    /// Acknowledgement latencies of the requests answered 200, in the order
+    /// they completed.
     pub latencies: Vec<Duration>,
     pub failures: usize,
+    /// When each request was sent, by the index of its event.
+    pub sent_at: Vec<Instant>,
+}
+
+/// One request: when it went out, how long until its answer, and the answer's
+/// status (`None`: no answer, e.g. the connection failed).
+pub struct Posted {
+    pub sent: Instant,
+    pub latency: Duration,
+    pub status: Option<u16>,
+}
+
+/// Signs one event in an envelope of its own, as LINE does, and posts it.
+pub async fn post(client: &reqwest::Client, address: &str, secret: &str, event: &Value) -> Posted {
+    let body =
+        serde_json::to_vec(&json!({"destination": "Ud000000000000000000000000000000d", "events": [event]})).unwrap();
+    let header = signature::sign(secret.as_bytes(), &body);
+    let sent = Instant::now();
+    let response = client
+        .post(format!("{address}/webhook"))
+        .header("content-type", "application/json")
+        .header("x-line-signature", header)
+        .body(body)
+        .send()
+        .await;
+    Posted {
+        sent,
+        latency: sent.elapsed(),
+        status: response.ok().map(|response| response.status().as_u16()),
+    }
 }
 
 pub async fn send_all(
@@ -18,32 +50,28 @@ pub async fn send_all(
     events: &[Value],
     in_flight: usize,
 ) -> Sent {
-    let results: Vec<Result<Duration, ()>> = futures::stream::iter(events)
-        .map(|event| async move {
-            let body =
-                serde_json::to_vec(&json!({"destination": "Ud000000000000000000000000000000d", "events": [event]}))
-                    .unwrap();
-            let header = signature::sign(secret.as_bytes(), &body);
-            let sent = Instant::now();
-            let response = client
-                .post(format!("{address}/webhook"))
-                .header("content-type", "application/json")
-                .header("x-line-signature", header)
-                .body(body)
-                .send()
-                .await;
-            match response {
-                Ok(response) if response.status() == 200 => Ok(sent.elapsed()),
-                _ => Err(()),
-            }
-        })
+    let results: Vec<(usize, Posted)> = futures::stream::iter(events.iter().enumerate())
+        .map(|(index, event)| async move { (index, post(client, address, secret, event).await) })
         .buffer_unordered(in_flight)
         .collect()
         .await;
-    let failures = results.iter().filter(|result| result.is_err()).count();
+    let mut sent_at = vec![None; events.len()];
+    let mut latencies = Vec::with_capacity(results.len());
+    let mut failures = 0;
+    for (index, posted) in results {
+        sent_at[index] = Some(posted.sent);
+        match posted.status {
+            Some(200) => latencies.push(posted.latency),
+            _ => failures += 1,
+        }
+    }
     Sent {
-        latencies: results.into_iter().flatten().collect(),
+        latencies,
         failures,
+        sent_at: sent_at
+            .into_iter()
+            .map(|at| at.expect("every event was sent"))
+            .collect(),
     }
 }
 
@@ -54,4 +82,9 @@ pub fn quantile(sorted: &[Duration], q: f64) -> Duration {
     }
     let index = ((sorted.len() - 1) as f64 * q).round() as usize;
     sorted[index]
+}
+
+/// Milliseconds, for the tables.
+pub fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
 }

@@ -9,11 +9,13 @@ pub fn new_user() -> String {
     format!("U{}", uuid::Uuid::new_v4().simple())
 }
 
-fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
 }
 
-fn base(user: &str) -> Value {
+/// The fields every event carries, a reply token included (events whose schema
+/// has none drop it).
+pub fn base(user: &str) -> Value {
     json!({
         "webhookEventId": uuid::Uuid::new_v4().simple().to_string()[..26].to_uppercase(),
         "deliveryContext": {"isRedelivery": false},
@@ -24,10 +26,15 @@ fn base(user: &str) -> Value {
     })
 }
 
+/// A numeric message id, as LINE's.
+pub fn message_id() -> String {
+    (uuid::Uuid::new_v4().as_u64_pair().0 >> 1).to_string()
+}
+
 pub fn text(user: &str, text: &str) -> Value {
     let mut event = base(user);
     event["type"] = "message".into();
-    event["message"] = json!({"type": "text", "id": (uuid::Uuid::new_v4().as_u64_pair().0 >> 1).to_string(), "quoteToken": "q", "text": text});
+    event["message"] = json!({"type": "text", "id": message_id(), "quoteToken": "q", "text": text});
     event
 }
 
@@ -38,11 +45,17 @@ pub fn postback(user: &str, data: &str) -> Value {
     event
 }
 
+/// The first choice of the lunch survey's first question.
 pub fn answer(user: &str) -> Value {
+    answer_with(user, "ask_food", "good")
+}
+
+/// A tap on `choice` of the lunch survey's question `node`.
+pub fn answer_with(user: &str, node: &str, choice: &str) -> Value {
     let data = Postback::Answer {
         scenario: ScenarioId::parse("lunch").unwrap(),
-        node: NodeId::parse("ask_food").unwrap(),
-        choice: "good".to_owned(),
+        node: NodeId::parse(node).unwrap(),
+        choice: choice.to_owned(),
     };
     postback(user, &data.encode())
 }
@@ -53,6 +66,22 @@ pub fn card_tap(user: &str) -> Value {
         node: NodeId::parse("card").unwrap(),
     };
     postback(user, &data.encode())
+}
+
+pub fn follow(user: &str) -> Value {
+    let mut event = base(user);
+    event["type"] = "follow".into();
+    event["follow"] = json!({"isUnblocked": false});
+    event
+}
+
+/// The user takes back the message `message_id` (no reply token).
+pub fn unsend(user: &str, message_id: &str) -> Value {
+    let mut event = base(user);
+    event.as_object_mut().unwrap().remove("replyToken");
+    event["type"] = "unsend".into();
+    event["unsend"] = json!({ "messageId": message_id });
+    event
 }
 
 pub fn redelivered(event: &Value) -> Value {

@@ -1,20 +1,32 @@
 //! The load benchmark. Run it with `./scripts/bench.sh` (which starts a fresh
-//! Firestore emulator); options: `--users N` (default 500), `--in-flight 32,64`.
+//! Firestore emulator); options: `--users N` (default 500), `--in-flight 32,64`,
+//! `--set NAME=VALUE` (a service setting), `--soak [SECONDS]` and `--rate N`.
 //!
 //! Per level of requests in flight it measures the emulator's raw capacity, then
 //! starts the release binary and drives: every user starts the lunch survey with
 //! a text message; then every user taps the first choice three times plus one
 //! redelivery of the first tap, all shuffled. It reports events per second,
-//! acknowledgement latency, CPU per event, peak RSS, start-up time and Firestore
-//! round trips per kind of event, and fails when any effect is missing or doubled.
+//! acknowledgement latency (and its p99 over the raw create p99 of the same
+//! level, target at most 3x), the time from each user's first tap request to
+//! the stand-in receiving that user's follow-up (p50 and p99 over users), CPU
+//! per event, peak RSS, start-up time and Firestore round trips per kind of
+//! event, and fails when any effect is missing or doubled.
+//!
+//! `--soak [SECONDS]` (default 300) runs the soak instead (`soak.rs`): one
+//! release binary, mixed traffic of every webhook event kind at `--rate N`
+//! requests per second (default 400, 16 in flight at most), reported per
+//! 30-second window with three PASS/FAIL checks (p99 drift, no 5xx, RSS growth);
+//! it exits with 1 when a check fails. No raw-capacity or storm levels run.
 
+mod catalogue;
 mod driver;
 mod events;
 mod raw;
 mod service;
+mod soak;
 mod stand_in;
 
-use driver::{quantile, send_all};
+use driver::{ms, quantile, send_all};
 use firestore::{FirestoreDb, FirestoreDbOptions};
 use serde_json::Value;
 use service::{CHANNEL_SECRET, Service};
@@ -23,21 +35,31 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 const RAW_CREATES: usize = 4000;
+/// Target: the acknowledgement p99 at most this many times the raw create p99.
+const ACK_OVER_RAW_TARGET: f64 = 3.0;
 
 struct Args {
     users: usize,
     levels: Vec<usize>,
     /// Extra settings for the service, `--set NAME=VALUE` (e.g. WORKER_COUNT=8).
     settings: Vec<(String, String)>,
+    /// `--soak [SECONDS]`: run the soak for that long instead of the levels.
+    soak: Option<Duration>,
+    /// `--rate N`: the soak's requests per second.
+    rate: u32,
 }
+
+const USAGE: &str = "use --users N --in-flight 32,64 --set NAME=VALUE, or --soak [SECONDS] --rate N";
 
 fn args() -> Args {
     let mut args = Args {
         users: 500,
         levels: vec![32, 64],
         settings: Vec::new(),
+        soak: None,
+        rate: soak::DEFAULT_RATE,
     };
-    let mut raw = std::env::args().skip(1);
+    let mut raw = std::env::args().skip(1).peekable();
     while let Some(arg) = raw.next() {
         match arg.as_str() {
             "--users" => args.users = raw.next().and_then(|n| n.parse().ok()).expect("--users N"),
@@ -52,9 +74,22 @@ fn args() -> Args {
                 let (name, value) = setting.split_once('=').expect("--set NAME=VALUE");
                 args.settings.push((name.to_owned(), value.to_owned()));
             }
+            "--soak" => {
+                let seconds = raw.next_if(|n| n.parse::<u64>().is_ok()).map(|n| n.parse().unwrap());
+                let seconds = seconds.unwrap_or(soak::DEFAULT_SECONDS);
+                assert!(seconds > 0, "--soak SECONDS must be above 0");
+                args.soak = Some(Duration::from_secs(seconds));
+            }
+            "--rate" => {
+                args.rate = raw
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .filter(|&n| n > 0)
+                    .expect("--rate N (requests per second, above 0)")
+            }
             // `cargo bench` passes `--bench` to every benchmark.
             "--bench" => {}
-            other => panic!("unknown argument {other}; use --users N --in-flight 32,64 --set NAME=VALUE"),
+            other => panic!("unknown argument {other}; {USAGE}"),
         }
     }
     args
@@ -100,6 +135,10 @@ struct LevelReport {
     p50: Duration,
     p99: Duration,
     max: Duration,
+    /// From each user's first tap request to the stand-in receiving the user's
+    /// follow-up, over users.
+    tap_follow_up_p50: Duration,
+    tap_follow_up_p99: Duration,
     cpu_ms_per_event: f64,
     /// During the storm: share of the machine's CPU in use, and the emulator's
     /// CPU in cores.
@@ -153,6 +192,7 @@ async fn run_level(emulator: &str, stand_in: &StandIn, line_url: &str, args: &Ar
         problems.push("not every follow-up was sent".into());
     }
     let storm_elapsed = storm_began.elapsed();
+    let tap_follow_up = tap_to_follow_up(stand_in, &taps, &stormed.sent_at);
     let machine_after = service::machine_cpu();
     let machine_busy = (machine_after.0 - machine_before.0) as f64 / (machine_after.1 - machine_before.1).max(1) as f64;
     let emulator_cpu = match (emulator_pid.and_then(service::process_cpu_time), emulator_before) {
@@ -204,6 +244,8 @@ async fn run_level(emulator: &str, stand_in: &StandIn, line_url: &str, args: &Ar
         p50: quantile(&latencies, 0.50),
         p99: quantile(&latencies, 0.99),
         max: latencies.last().copied().unwrap_or_default(),
+        tap_follow_up_p50: quantile(&tap_follow_up, 0.50),
+        tap_follow_up_p99: quantile(&tap_follow_up, 0.99),
         cpu_ms_per_event: cpu_used.as_secs_f64() * 1000.0 / events_sent as f64,
         machine_busy,
         emulator_cores: emulator_cpu,
@@ -214,6 +256,26 @@ async fn run_level(emulator: &str, stand_in: &StandIn, line_url: &str, args: &Ar
         settles: metrics["batchedSettles"].clone(),
         claims: metrics["batchedClaims"].clone(),
     }
+}
+
+/// Per user (sorted): from the moment the driver sent the user's first tap request
+/// of the storm to the moment the stand-in received the user's follow-up. Users
+/// without a follow-up are left out (the correctness check reports them).
+fn tap_to_follow_up(stand_in: &StandIn, taps: &[Value], sent_at: &[Instant]) -> Vec<Duration> {
+    let mut first_tap: std::collections::HashMap<&str, Instant> = std::collections::HashMap::new();
+    for (tap, &at) in taps.iter().zip(sent_at) {
+        let user = tap["source"]["userId"].as_str().unwrap();
+        first_tap
+            .entry(user)
+            .and_modify(|first| *first = (*first).min(at))
+            .or_insert(at);
+    }
+    let mut durations: Vec<Duration> = first_tap
+        .into_iter()
+        .filter_map(|(user, tapped)| Some(stand_in.first_follow_up(user)?.saturating_duration_since(tapped)))
+        .collect();
+    durations.sort();
+    durations
 }
 
 /// Every user: one answer with its two tags, one start and one follow-up received.
@@ -285,26 +347,47 @@ async fn check_effects(emulator: &str, project: &str, stand_in: &StandIn, users:
     problems
 }
 
+impl LevelReport {
+    /// The acknowledgement p99 over the raw create p99 of the same level.
+    fn ack_over_raw(&self) -> f64 {
+        ms(self.p99) / ms(self.raw_p99).max(f64::MIN_POSITIVE)
+    }
+}
+
 fn print_report(reports: &[LevelReport]) {
     println!(
-        "\n| in flight | raw creates/s | raw create p50 / p99 | events/s | events/s ÷ raw | ack p50 | ack p99 | ack max | CPU ms/event | peak RSS | start-up |"
+        "\n| in flight | raw creates/s | raw create p50 / p99 | events/s | events/s ÷ raw | ack p50 | ack p99 | ack max | ack p99 ÷ raw create p99 | tap→follow-up p50 / p99 | CPU ms/event | peak RSS | start-up |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in reports {
         println!(
-            "| {} | {:.0} | {:.1} / {:.1} ms | {:.0} | {:.0}% | {:.1} ms | {:.1} ms | {:.1} ms | {:.3} | {:.1} MiB | {} ms |",
+            "| {} | {:.0} | {:.1} / {:.1} ms | {:.0} | {:.0}% | {:.1} ms | {:.1} ms | {:.1} ms | {:.1}x | {:.1} / {:.1} ms | {:.3} | {:.1} MiB | {} ms |",
             r.in_flight,
             r.raw_creates_per_s,
-            r.raw_p50.as_secs_f64() * 1000.0,
-            r.raw_p99.as_secs_f64() * 1000.0,
+            ms(r.raw_p50),
+            ms(r.raw_p99),
             r.events_per_s,
             100.0 * r.events_per_s / r.raw_creates_per_s,
-            r.p50.as_secs_f64() * 1000.0,
-            r.p99.as_secs_f64() * 1000.0,
-            r.max.as_secs_f64() * 1000.0,
+            ms(r.p50),
+            ms(r.p99),
+            ms(r.max),
+            r.ack_over_raw(),
+            ms(r.tap_follow_up_p50),
+            ms(r.tap_follow_up_p99),
             r.cpu_ms_per_event,
             r.peak_rss_mib,
             r.startup.as_millis(),
+        );
+    }
+    for r in reports {
+        let met = r.ack_over_raw() <= ACK_OVER_RAW_TARGET;
+        println!(
+            "{} in flight: ack p99 ÷ raw create p99 = {:.1} / {:.1} ms = {:.2}x, target at most {ACK_OVER_RAW_TARGET}x: {}",
+            r.in_flight,
+            ms(r.p99),
+            ms(r.raw_p99),
+            r.ack_over_raw(),
+            if met { "met" } else { "MISSED" }
         );
     }
     println!(
@@ -353,11 +436,28 @@ async fn main() -> ExitCode {
     };
     let stand_in = StandIn::default();
     let line_url = stand_in.serve();
-    println!("line-survey benchmark, {} users, machine: {}", args.users, machine());
+    match args.soak {
+        Some(duration) => println!(
+            "line-survey soak, {} s at {} requests/s, {} in flight at most, machine: {}",
+            duration.as_secs(),
+            args.rate,
+            soak::IN_FLIGHT,
+            machine()
+        ),
+        None => println!("line-survey benchmark, {} users, machine: {}", args.users, machine()),
+    }
     // The emulator's JIT warms up per code path: the REST warm-up of bench.sh is
-    // not enough for gRPC commits, so a first raw run is thrown away.
+    // not enough for gRPC commits, so a first raw run is thrown away (in the
+    // soak too, or its first window would be measured on a cold emulator).
     let warm = raw::creates(&emulator, 64, 3 * RAW_CREATES).await;
     println!("warm-up: {:.0} creates/s (not reported)", warm.per_second);
+    if let Some(duration) = args.soak {
+        let options = soak::Options {
+            duration,
+            rate: args.rate,
+        };
+        return soak::run(&emulator, &stand_in, &line_url, &args.settings, &options).await;
+    }
     let mut reports = Vec::new();
     for &in_flight in &args.levels {
         println!("running at {in_flight} in flight ...");

@@ -72,10 +72,20 @@ impl Service {
 
     /// Peak resident set size (VmHWM), in KiB.
     pub fn peak_rss_kib(&self) -> u64 {
+        self.status_kib("VmHWM:")
+    }
+
+    /// Resident set size now (VmRSS), in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        self.status_kib("VmRSS:")
+    }
+
+    /// A KiB figure of /proc/PID/status, by its field name (with the colon).
+    fn status_kib(&self, field: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
         status
             .lines()
-            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .find_map(|line| line.strip_prefix(field))
             .and_then(|value| value.split_whitespace().next())
             .and_then(|kib| kib.parse().ok())
             .unwrap_or(0)

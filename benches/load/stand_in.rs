@@ -1,12 +1,14 @@
 //! A minimal, fast LINE stand-in for the benchmark (the tests' wiremock one keeps
 //! every request and is built for checks, not for thousands of calls a second).
 //! It behaves like LINE where it matters: single-use reply tokens, 409 for a push
-//! retry key it accepted before. It counts what each user received.
+//! retry key it accepted before. It counts what each user received, and notes
+//! when each user's first follow-up arrived.
 
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 pub const INTRO: &str = "A quick survey about today's lunch.";
 pub const FOLLOW_UP: &str = "Coffee or tea?";
@@ -28,6 +30,8 @@ struct State {
     /// Reply token -> user, registered by the driver before it sends an event.
     token_users: HashMap<String, String>,
     received: HashMap<String, Received>,
+    /// When the stand-in first accepted a follow-up for each user.
+    first_follow_up: HashMap<String, Instant>,
     accepted_calls: u64,
 }
 
@@ -59,6 +63,11 @@ impl StandIn {
             .unwrap_or_default()
     }
 
+    /// When the first follow-up ("Coffee or tea?") for `user` arrived.
+    pub fn first_follow_up(&self, user: &str) -> Option<Instant> {
+        self.state.lock().unwrap().first_follow_up.get(user).copied()
+    }
+
     /// Serves on a free local port in a thread of its own; returns its base URL.
     pub fn serve(&self) -> String {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -84,7 +93,9 @@ impl StandIn {
 }
 
 async fn handle(request: HttpRequest, body: web::Json<Value>, stand_in: web::Data<StandIn>) -> HttpResponse {
-    let mut state = stand_in.state.lock().unwrap();
+    let arrived = Instant::now();
+    let mut guard = stand_in.state.lock().unwrap();
+    let state = &mut *guard;
     let user = match request.match_info().get("kind") {
         Some("reply") => {
             let token = body["replyToken"].as_str().unwrap_or_default().to_owned();
@@ -107,7 +118,8 @@ async fn handle(request: HttpRequest, body: web::Json<Value>, stand_in: web::Dat
         _ => return HttpResponse::NotFound().finish(),
     };
     state.accepted_calls += 1;
-    let received = state.received.entry(user).or_default();
+    let received = state.received.entry(user.clone()).or_default();
+    let follow_ups_before = received.follow_ups;
     for message in body["messages"].as_array().into_iter().flatten() {
         match (message["type"].as_str(), message["text"].as_str()) {
             (Some("text"), Some(INTRO)) => received.starts += 1,
@@ -116,6 +128,9 @@ async fn handle(request: HttpRequest, body: web::Json<Value>, stand_in: web::Dat
             (Some("flex"), _) => received.cards += 1,
             _ => {}
         }
+    }
+    if received.follow_ups > follow_ups_before {
+        state.first_follow_up.entry(user).or_insert(arrived);
     }
     HttpResponse::Ok().json(serde_json::json!({"sentMessages": []}))
 }
