@@ -99,23 +99,20 @@ impl OutboundAction {
         let messages = serde_json::to_string(&self.messages)
             .map_err(|error| StoreError::Unavailable(format!("messages cannot be written: {error}")))?;
         let ledger_id = self.key.as_str().to_owned();
-        let doc = store.pending_entry(
-            &ledger_id,
-            crate::store::NewAction {
-                action_key: self.key.as_str(),
-                user: self.user.as_str(),
-                messages,
-                reply: self
-                    .reply
-                    .as_ref()
-                    .map(|reply| (reply.token.as_str(), reply.event_time_ms)),
-                retry_key: self.key.retry_key().to_string(),
-                scenario_id: self.scenario.as_str(),
-                webhook_event_id: self.webhook_event_id.as_deref(),
-                inbox_id: self.inbox_id.as_deref(),
-                answer_id: self.answer_id.as_deref(),
-            },
-        );
+        let doc = store.pending_entry(crate::store::NewAction {
+            action_key: self.key.as_str(),
+            user: self.user.as_str(),
+            messages,
+            reply: self
+                .reply
+                .as_ref()
+                .map(|reply| (reply.token.as_str(), reply.event_time_ms)),
+            retry_key: self.key.retry_key().to_string(),
+            scenario_id: self.scenario.as_str(),
+            webhook_event_id: self.webhook_event_id.as_deref(),
+            inbox_id: self.inbox_id.as_deref(),
+            answer_id: self.answer_id.as_deref(),
+        });
         Ok(StagedAction { ledger_id, doc })
     }
 }

@@ -15,17 +15,6 @@ pub(crate) mod collections {
     pub(crate) const DEAD_LETTERS: &str = "dead_letters";
 }
 
-/// Ranges the sweeper's index is spread over (the `shard` field of inbox records
-/// and ledger entries). Firestore's `in` filter takes at most 30 values.
-pub(crate) const SHARDS: u32 = 16;
-
-/// The shard of a record: derived from its id, so it never changes.
-pub(super) fn shard_of(id: &str) -> u32 {
-    id.bytes()
-        .fold(0u32, |hash, byte| hash.wrapping_mul(31).wrapping_add(u32::from(byte)))
-        % SHARDS
-}
-
 /// `survey_responses/{answerId}`: one user's answer to one survey node.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -98,7 +87,6 @@ pub(crate) struct InboxDoc {
     pub(crate) expire_at: FirestoreInstant,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) last_error: Option<String>,
-    pub(crate) shard: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -162,7 +150,6 @@ pub(crate) struct LedgerDoc {
     pub(crate) answer_id: Option<String>,
     #[serde(with = "firestore::serialize_as_timestamp")]
     pub(crate) expire_at: FirestoreInstant,
-    pub(crate) shard: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,7 +10,7 @@
 //! one changes nothing; a record never moves back from `done`.
 
 use super::docs::collections::{DEAD_LETTERS, OUTBOUND_LEDGER, WEBHOOK_INBOX};
-use super::docs::{DeadLetterDoc, DeadLetterKind, InboxDoc, InboxState, LedgerDoc, shard_of};
+use super::docs::{DeadLetterDoc, DeadLetterKind, InboxDoc, InboxState, LedgerDoc};
 use super::later;
 use super::lease::{Stored, Swept};
 use super::settler::Settle;
@@ -102,7 +102,6 @@ impl Store {
             received_at: now,
             expire_at: later(now, INBOX_RETENTION),
             last_error: None,
-            shard: shard_of(key.as_str()),
         };
         let write = create(self.document_path(WEBHOOK_INBOX, key.as_str()), &doc)?;
         super::round_trips::count();

@@ -5,7 +5,7 @@
 //! Every later change names the version its writer holds.
 
 use super::docs::collections::{DEAD_LETTERS, OUTBOUND_LEDGER};
-use super::docs::{DeadLetterDoc, DeadLetterKind, LedgerDoc, LedgerState, RouteDoc, shard_of};
+use super::docs::{DeadLetterDoc, DeadLetterKind, LedgerDoc, LedgerState, RouteDoc};
 use super::inbox::dead_letter_id;
 use super::later;
 use super::lease::{Stored, Swept};
@@ -111,7 +111,7 @@ struct SettleChange<'a> {
 
 impl Store {
     /// The pending entry of a new action, leased to this instance.
-    pub(crate) fn pending_entry(&self, ledger_id: &str, action: NewAction<'_>) -> LedgerDoc {
+    pub(crate) fn pending_entry(&self, action: NewAction<'_>) -> LedgerDoc {
         let now = FirestoreInstant::now();
         LedgerDoc {
             action_key: action.action_key.to_owned(),
@@ -137,7 +137,6 @@ impl Store {
             inbox_id: action.inbox_id.map(str::to_owned),
             answer_id: action.answer_id.map(str::to_owned),
             expire_at: later(now, LEDGER_RETENTION),
-            shard: shard_of(ledger_id),
         }
     }
 

@@ -112,13 +112,6 @@ pub(super) fn document_name(write: &Write) -> &str {
     }
 }
 
-/// A Firestore timestamp value, for query filters.
-pub(super) fn timestamp_value(instant: firestore::FirestoreInstant) -> firestore::FirestoreValue {
-    firestore::FirestoreValue::from(v1::Value {
-        value_type: Some(ValueType::TimestampValue(firestore::FirestoreTimestamp(instant).into())),
-    })
-}
-
 /// Adds the strings not yet present (array union): concurrent writers never
 /// overwrite each other's elements, unlike a read-modify-write of the array.
 pub(super) fn array_union(field: &str, values: &[String]) -> FieldTransform {
