@@ -65,7 +65,8 @@ impl Application {
             max_backoff: Duration::from_secs(300),
             reply_token_max_age: config.reply_token_max_age,
         };
-        let courier = Courier::new(client, store.clone(), policy);
+        let (retries, scheduled_retries) = tokio::sync::mpsc::unbounded_channel();
+        let courier = Courier::new(client, store.clone(), policy, retries);
         let metrics = Arc::new(Metrics::default());
         let processor = Arc::new(Processor::new(
             store.clone(),
@@ -84,6 +85,7 @@ impl Application {
                 sweep_interval: config.sweep_interval,
                 max_event_attempts: config.max_event_attempts,
             },
+            scheduled_retries,
             shutdown,
         );
         tracing::info!(

@@ -17,8 +17,9 @@
 
 use crate::line::client::{Delivered, LineClient, SendError};
 use crate::line::messages::Message;
-use crate::store::{Attempted, LedgerDoc, RouteDoc, Settlement, Store, Version};
+use crate::store::{Attempted, LedgerDoc, RouteDoc, SettleWrite, Settlement, Store, Version};
 use std::time::Duration;
+use tokio::sync::mpsc;
 
 #[derive(Debug, Clone)]
 pub(crate) struct RetryPolicy {
@@ -29,6 +30,9 @@ pub(crate) struct RetryPolicy {
     /// Reply tokens live about a minute; past this age a reply is not attempted.
     pub(crate) reply_token_max_age: Duration,
 }
+
+/// A retry waits here at most this long (a Retry-After is capped at an hour).
+const MAX_LOCAL_WAIT: Duration = Duration::from_secs(3600);
 
 /// Replies are retried at least this often, so their retries fit in the token's life.
 const MAX_REPLY_BACKOFF: Duration = Duration::from_secs(5);
@@ -54,12 +58,26 @@ pub(crate) struct Courier {
     client: LineClient,
     store: Store,
     policy: RetryPolicy,
+    /// Where retries go to wait for their time (the pipeline's retry timer).
+    retries: mpsc::UnboundedSender<ScheduledRetry>,
 }
 
 /// The outcome of one turn and how it is to be recorded.
 struct Turn {
     settlement: Settlement,
     attempted: Attempted,
+}
+
+/// A send to try again at `due`, from `version`, as its entry now stands. This
+/// instance holds the entry meanwhile (its lease runs a lease beyond `due`), so
+/// retries do not wait for a sweep of a collection that may hold thousands of
+/// pending pushes; if this instance dies, any sweeper takes it after the lease.
+#[derive(Debug)]
+pub(crate) struct ScheduledRetry {
+    pub(crate) due: tokio::time::Instant,
+    pub(crate) ledger_id: String,
+    pub(crate) doc: LedgerDoc,
+    pub(crate) version: Version,
 }
 
 /// What became of a delivery.
@@ -75,8 +93,18 @@ pub(crate) enum Delivery {
 }
 
 impl Courier {
-    pub(crate) fn new(client: LineClient, store: Store, policy: RetryPolicy) -> Self {
-        Self { client, store, policy }
+    pub(crate) fn new(
+        client: LineClient,
+        store: Store,
+        policy: RetryPolicy,
+        retries: mpsc::UnboundedSender<ScheduledRetry>,
+    ) -> Self {
+        Self {
+            client,
+            store,
+            policy,
+            retries,
+        }
     }
 
     /// Makes one call for the action and records the outcome, conditional on
@@ -111,8 +139,13 @@ impl Courier {
             .settle_outbound(ledger_id, version, doc, &attempted, &settlement)
             .await
         {
-            Ok(true) => {}
-            Ok(false) => tracing::info!(
+            Ok(SettleWrite::Written(Some(version))) => {
+                if let Settlement::RetryAt { after, .. } = &settlement {
+                    self.schedule_retry(ledger_id, doc, &attempted, version, *after);
+                }
+            }
+            Ok(SettleWrite::Queued | SettleWrite::Written(None)) => {}
+            Ok(SettleWrite::Superseded) => tracing::info!(
                 outcome = "superseded",
                 "another instance took the action over; this outcome is not recorded"
             ),
@@ -121,6 +154,29 @@ impl Courier {
             }
         }
         Delivery::Settled(settlement)
+    }
+
+    fn schedule_retry(
+        &self,
+        ledger_id: &str,
+        doc: &LedgerDoc,
+        attempted: &Attempted,
+        version: Version,
+        after: Duration,
+    ) {
+        let mut doc = doc.clone();
+        doc.attempts = attempted.attempts;
+        doc.route = attempted.route;
+        doc.reply_outcome_unknown = attempted.reply_outcome_unknown;
+        let retry = ScheduledRetry {
+            due: tokio::time::Instant::now() + after.min(MAX_LOCAL_WAIT),
+            ledger_id: ledger_id.to_owned(),
+            doc,
+            version,
+        };
+        // Without a retry timer (an ingest-only instance, or stopping) the lease
+        // runs out and a sweeper retries it.
+        let _ = self.retries.send(retry);
     }
 
     /// One turn, and the version to record its outcome from; `None` when the
@@ -136,7 +192,10 @@ impl Courier {
             Ok(messages) => messages,
             Err(error) => {
                 let turn = Turn {
-                    settlement: Settlement::Failed(format!("stored messages unreadable: {error}")),
+                    settlement: Settlement::Failed(format!(
+                        "stored messages unreadable: {}",
+                        crate::line::webhook::describe_error(&error)
+                    )),
                     attempted: Attempted::unchanged(doc),
                 };
                 return Some((turn, version));
@@ -149,21 +208,15 @@ impl Courier {
             // be used again, never a push.
             let earlier_call_unknown = doc.reply_outcome_unknown || origin == Origin::Recovered;
             if self.reply_is_fresh(event_time_ms) {
-                if let Some(turn) = self.reply(doc, token, &messages, earlier_call_unknown).await {
+                if let Some(turn) = self
+                    .reply(doc, token, event_time_ms, &messages, earlier_call_unknown)
+                    .await
+                {
                     return Some((turn, version));
                 }
-                // Refused before any attempt of ours reached LINE: a push cannot
-                // double it, once the entry says so (then no one replies again).
-                tracing::warn!("reply refused before any attempt reached LINE; pushing instead");
-                let version = match self.store.switch_to_push(ledger_id, version).await {
-                    Ok(Some(version)) => version,
-                    Ok(None) => return None,
-                    Err(error) => {
-                        tracing::warn!(error = %error, "could not record the switch to a push; the sweeper retries the action");
-                        return None;
-                    }
-                };
-                return Some((self.push(doc, &messages).await, version));
+                // Refused (or rate limited past the token's life) before any
+                // attempt of ours reached LINE: a push cannot double it.
+                tracing::warn!("the reply cannot be sent; pushing instead");
             } else if earlier_call_unknown {
                 let turn = Turn {
                     settlement: Settlement::Uncertain(
@@ -176,6 +229,17 @@ impl Courier {
                 };
                 return Some((turn, version));
             }
+            // Never replied, and no reply will be: a push, once the entry says so
+            // (then no one replies again, and a recovered turn pushes too).
+            let version = match self.store.switch_to_push(ledger_id, version).await {
+                Ok(Some(version)) => version,
+                Ok(None) => return None,
+                Err(error) => {
+                    tracing::warn!(error = %error, "could not record the switch to a push; the sweeper retries the action");
+                    return None;
+                }
+            };
+            return Some((self.push(doc, &messages).await, version));
         }
         Some((self.push(doc, &messages).await, version))
     }
@@ -186,6 +250,7 @@ impl Courier {
         &self,
         doc: &LedgerDoc,
         token: &str,
+        event_time_ms: i64,
         messages: &[Message],
         earlier_call_unknown: bool,
     ) -> Option<Turn> {
@@ -210,6 +275,12 @@ impl Courier {
                     _ => self.policy.backoff(attempts).min(MAX_REPLY_BACKOFF),
                 };
                 let outcome_unknown = earlier_call_unknown || !error.certainly_not_sent();
+                // Rate limited past the token's life, and nothing of ours can have
+                // reached LINE: push instead rather than let it expire.
+                let wait_ms = i64::try_from(wait.as_millis()).unwrap_or(i64::MAX);
+                if !outcome_unknown && !self.reply_is_fresh(event_time_ms.saturating_sub(wait_ms)) {
+                    return None;
+                }
                 return Some(Turn {
                     settlement: Settlement::RetryAt {
                         after: wait,

@@ -4,7 +4,7 @@
 
 mod courier;
 
-pub(crate) use courier::{Courier, Delivery, Origin, RetryPolicy};
+pub(crate) use courier::{Courier, Delivery, Origin, RetryPolicy, ScheduledRetry};
 
 use crate::ids::{LineUserId, ScenarioId, deterministic_id};
 use crate::line::messages::Message;
@@ -84,12 +84,23 @@ pub(crate) struct OutboundAction {
 pub(crate) struct StagedAction {
     pub(crate) ledger_id: String,
     pub(crate) doc: LedgerDoc,
+    /// The leases of earlier commit rounds: a round thought lost may land late,
+    /// and the entry then holds one of these.
+    pub(crate) earlier_leases: Vec<firestore::FirestoreInstant>,
 }
 
 impl StagedAction {
     /// Starts the entry's lease now, just before the commit that writes it.
     pub(crate) fn renew_lease(&mut self, store: &Store) {
-        self.doc.lease_until = store.lease_from_now();
+        let earlier = std::mem::replace(&mut self.doc.lease_until, store.lease_from_now());
+        self.earlier_leases.push(earlier);
+    }
+
+    /// Whether `lease` is one this worker staged for the entry.
+    pub(crate) fn staged_lease(&self, lease: firestore::FirestoreInstant) -> bool {
+        std::iter::once(&self.doc.lease_until)
+            .chain(&self.earlier_leases)
+            .any(|staged| crate::store::same_instant(*staged, lease))
     }
 }
 
@@ -113,7 +124,11 @@ impl OutboundAction {
             inbox_id: self.inbox_id.as_deref(),
             answer_id: self.answer_id.as_deref(),
         });
-        Ok(StagedAction { ledger_id, doc })
+        Ok(StagedAction {
+            ledger_id,
+            doc,
+            earlier_leases: Vec::new(),
+        })
     }
 }
 

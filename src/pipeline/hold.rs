@@ -2,7 +2,7 @@
 //! is unknown: it reads what happened before acting again.
 
 use crate::outbound::StagedAction;
-use crate::store::{InboxKey, InboxState, LedgerState, Store, StoreError, Version, same_instant};
+use crate::store::{InboxKey, InboxState, LedgerState, Store, StoreError, Version};
 use std::time::Duration;
 
 /// The event a worker is processing and the version of its inbox record the
@@ -88,7 +88,7 @@ impl Hold {
                 entry.doc.state == LedgerState::Pending
                     && entry.doc.attempts == 0
                     && entry.doc.lease_owner == store.instance_id()
-                    && same_instant(entry.doc.lease_until, staged.doc.lease_until)
+                    && staged.staged_lease(entry.doc.lease_until)
             })
         });
         Ok(Found::Landed(ours.map(|entry| entry.version)))

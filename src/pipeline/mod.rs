@@ -17,6 +17,7 @@ pub(crate) mod ingest;
 pub(crate) mod manual_send;
 mod processed;
 pub(crate) mod replay;
+mod retries;
 mod start;
 mod sweeper;
 mod work;
@@ -24,8 +25,10 @@ mod worker;
 
 pub(crate) use worker::{Processor, ProcessorSettings};
 
+use crate::outbound::ScheduledRetry;
 use crate::store::{InboxKey, LedgerDoc, Version};
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, mpsc};
@@ -172,6 +175,7 @@ impl Pipeline {
     pub(crate) fn start(
         processor: Arc<Processor>,
         settings: PipelineSettings,
+        retries: mpsc::UnboundedReceiver<ScheduledRetry>,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
         let (jobs, queue) = mpsc::channel(settings.queue_capacity.max(1));
@@ -193,10 +197,12 @@ impl Pipeline {
                 events: queue,
             };
             let workers = tokio::spawn(run_workers(processor, queues, slots, in_hand, shutdown.clone()));
-            let sweeper = tokio::spawn(sweeper::run(pipeline.clone(), settings, shutdown));
+            let sweeper = tokio::spawn(sweeper::run(pipeline.clone(), settings, shutdown.clone()));
+            let timer = tokio::spawn(retries::run(pipeline.clone(), retries, shutdown));
             if let Ok(mut tasks) = pipeline.tasks.try_lock() {
                 tasks.push(workers);
                 tasks.push(sweeper);
+                tasks.push(timer);
             }
         }
         pipeline
@@ -241,7 +247,9 @@ impl Pipeline {
         let started = Instant::now();
         self.shutdown.cancel();
         let tasks = std::mem::take(&mut *self.tasks.lock().await);
-        if tokio::time::timeout(grace, futures::future::join_all(tasks))
+        // Keep part of the grace for the settles ("sent" marks) still queued.
+        let for_work = grace.saturating_sub((grace / 4).min(Duration::from_secs(2)));
+        if tokio::time::timeout(for_work, futures::future::join_all(tasks))
             .await
             .is_err()
         {
@@ -255,6 +263,22 @@ impl Pipeline {
     }
 }
 
+/// Counts a running send while it lives.
+struct Sending(Arc<AtomicUsize>);
+
+impl Sending {
+    fn start(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, AtomicOrdering::Relaxed);
+        Self(count.clone())
+    }
+}
+
+impl Drop for Sending {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, AtomicOrdering::Relaxed);
+    }
+}
+
 /// The two queues workers take jobs from: sends first.
 struct Queues {
     sends: mpsc::Receiver<Job>,
@@ -262,11 +286,21 @@ struct Queues {
 }
 
 impl Queues {
-    async fn next(&mut self) -> Option<Job> {
-        tokio::select! {
-            biased;
-            Some(job) = self.sends.recv() => Some(job),
-            job = self.events.recv() => job,
+    /// The next job: a send first, unless `sends_first` is false (half the
+    /// workers already send: events must not starve behind a slow LINE).
+    async fn next(&mut self, sends_first: bool) -> Option<Job> {
+        if sends_first {
+            tokio::select! {
+                biased;
+                Some(job) = self.sends.recv() => Some(job),
+                job = self.events.recv() => job,
+            }
+        } else {
+            tokio::select! {
+                biased;
+                Some(job) = self.events.recv() => Some(job),
+                job = self.sends.recv() => job,
+            }
         }
     }
 
@@ -294,10 +328,13 @@ async fn run_workers(
     shutdown: CancellationToken,
 ) {
     let mut running = JoinSet::new();
+    let workers = slots.available_permits();
+    let sending = Arc::new(AtomicUsize::new(0));
     loop {
+        let sends_first = sending.load(AtomicOrdering::Relaxed) < (workers / 2).max(1);
         let job = tokio::select! {
             _ = shutdown.cancelled() => break,
-            job = queues.next() => match job { Some(job) => job, None => break },
+            job = queues.next(sends_first) => match job { Some(job) => job, None => break },
         };
         let slot = tokio::select! {
             slot = slots.clone().acquire_owned() => slot,
@@ -315,8 +352,10 @@ async fn run_workers(
             in_hand: in_hand.clone(),
             id: job.id().to_owned(),
         };
+        let send = matches!(job, Job::Outbound(_)).then(|| Sending::start(&sending));
         running.spawn(async move {
             processor.run(job).await;
+            drop(send);
             drop(held);
             drop(slot);
         });

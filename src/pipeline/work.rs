@@ -80,7 +80,13 @@ impl Work {
     }
 
     pub(crate) fn decode(stored: &str) -> Result<Self, String> {
-        serde_json::from_str(stored).map_err(|error| format!("the stored plan cannot be read: {error}"))
+        // The parser's own message could quote the plan (and its reply token).
+        serde_json::from_str(stored).map_err(|error| {
+            format!(
+                "the stored plan cannot be read: {}",
+                crate::line::webhook::describe_error(&error)
+            )
+        })
     }
 
     /// The action that sends `messages` for this event, keyed by `key`; `None`

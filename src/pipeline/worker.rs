@@ -10,7 +10,7 @@ use super::{EventJob, InHand, Job};
 use crate::metrics::Metrics;
 use crate::outbound::{Courier, Origin, StagedAction};
 use crate::store::round_trips::counted;
-use crate::store::{Attempted, Settlement, Store, Version};
+use crate::store::{Store, Version};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
@@ -196,16 +196,7 @@ impl Processor {
                 )
                 .await
                 .map(|_| ()),
-            Job::Outbound(job) => {
-                let retry = Settlement::RetryAt {
-                    after: Duration::ZERO,
-                    error: "handed back at shutdown".into(),
-                };
-                self.store
-                    .settle_outbound(&job.id, job.version, &job.doc, &Attempted::unchanged(&job.doc), &retry)
-                    .await
-                    .map(|_| ())
-            }
+            Job::Outbound(job) => self.store.hand_back_outbound(&job.id, job.version).await.map(|_| ()),
         };
         if let Err(error) = result {
             tracing::warn!(error = %error, "could not hand work back; its lease will run out");

@@ -3,9 +3,10 @@
 //! own status (`ALREADY_EXISTS` for a redelivery), so one claim never fails
 //! another, yet a burst costs the emulator one request instead of dozens.
 //!
-//! A second (up to a fourth) batch goes out beside one in flight only when at
-//! least 32 claims wait; each batch holds at most 500 writes and about 9 MiB
-//! (Firestore's limits per request are 500 writes and 10 MiB).
+//! A second (up to a fourth) batch goes out beside one in flight when at least 32
+//! claims wait, or when the last batch went out 50 ms ago; each batch holds at
+//! most 500 writes and about 9 MiB (Firestore's limits per request are 500 writes
+//! and 10 MiB).
 //!
 //! Measured in BENCHMARKS.md: the acknowledgement waits for this one request, and
 //! under load the emulator's per-request cost, not the writes, dominated it.
@@ -23,12 +24,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 const MAX_WRITES: usize = 500;
 const MAX_BYTES: usize = 9 * 1024 * 1024;
 const MAX_IN_FLIGHT: usize = 4;
 /// Claims waiting that justify a batch beside one in flight.
 const EXTRA_BATCH: usize = 32;
+/// A batch in flight for this long is slow: the claims waiting go out beside it.
+const SLOW_BATCH: Duration = Duration::from_millis(50);
 
 type Reply = oneshot::Sender<Result<Claim, StoreError>>;
 
@@ -79,9 +83,11 @@ async fn run(
 ) {
     let mut pending: VecDeque<Request> = VecDeque::new();
     let mut in_flight = JoinSet::new();
+    let mut last_sent = Instant::now();
     let mut open = true;
     loop {
-        while in_flight.len() < MAX_IN_FLIGHT && another_batch(pending.len(), in_flight.len()) {
+        while in_flight.len() < MAX_IN_FLIGHT && another_batch(pending.len(), in_flight.len(), last_sent.elapsed()) {
+            last_sent = Instant::now();
             let batch = take_batch(&mut pending);
             counts.0.fetch_add(1, Ordering::Relaxed);
             counts.1.fetch_add(batch.len() as u64, Ordering::Relaxed);
@@ -91,7 +97,10 @@ async fn run(
         if !open && pending.is_empty() && in_flight.is_empty() {
             return;
         }
+        // Claims waiting beside a batch in flight go out once it is slow.
+        let overdue = !pending.is_empty() && in_flight.len() < MAX_IN_FLIGHT;
         tokio::select! {
+            _ = tokio::time::sleep_until(last_sent + SLOW_BATCH), if overdue => {}
             request = receiver.recv(), if open => match request {
                 Some(request) => {
                     pending.push_back(request);
@@ -107,11 +116,11 @@ async fn run(
 }
 
 /// Whether to send another batch now: always when none is in flight; beside one
-/// only with a backlog worth a request of its own. Fewer, fuller requests cost
-/// the emulator (and the service) less CPU; a second batch keeps a burst from
-/// waiting a whole round trip.
-fn another_batch(waiting: usize, in_flight: usize) -> bool {
-    waiting > 0 && (in_flight == 0 || waiting >= EXTRA_BATCH)
+/// only with a backlog worth a request of its own, or once the last batch went
+/// out `SLOW_BATCH` ago (Firestore is slow: the claims should not wait for it).
+/// Fewer, fuller requests cost the emulator (and the service) less CPU.
+fn another_batch(waiting: usize, in_flight: usize, since_last: Duration) -> bool {
+    waiting > 0 && (in_flight == 0 || waiting >= EXTRA_BATCH || since_last >= SLOW_BATCH)
 }
 
 /// The next batch: at most 500 writes and about 9 MiB.

@@ -254,18 +254,13 @@ impl Store {
         self.expired(WEBHOOK_INBOX, limit).await
     }
 
-    /// Takes over an expired event to start an attempt at once. `Some(version)`
-    /// when this instance won.
+    /// Takes over an expired event. `Some(version)` when this instance won. The
+    /// attempt is counted when a worker starts it ([`Store::start_event`]), not
+    /// here: a takeover whose work never starts costs no attempt.
     pub(crate) async fn take_over_event(&self, record: &Stored<InboxDoc>) -> Result<Option<Version>, StoreError> {
         let until = later(FirestoreInstant::now(), self.options.lease);
-        self.lease_to_me(
-            WEBHOOK_INBOX,
-            &record.id,
-            record.version,
-            record.doc.attempts + 1,
-            until,
-        )
-        .await
+        self.lease_to_me(WEBHOOK_INBOX, &record.id, record.version, record.doc.attempts, until)
+            .await
     }
 
     pub(crate) async fn event(&self, key: &InboxKey) -> Result<Option<Stored<InboxDoc>>, StoreError> {

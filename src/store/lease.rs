@@ -19,6 +19,9 @@ use gcloud_sdk::google::firestore::v1::value::ValueType;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+/// Pages a sweep reads per collection at most.
+const MAX_PAGES: usize = 4;
+
 /// A record as read, with the version its next state change must name.
 #[derive(Debug, Clone)]
 pub(crate) struct Stored<T> {
@@ -62,29 +65,44 @@ struct LeaseChange<'a> {
 }
 
 impl Store {
-    /// Records of `collection` still `pending` whose lease ran out, at most
-    /// `limit` looked at, from a random point of the id space (wrapping around), so
-    /// no record waits behind others for ever.
+    /// Records of `collection` still `pending` whose lease ran out, up to
+    /// `limit`, looked for in pages of `limit` (at most [`MAX_PAGES`]) from a
+    /// random point of the id space, wrapping around once: no record waits behind
+    /// others for ever, and many pending records that are not due (pushes backing
+    /// off during a LINE outage) do not hide the due ones for long.
     pub(super) async fn expired<T: DeserializeOwned>(
         &self,
         collection: &str,
         limit: u32,
     ) -> Result<Vec<Swept<T>>, StoreError> {
-        let start = reference_value(self.document_path(collection, &random_id()));
-        let mut documents = self
-            .pending_between(collection, Some(start.clone()), None, limit)
-            .await?;
-        let found = u32::try_from(documents.len()).unwrap_or(limit);
-        if found < limit {
-            documents.extend(
-                self.pending_between(collection, None, Some(start), limit - found)
-                    .await?,
-            );
-        }
+        let origin = reference_value(self.document_path(collection, &random_id()));
+        let mut start = Some(FirestoreQueryCursor::BeforeValue(vec![origin.clone()]));
+        let mut end = None;
+        let mut wrapped = false;
+        let mut due = Vec::new();
         let now = FirestoreInstant::now();
-        Ok(documents
+        for _ in 0..MAX_PAGES {
+            let page = self
+                .pending_between(collection, start.take(), end.clone(), limit)
+                .await?;
+            let full = u32::try_from(page.len()).unwrap_or(u32::MAX) >= limit;
+            let last = page.last().map(|document| document.name.clone());
+            due.extend(page.into_iter().filter(|document| lease_ran_out(document, now)));
+            if due.len() >= limit as usize {
+                break;
+            }
+            match (full, last) {
+                (true, Some(last)) => start = Some(FirestoreQueryCursor::AfterValue(vec![reference_value(last)])),
+                _ if wrapped => break,
+                _ => {
+                    wrapped = true;
+                    end = Some(origin.clone());
+                }
+            }
+        }
+        due.truncate(limit as usize);
+        Ok(due
             .into_iter()
-            .filter(|document| lease_ran_out(document, now))
             .map(|document| {
                 let id = document_id(&document.name).to_owned();
                 let version = Version::new(document.update_time.unwrap_or_default());
@@ -104,7 +122,7 @@ impl Store {
     async fn pending_between(
         &self,
         collection: &str,
-        start: Option<firestore::FirestoreValue>,
+        start: Option<FirestoreQueryCursor>,
         end: Option<firestore::FirestoreValue>,
         limit: u32,
     ) -> Result<Vec<Document>, StoreError> {
@@ -118,7 +136,7 @@ impl Store {
             .order(|o| o.fields([o.field("__name__").ascending()]))
             .limit(limit);
         if let Some(start) = start {
-            query = query.start_at(FirestoreQueryCursor::BeforeValue(vec![start]));
+            query = query.start_at(start);
         }
         if let Some(end) = end {
             query = query.end_at(FirestoreQueryCursor::BeforeValue(vec![end]));

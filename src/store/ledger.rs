@@ -10,7 +10,7 @@ use super::inbox::dead_letter_id;
 use super::later;
 use super::lease::{Stored, Swept};
 use super::settler::{Fact, Settle};
-use super::writes::{CommitOutcome, Expect, create, delete, expecting, merge_deleting, set};
+use super::writes::{CommitOutcome, Expect, create, delete, expecting, merge, merge_deleting, set};
 use super::{Store, StoreError, Version};
 use firestore::FirestoreInstant;
 use gcloud_sdk::google::firestore::v1::Write;
@@ -69,6 +69,17 @@ impl Attempted {
             reply_outcome_unknown: doc.reply_outcome_unknown,
         }
     }
+}
+
+/// What became of a settle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SettleWrite {
+    /// Queued with the batched settles ("sent", "logged").
+    Queued,
+    /// Written: the entry's new version.
+    Written(Option<Version>),
+    /// Another instance had taken the entry over: nothing changed.
+    Superseded,
 }
 
 /// The outcome of recording an action outside an effect commit (manual sends).
@@ -171,7 +182,22 @@ impl Store {
             merge_deleting(path, &change, &["replyToken"], Vec::new())?,
             Expect::At(version),
         );
-        self.commit(vec![write]).await.first_version()
+        match self.commit(vec![write]).await {
+            // Find out: the switch landed if the entry holds exactly what it wrote.
+            CommitOutcome::Unknown(error) => {
+                tracing::warn!(error = %error, "the switch to a push has an unknown outcome; reading the entry");
+                let found = self.outbound(ledger_id).await?;
+                Ok(found
+                    .filter(|entry| {
+                        entry.doc.route == RouteDoc::Push
+                            && entry.doc.reply_token.is_none()
+                            && entry.doc.lease_owner == self.options.instance_id
+                            && super::same_instant(entry.doc.lease_until, change.lease_until)
+                    })
+                    .map(|entry| entry.version))
+            }
+            outcome => outcome.first_version(),
+        }
     }
 
     /// The `create` of a new pending entry, for an effect's commit.
@@ -219,7 +245,9 @@ impl Store {
 
     /// Records how an action ended (or when to try again), from the version the
     /// sender holds. Uncertain and failed actions get a dead letter in the same
-    /// commit. `false`: another instance had taken the entry over; nothing changed.
+    /// commit. A retry keeps the entry leased to this instance until it is due
+    /// and a lease beyond: this instance retries it itself (other instances take
+    /// it only if this one dies).
     pub(crate) async fn settle_outbound(
         &self,
         ledger_id: &str,
@@ -227,7 +255,7 @@ impl Store {
         doc: &LedgerDoc,
         attempted: &Attempted,
         settlement: &Settlement,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<SettleWrite, StoreError> {
         let attempts = attempted.attempts;
         let now = FirestoreInstant::now();
         let (state, lease_until, error, letter) = match settlement {
@@ -245,9 +273,12 @@ impl Store {
                 Some(reason.as_str()),
                 Some(DeadLetterKind::Outbound),
             ),
-            Settlement::RetryAt { after, error } => {
-                (LedgerState::Pending, later(now, *after), Some(error.as_str()), None)
-            }
+            Settlement::RetryAt { after, error } => (
+                LedgerState::Pending,
+                later(later(now, *after), self.options.lease),
+                Some(error.as_str()),
+                None,
+            ),
         };
         let change = SettleChange {
             state,
@@ -281,7 +312,7 @@ impl Store {
                 cleanup,
             };
             self.settler.submit(Settle::fact(settle, state.as_str(), fact));
-            return Ok(true);
+            return Ok(SettleWrite::Queued);
         }
         let mut writes = vec![settle];
         if let (Some(kind), Some(reason)) = (letter, error) {
@@ -301,7 +332,10 @@ impl Store {
                 &dead,
             )?);
         }
-        self.commit_conditional(writes).await
+        Ok(match self.commit(writes).await.first_version()? {
+            Some(version) => SettleWrite::Written(Some(version)),
+            None => SettleWrite::Superseded,
+        })
     }
 
     /// Pending actions whose lease ran out (a crash, or a scheduled retry).
@@ -313,6 +347,26 @@ impl Store {
     pub(crate) async fn take_over_outbound(&self, record: &Stored<LedgerDoc>) -> Result<Option<Version>, StoreError> {
         let until = later(FirestoreInstant::now(), self.options.lease);
         self.lease_to_me(OUTBOUND_LEDGER, &record.id, record.version, record.doc.attempts, until)
+            .await
+    }
+
+    /// Gives an entry this instance holds back at once (at shutdown): any
+    /// instance's sweeper takes it now. `false`: it had moved on.
+    pub(crate) async fn hand_back_outbound(&self, ledger_id: &str, version: Version) -> Result<bool, StoreError> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Free {
+            #[serde(with = "firestore::serialize_as_timestamp")]
+            lease_until: FirestoreInstant,
+        }
+        let write = merge(
+            self.document_path(OUTBOUND_LEDGER, ledger_id),
+            &Free {
+                lease_until: FirestoreInstant::now(),
+            },
+            Vec::new(),
+        )?;
+        self.commit_conditional(vec![expecting(write, Expect::At(version))])
             .await
     }
 

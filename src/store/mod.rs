@@ -32,7 +32,7 @@ pub(crate) use effects::{AnswerRecord, Effect, EffectWrites, StartRecord};
 pub(crate) use idempotency::RequestCheck;
 pub(crate) use inbox::{Claim, InboxKey, NewEvent};
 pub(crate) use lease::{Stored, Swept};
-pub(crate) use ledger::{Attempted, NewAction, Recorded, Settlement};
+pub(crate) use ledger::{Attempted, NewAction, Recorded, SettleWrite, Settlement};
 pub(crate) use messages::{MessageKey, UnsendOutcome};
 
 use claimer::Claimer;

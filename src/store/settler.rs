@@ -25,11 +25,10 @@
 //! again: an event re-runs without effect, a push is answered 409, a reply's retry
 //! is answered "Invalid reply token".
 
-use super::StoreError;
 use super::Version;
 use super::reads::get_documents;
 use super::writes::{
-    CommitOutcome, Expect, WriteStatus, batch_write, code, commit_writes, delete, document_name, expecting, transient,
+    CommitOutcome, Expect, batch_write, code, commit_writes, delete, document_name, expecting, transient,
 };
 use firestore::FirestoreDb;
 use gcloud_sdk::google::firestore::v1::{Write, value::ValueType};
@@ -243,46 +242,59 @@ fn take_batch(queue: &mut VecDeque<Pending>, now: Instant) -> Vec<Pending> {
 
 async fn send(db: FirestoreDb, batch: Vec<Pending>, timeout: Duration) -> Vec<Settled> {
     let writes: Vec<Write> = batch.iter().map(|pending| pending.settle.write.clone()).collect();
-    match batch_write(&db, writes, timeout).await {
-        Ok(statuses) => {
-            let mut settled = Vec::with_capacity(batch.len());
-            for (pending, status) in batch.into_iter().zip(statuses) {
-                settled.push(settle_one(&db, pending, status, timeout).await);
-            }
-            settled
-        }
+    let statuses = match batch_write(&db, writes, timeout).await {
+        Ok(statuses) => statuses,
         Err(error) => {
             tracing::warn!(error = %error, writes = batch.len(), "settle batch failed; retrying its writes");
-            batch.into_iter().map(retry).collect()
+            return batch.into_iter().map(retry).collect();
+        }
+    };
+    let mut settled = Vec::with_capacity(batch.len());
+    let mut moved = Vec::new();
+    for (pending, status) in batch.into_iter().zip(statuses) {
+        match status.code {
+            // NOT_FOUND: the record vanished (TTL); nothing to settle.
+            code::OK | code::NOT_FOUND => settled.push(Settled::Done(pending.sequence)),
+            code::FAILED_PRECONDITION => moved.push(pending),
+            other if transient(other) => settled.push(retry(pending)),
+            other => {
+                tracing::error!(
+                    code = other,
+                    settle.to = pending.settle.target_state,
+                    "Firestore refused a settle; the sweeper settles the record again"
+                );
+                settled.push(Settled::Done(pending.sequence));
+            }
         }
     }
-}
-
-async fn settle_one(db: &FirestoreDb, pending: Pending, status: WriteStatus, timeout: Duration) -> Settled {
-    match status.code {
-        // NOT_FOUND: the record vanished (TTL); nothing to settle.
-        code::OK | code::NOT_FOUND => Settled::Done(pending.sequence),
-        code::FAILED_PRECONDITION => moved_on(db, pending, timeout).await,
-        other if transient(other) => retry(pending),
-        other => {
-            tracing::error!(
-                code = other,
-                settle.to = pending.settle.target_state,
-                "Firestore refused a settle; the sweeper settles the record again"
-            );
-            Settled::Done(pending.sequence)
-        }
+    if !moved.is_empty() {
+        settled.extend(moved_on(&db, moved, timeout).await);
     }
+    settled
 }
 
-/// The record is not at the version the settle named: find out why.
-async fn moved_on(db: &FirestoreDb, pending: Pending, timeout: Duration) -> Settled {
-    let name = document_name(&pending.settle.write).to_owned();
-    let (state, version) = match stored_state(db, &name, timeout).await {
-        Ok(Some(found)) => found,
-        // Gone (TTL): nothing to settle.
-        Ok(None) => return Settled::Done(pending.sequence),
-        Err(_) => return retry(pending),
+/// Records that were not at the version their settles named: one read for all
+/// of them, then each settle is done, applied again (a fact) or dropped.
+async fn moved_on(db: &FirestoreDb, moved: Vec<Pending>, timeout: Duration) -> Vec<Settled> {
+    let names: Vec<String> = moved
+        .iter()
+        .map(|pending| document_name(&pending.settle.write).to_owned())
+        .collect();
+    let found = match get_documents(db, names, timeout).await {
+        Ok(found) => found,
+        Err(_) => return moved.into_iter().map(retry).collect(),
+    };
+    let decisions = moved
+        .into_iter()
+        .zip(found)
+        .map(|(pending, document)| decide(db, pending, document.map(state_of), timeout));
+    futures::future::join_all(decisions).await
+}
+
+async fn decide(db: &FirestoreDb, pending: Pending, stored: Option<(String, Version)>, timeout: Duration) -> Settled {
+    // Gone (TTL): nothing to settle.
+    let Some((state, version)) = stored else {
+        return Settled::Done(pending.sequence);
     };
     let settle = &pending.settle;
     if state == settle.target_state {
@@ -325,18 +337,11 @@ fn retry(mut pending: Pending) -> Settled {
     Settled::Retry(Box::new(pending))
 }
 
-/// The `state` field and version of a document, `None` when it is gone.
-async fn stored_state(
-    db: &FirestoreDb,
-    name: &str,
-    timeout: Duration,
-) -> Result<Option<(String, Version)>, StoreError> {
-    let mut found = get_documents(db, vec![name.to_owned()], timeout).await?;
-    Ok(found.pop().flatten().map(|document| {
-        let state = match document.fields.get("state").and_then(|value| value.value_type.as_ref()) {
-            Some(ValueType::StringValue(state)) => state.clone(),
-            _ => String::new(),
-        };
-        (state, Version::new(document.update_time.unwrap_or_default()))
-    }))
+/// The `state` field and version of a document.
+fn state_of(document: gcloud_sdk::google::firestore::v1::Document) -> (String, Version) {
+    let state = match document.fields.get("state").and_then(|value| value.value_type.as_ref()) {
+        Some(ValueType::StringValue(state)) => state.clone(),
+        _ => String::new(),
+    };
+    (state, Version::new(document.update_time.unwrap_or_default()))
 }
