@@ -4,7 +4,7 @@
 //! another, yet a burst costs the emulator one request instead of dozens.
 //!
 //! A second (up to a fourth) batch goes out beside one in flight when at least 32
-//! claims wait, or when the last batch went out 50 ms ago; each batch holds at
+//! claims wait, or when the last batch went out 100 ms ago; each batch holds at
 //! most 500 writes and about 9 MiB (Firestore's limits per request are 500 writes
 //! and 10 MiB).
 //!
@@ -32,7 +32,7 @@ const MAX_IN_FLIGHT: usize = 4;
 /// Claims waiting that justify a batch beside one in flight.
 const EXTRA_BATCH: usize = 32;
 /// A batch in flight for this long is slow: the claims waiting go out beside it.
-const SLOW_BATCH: Duration = Duration::from_millis(50);
+const SLOW_BATCH: Duration = Duration::from_millis(100);
 
 type Reply = oneshot::Sender<Result<Claim, StoreError>>;
 
