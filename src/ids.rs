@@ -44,7 +44,7 @@ macro_rules! string_id {
         /// Deserialises without checks (scenario files are checked as a whole by the
         /// loader, which names file, scenario and node); input from LINE goes
         /// through [`Self::parse`].
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
         #[serde(transparent)]
         pub struct $name(String);
 

@@ -17,6 +17,7 @@
 //!
 //! [`config`], [`telemetry`] and [`startup`] build and run the whole.
 
+pub mod cli;
 pub mod config;
 mod engine;
 mod http;

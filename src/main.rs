@@ -1,30 +1,123 @@
+use clap::{Parser, Subcommand};
+use line_survey::cli::{self, Format};
 use line_survey::config::Config;
 use line_survey::startup::Application;
 use line_survey::telemetry;
+use std::path::PathBuf;
+use std::process::ExitCode;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    let config = match Config::from_env() {
-        Ok(config) => config,
-        Err(error) => {
-            eprintln!("configuration error: {error}");
-            return std::process::ExitCode::from(2);
+/// LINE survey scenarios on Firestore: the webhook service and its tools.
+#[derive(Parser)]
+#[command(name = "line-survey", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs the service (the default): settings come from the environment.
+    Serve,
+    /// Validates scenario files without Firestore or LINE; exit status 1 on any problem.
+    Check {
+        /// The scenario directory (default: $SCENARIOS_DIR, else ./scenarios).
+        dir: Option<PathBuf>,
+        #[arg(long, value_enum, default_value = "text")]
+        format: Format,
+    },
+    /// A conversation with one scenario in the terminal, in memory: reads one
+    /// action per line (a number taps a choice, /date VALUE picks a date,
+    /// /follow, /tap-card, /quit; anything else is sent as text).
+    Simulate {
+        scenario: String,
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Replays transcript files against the scenarios; exit status 1 on a difference.
+    Test {
+        /// The transcripts' directory (default: the scenario directory's tests/).
+        dir: Option<PathBuf>,
+        /// The scenario directory (default: $SCENARIOS_DIR, else ./scenarios).
+        #[arg(long)]
+        scenarios: Option<PathBuf>,
+    },
+    /// Prints the JSON Schema of the scenario file format.
+    Schema,
+}
+
+fn scenarios_dir(given: Option<PathBuf>) -> PathBuf {
+    given
+        .or_else(|| std::env::var_os("SCENARIOS_DIR").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("scenarios"))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Only the tools hold stdout: the service's log writes to it from many threads.
+    let stdout = || std::io::stdout().lock();
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => serve(),
+        Command::Check { dir, format } => match cli::check(&scenarios_dir(dir), format, &mut stdout()) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
+            Err(error) => failed(&error.to_string()),
+        },
+        Command::Simulate { scenario, dir } => {
+            let stdin = std::io::stdin().lock();
+            match cli::simulate(&scenarios_dir(dir), &scenario, stdin, &mut stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => failed(&error),
+            }
         }
-    };
-    telemetry::init(config.log_format);
-    let application = match Application::build(config).await {
-        Ok(application) => application,
-        Err(error) => {
-            tracing::error!(error = format!("{error:#}"), "start-up failed");
-            eprintln!("start-up failed: {error:#}");
-            return std::process::ExitCode::from(1);
+        Command::Test { dir, scenarios } => {
+            let scenarios = scenarios_dir(scenarios);
+            let tests = dir.unwrap_or_else(|| scenarios.join("tests"));
+            match cli::run_transcripts(&scenarios, &tests, &mut stdout()) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::from(1),
+                Err(error) => failed(&error),
+            }
         }
-    };
-    match application.run_until_stopped().await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(error) => {
-            tracing::error!(error = %error, "server stopped with an error");
-            std::process::ExitCode::FAILURE
+        Command::Schema => {
+            print!("{}", cli::schema());
+            ExitCode::SUCCESS
         }
     }
+}
+
+fn failed(error: &str) -> ExitCode {
+    eprintln!("error: {error}");
+    ExitCode::from(2)
+}
+
+fn serve() -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => return failed(&format!("cannot start the runtime: {error}")),
+    };
+    runtime.block_on(async {
+        let config = match Config::from_env() {
+            Ok(config) => config,
+            Err(error) => {
+                eprintln!("configuration error: {error}");
+                return ExitCode::from(2);
+            }
+        };
+        telemetry::init(config.log_format);
+        let application = match Application::build(config).await {
+            Ok(application) => application,
+            Err(error) => {
+                tracing::error!(error = format!("{error:#}"), "start-up failed");
+                eprintln!("start-up failed: {error:#}");
+                return ExitCode::from(1);
+            }
+        };
+        match application.run_until_stopped().await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                tracing::error!(error = %error, "server stopped with an error");
+                ExitCode::FAILURE
+            }
+        }
+    })
 }

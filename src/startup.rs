@@ -69,6 +69,7 @@ impl Application {
         let courier = Courier::new(client, store.clone(), policy, retries);
         let metrics = Arc::new(Metrics::default());
         let processor = Arc::new(Processor::new(
+            engine.clone(),
             store.clone(),
             courier.clone(),
             metrics.clone(),

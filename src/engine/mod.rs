@@ -5,15 +5,18 @@
 
 mod render;
 mod start;
+mod typed;
 
-pub(crate) use render::render_from;
+pub(crate) use render::{QuestionRef, Rendered, render_from};
 pub(crate) use start::{StartVerdict, start_verdict};
+pub(crate) use typed::{OpenQuestion, TypedDecision};
 
 use crate::ids::{LineUserId, NodeId, ScenarioId, answer_id, scenario_marker_id};
 use crate::line::messages::Message;
-use crate::line::webhook::{Event, EventKind, MessageContent, Mode, Source};
+use crate::line::webhook::{Event, EventKind, MessageContent, Mode, PostbackContent, Source};
 use crate::scenario::postback::{Postback, PostbackError};
-use crate::scenario::{Entry, LoadedScenario, Node, Scenarios, WalkError};
+use crate::scenario::typed::{AnswerValue, parse_picked};
+use crate::scenario::{DateMode, Entry, LoadedScenario, Node, Scenarios, WalkError};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -29,6 +32,10 @@ pub(crate) enum Decision {
     CardTap(CardTapPlan),
     /// Guard 3: a follow or text trigger.
     Start(StartPlan),
+    /// A text message while some scenario asks typed questions: the worker reads
+    /// whether the user has one open (then the text answers it) before the
+    /// keyword trigger, if any, may fire.
+    Text(TextPlan),
     /// The user unsent a message: it must have no effect if it has had none yet.
     Unsend {
         message_id: String,
@@ -62,6 +69,10 @@ pub(crate) enum Ignored {
     WrongNodeKind,
     #[error("postback names an unknown choice")]
     UnknownChoice,
+    #[error("a date postback without the picked value")]
+    NoPickedValue,
+    #[error("the picked value is not in the question's format or range")]
+    PickedOutOfRange,
     /// Validation at start-up rules this out; kept so that no input can panic.
     #[error("scenario {scenario} cannot be rendered: {problem}")]
     BrokenScenario { scenario: ScenarioId, problem: WalkError },
@@ -74,11 +85,21 @@ pub(crate) struct AnswerPlan {
     pub(crate) scenario: ScenarioId,
     pub(crate) scenario_version: u32,
     pub(crate) node: NodeId,
-    pub(crate) choice: String,
+    /// The recorded value, typed: a choice's value, a number, a text or a date.
+    pub(crate) value: AnswerValue,
+    /// `choice`, `text`, `number`, `date`, `time` or `datetime`.
+    pub(crate) value_type: String,
     pub(crate) tags: Vec<String>,
     pub(crate) answer_id: String,
     pub(crate) marker_id: String,
     pub(crate) follow_up: Vec<Message>,
+    /// The text or date question the follow-up asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) opens: Option<QuestionRef>,
+    /// For a typed or date answer: the open question it answers. It is recorded
+    /// only while that question is still open, and closes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) closes: Option<QuestionRef>,
 }
 
 /// "Has this user answered `scenario`, and when was it last started?" — one get
@@ -97,6 +118,8 @@ pub(crate) struct CardTapPlan {
     /// The survey scenario the card starts, unless the user answered it.
     pub(crate) guard: ScenarioGuard,
     pub(crate) messages: Vec<Message>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) opens: Option<QuestionRef>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -106,6 +129,18 @@ pub(crate) struct StartPlan {
     /// `None` for scenarios without a survey node: nothing to check, no read.
     pub(crate) guard: Option<ScenarioGuard>,
     pub(crate) messages: Vec<Message>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) opens: Option<QuestionRef>,
+}
+
+/// A text message that may answer an open question. Its text is not here: it is
+/// kept by message id until the event is processed (an unsend deletes it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct TextPlan {
+    pub(crate) user: LineUserId,
+    /// What the text starts when no question is open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) keyword: Option<StartPlan>,
 }
 
 /// Why a manual send cannot start a scenario.
@@ -171,13 +206,18 @@ impl Engine {
             EventKind::Message {
                 message: MessageContent::Text { text, .. },
             } => {
-                let entry = self.scenarios.text_trigger(text).ok_or(Ignored::NoTrigger)?;
+                let entry = self.scenarios.text_trigger(text);
+                if self.scenarios.takes_typed_answers() {
+                    let keyword = entry.map(|entry| self.start(user.clone(), entry)).transpose()?;
+                    return Ok(Decision::Text(TextPlan { user, keyword }));
+                }
+                let entry = entry.ok_or(Ignored::NoTrigger)?;
                 Ok(Decision::Start(self.start(user, entry)?))
             }
             EventKind::Message { .. } => Err(Ignored::NotText),
-            EventKind::Postback { postback } => {
-                let postback = Postback::decode(&postback.data).map_err(Ignored::ForeignPostback)?;
-                self.postback(user, postback)
+            EventKind::Postback { postback: content } => {
+                let postback = Postback::decode(&content.data).map_err(Ignored::ForeignPostback)?;
+                self.postback(user, postback, content)
             }
             _ => Err(Ignored::UnhandledType),
         }
@@ -189,8 +229,10 @@ impl Engine {
             scenario: entry.scenario.clone(),
             marker_id: scenario_marker_id(&entry.scenario, &user),
         });
+        let rendered = rendered(scenario, &entry.node)?;
         Ok(StartPlan {
-            messages: rendered(scenario, &entry.node)?,
+            messages: rendered.messages,
+            opens: rendered.opens,
             user,
             scenario: entry.scenario.clone(),
             guard,
@@ -199,7 +241,7 @@ impl Engine {
 
     /// The messages an operator's manual send delivers: the scenario from its start,
     /// with no guard at all (re-sending is the point of a manual send).
-    pub(crate) fn manual_start(&self, scenario: &ScenarioId) -> Result<Vec<Message>, ManualStartError> {
+    pub(crate) fn manual_start(&self, scenario: &ScenarioId) -> Result<Rendered, ManualStartError> {
         let scenario = self.scenarios.get(scenario).ok_or(ManualStartError::UnknownScenario)?;
         render_from(scenario, &scenario.start).map_err(ManualStartError::Broken)
     }
@@ -208,7 +250,7 @@ impl Engine {
         self.scenarios.get(id).ok_or(Ignored::UnknownScenario)
     }
 
-    fn postback(&self, user: LineUserId, postback: Postback) -> Result<Decision, Ignored> {
+    fn postback(&self, user: LineUserId, postback: Postback, content: &PostbackContent) -> Result<Decision, Ignored> {
         match postback {
             Postback::Answer { scenario, node, choice } => {
                 let loaded = self.loaded(&scenario)?;
@@ -216,21 +258,53 @@ impl Engine {
                     return Err(Ignored::WrongNodeKind);
                 };
                 let picked = survey.choice(&choice).ok_or(Ignored::UnknownChoice)?;
-                let follow_up = match &picked.next {
-                    Some(next) => rendered(loaded, next)?,
-                    None => Vec::new(),
-                };
-                Ok(Decision::Answer(AnswerPlan {
-                    answer_id: answer_id(&scenario, &node, &user),
-                    marker_id: scenario_marker_id(&scenario, &user),
-                    scenario_version: loaded.scenario.version,
-                    tags: picked.tags.clone(),
-                    choice,
-                    follow_up,
-                    user,
-                    scenario,
+                let answer = Answering {
+                    loaded,
                     node,
-                }))
+                    user,
+                    value: AnswerValue::Text(choice),
+                    value_type: "choice",
+                    tags: &picked.tags,
+                    next: picked.next.as_ref(),
+                    closes: None,
+                };
+                Ok(Decision::Answer(answer.plan()?))
+            }
+            Postback::Date { scenario, node } => {
+                let loaded = self.loaded(&scenario)?;
+                let Node::DateQuestion(question) = loaded.node(&node).ok_or(Ignored::UnknownNode)? else {
+                    return Err(Ignored::WrongNodeKind);
+                };
+                let params = content.params.as_ref().ok_or(Ignored::NoPickedValue)?;
+                let (raw, value_type) = match question.mode {
+                    DateMode::Date => (params.date.as_deref(), "date"),
+                    DateMode::Time => (params.time.as_deref(), "time"),
+                    DateMode::Datetime => (params.datetime.as_deref(), "datetime"),
+                };
+                let picked = parse_picked(question.mode, raw.ok_or(Ignored::NoPickedValue)?)
+                    .map_err(|_| Ignored::PickedOutOfRange)?;
+                let bound = |bound: &Option<String>| bound.as_deref().and_then(|b| parse_picked(question.mode, b).ok());
+                let below = bound(&question.min).is_some_and(|min| picked < min);
+                let above = bound(&question.max).is_some_and(|max| picked > max);
+                if below || above {
+                    return Err(Ignored::PickedOutOfRange);
+                }
+                let closes = QuestionRef {
+                    scenario: scenario.clone(),
+                    version: loaded.scenario.version,
+                    node: node.clone(),
+                };
+                let answer = Answering {
+                    loaded,
+                    node,
+                    user,
+                    value: AnswerValue::Text(picked.iso()),
+                    value_type,
+                    tags: &question.tags,
+                    next: question.next.as_ref(),
+                    closes: Some(closes),
+                };
+                Ok(Decision::Answer(answer.plan()?))
             }
             Postback::CardTap { scenario, node } => {
                 let loaded = self.loaded(&scenario)?;
@@ -238,12 +312,14 @@ impl Engine {
                     return Err(Ignored::WrongNodeKind);
                 };
                 let target = self.loaded(&card.starts)?;
+                let rendered = rendered(target, &target.start)?;
                 Ok(Decision::CardTap(CardTapPlan {
                     guard: ScenarioGuard {
                         scenario: card.starts.clone(),
                         marker_id: scenario_marker_id(&card.starts, &user),
                     },
-                    messages: rendered(target, &target.start)?,
+                    messages: rendered.messages,
+                    opens: rendered.opens,
                     user,
                     card_scenario: scenario,
                     card_node: node,
@@ -253,7 +329,50 @@ impl Engine {
     }
 }
 
-fn rendered(scenario: &LoadedScenario, from: &NodeId) -> Result<Vec<Message>, Ignored> {
+/// One answer to plan, of any question kind.
+struct Answering<'a> {
+    loaded: &'a LoadedScenario,
+    node: NodeId,
+    user: LineUserId,
+    value: AnswerValue,
+    value_type: &'static str,
+    /// The question's or the choice's own tags.
+    tags: &'a [String],
+    next: Option<&'a NodeId>,
+    closes: Option<QuestionRef>,
+}
+
+impl Answering<'_> {
+    fn plan(self) -> Result<AnswerPlan, Ignored> {
+        let follow_up = match self.next {
+            Some(next) => rendered(self.loaded, next)?,
+            None => Rendered::default(),
+        };
+        let scenario = self.loaded.id().clone();
+        let mut tags = self.tags.to_vec();
+        if let Some(tag) = &self.loaded.answer_tag
+            && !tags.contains(tag)
+        {
+            tags.push(tag.clone());
+        }
+        Ok(AnswerPlan {
+            answer_id: answer_id(&scenario, &self.node, &self.user),
+            marker_id: scenario_marker_id(&scenario, &self.user),
+            scenario_version: self.loaded.scenario.version,
+            value: self.value,
+            value_type: self.value_type.to_owned(),
+            tags,
+            follow_up: follow_up.messages,
+            opens: follow_up.opens,
+            closes: self.closes,
+            user: self.user,
+            scenario,
+            node: self.node,
+        })
+    }
+}
+
+fn rendered(scenario: &LoadedScenario, from: &NodeId) -> Result<Rendered, Ignored> {
     render_from(scenario, from).map_err(|problem| Ignored::BrokenScenario {
         scenario: scenario.id().clone(),
         problem,

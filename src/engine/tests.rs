@@ -4,6 +4,7 @@
 use super::*;
 use crate::line::webhook::EventParse;
 use crate::scenario::load_dir;
+use crate::scenario::typed::AnswerValue;
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -45,6 +46,15 @@ fn decide(raw: &Value) -> Decision {
     match Event::parse(raw) {
         EventParse::Parsed(event) => engine().decide(&event),
         EventParse::Malformed { reason, .. } => panic!("test event does not parse: {reason}"),
+    }
+}
+
+/// What a text decides once no question is open: the samples ask typed
+/// questions, so every text is a text plan whose keyword may start a scenario.
+fn keyword(raw: &Value) -> Option<StartPlan> {
+    match decide(raw) {
+        Decision::Text(plan) => plan.keyword,
+        other => panic!("a text is a text plan, got {other:?}"),
     }
 }
 
@@ -109,7 +119,6 @@ fn each_reason_to_ignore_an_event() {
             event(json!({"type": "message", "message": {"type": "sticker", "id": "1"}})),
             Ignored::NotText,
         ),
-        ("text without trigger", text("hello there"), Ignored::NoTrigger),
         (
             "rich menu postback",
             postback("action=buy&itemid=111"),
@@ -155,16 +164,17 @@ fn each_reason_to_ignore_an_event() {
 
 #[test]
 fn each_kind_of_plan() {
-    let Decision::Start(start) = decide(&text(" Survey ")) else {
+    let Some(start) = keyword(&text(" Survey ")) else {
         panic!("a keyword starts its scenario")
     };
     assert_eq!(start.scenario.as_str(), "satisfaction");
     assert!(start.guard.is_some(), "a scenario with a survey is guarded");
     assert_eq!(start.messages.len(), 2, "intro and the first question");
 
-    let Decision::Start(hours) = decide(&text("hours")) else {
+    let Some(hours) = keyword(&text("hours")) else {
         panic!("a keyword starts its scenario")
     };
+    assert_eq!(keyword(&text("hello there")), None, "no trigger matches");
     assert_eq!(hours.guard, None, "no survey, no guard read");
 
     let Decision::Start(welcome) = decide(&event(json!({"type": "follow"}))) else {
@@ -176,7 +186,13 @@ fn each_kind_of_plan() {
         panic!("a survey button is an answer")
     };
     assert_eq!(answer.node.as_str(), "rating");
-    assert_eq!(answer.tags, ["satisfied", "promoter"]);
+    assert_eq!(
+        answer.tags,
+        ["satisfied", "promoter", "answered:satisfaction"],
+        "the choice's tags and the scenario's answer tag"
+    );
+    assert_eq!(answer.value, AnswerValue::Text("5".into()));
+    assert_eq!(answer.closes, None, "a button answer needs no open question");
     assert_eq!(answer.follow_up.len(), 1, "the next question");
     assert_eq!(answer.answer_id.len(), 40);
 
@@ -212,9 +228,128 @@ fn manual_start_renders_from_the_start_node() {
     let messages = engine
         .manual_start(&ScenarioId::parse("satisfaction").expect("valid id"))
         .expect("renders");
-    assert_eq!(messages.len(), 2);
+    assert_eq!(messages.messages.len(), 2);
     assert_eq!(
         engine.manual_start(&ScenarioId::parse("nope").expect("valid id")),
         Err(ManualStartError::UnknownScenario)
     );
+}
+
+#[test]
+fn keywords_match_after_nfkc() {
+    let cases = [
+        ("ＳＵＲＶＥＹ", Some("satisfaction")),
+        ("ｱﾝｹｰﾄ", Some("satisfaction")),
+        ("アンケート\u{3000}", Some("satisfaction")),
+        ("  survey\n", Some("satisfaction")),
+        ("ＮＰＳ", Some("ja_satisfaction")),
+        ("surveys", None),
+    ];
+    for (typed, expected) in cases {
+        assert_eq!(
+            keyword(&text(typed)).map(|plan| plan.scenario.to_string()).as_deref(),
+            expected,
+            "{typed:?}"
+        );
+    }
+}
+
+fn date_postback(node: &str, params: Value) -> Value {
+    event(json!({"type": "postback", "postback": {"data": format!("v=1&k=d&s=ja_profile&n={node}"), "params": params}}))
+}
+
+#[test]
+fn date_answers() {
+    let Decision::Answer(plan) = decide(&date_postback("next_visit", json!({"date": "2027-03-14"}))) else {
+        panic!("a picked date is an answer")
+    };
+    assert_eq!(plan.value, AnswerValue::Text("2027-03-14".into()));
+    assert_eq!(plan.value_type, "date");
+    assert_eq!(plan.closes.as_ref().map(|q| q.node.as_str()), Some("next_visit"));
+    assert_eq!(plan.tags, ["来店予定あり", "プロフィール回答"]);
+    let refused = [
+        (date_postback("next_visit", json!({})), Ignored::NoPickedValue),
+        (
+            date_postback("next_visit", json!({"time": "10:00"})),
+            Ignored::NoPickedValue,
+        ),
+        (
+            date_postback("next_visit", json!({"date": "2025-12-31"})),
+            Ignored::PickedOutOfRange,
+        ),
+        (
+            date_postback("next_visit", json!({"date": "2031-01-01"})),
+            Ignored::PickedOutOfRange,
+        ),
+        (
+            date_postback("next_visit", json!({"date": "14/03/2027"})),
+            Ignored::PickedOutOfRange,
+        ),
+        (
+            date_postback("age", json!({"date": "2027-03-14"})),
+            Ignored::WrongNodeKind,
+        ),
+    ];
+    for (raw, expected) in refused {
+        assert_eq!(decide(&raw), Decision::Ignore(expected.clone()), "{raw}");
+    }
+}
+
+fn open(node: &str, attempts: u32) -> OpenQuestion {
+    OpenQuestion {
+        question: QuestionRef {
+            scenario: ScenarioId::parse("ja_profile").expect("valid"),
+            version: 1,
+            node: NodeId::parse(node).expect("valid"),
+        },
+        attempts,
+        opened_at_ms: 1_000_000,
+    }
+}
+
+#[test]
+fn typed_answer_decisions() {
+    let engine = engine();
+    let user = LineUserId::parse(USER).expect("valid");
+    let at = 1_000_000 + 60_000;
+    let decide =
+        |question: &OpenQuestion, text: &str, at: i64| engine.typed_answer(&user, question, text, at).expect("plans");
+    let TypedDecision::Answer(age) = decide(&open("age", 0), "３５", at) else {
+        panic!("full-width digits are a valid age")
+    };
+    assert_eq!(age.value, AnswerValue::Integer(35));
+    assert_eq!(age.value_type, "number");
+    assert_eq!(age.opens.as_ref().map(|q| q.node.as_str()), Some("postal_code"));
+    assert_eq!(age.closes.as_ref().map(|q| q.node.as_str()), Some("age"));
+    assert_eq!(age.follow_up.len(), 1, "the postal code question");
+
+    let TypedDecision::Invalid { attempts, messages, .. } = decide(&open("age", 0), "abc", at) else {
+        panic!("not a number")
+    };
+    assert_eq!(attempts, 1);
+    assert!(matches!(&messages[0], Message::Text { text, .. } if text.contains("0〜120")));
+
+    let TypedDecision::GiveUp { then, .. } = decide(&open("age", 2), "200", at) else {
+        panic!("the third invalid answer gives up")
+    };
+    assert_eq!(then.messages.len(), 1, "on_give_up's end text");
+    assert_eq!(then.opens, None);
+
+    let TypedDecision::GiveUp { then, .. } = decide(&open("postal_code", 2), "123", at) else {
+        panic!("gives up after the default three attempts")
+    };
+    assert!(then.messages.is_empty(), "no on_give_up: the scenario ends quietly");
+
+    assert_eq!(
+        decide(&open("age", 0), "35", 1_000_000 + 24 * 3_600_000),
+        TypedDecision::NotOpen,
+        "the answer window lapsed"
+    );
+    assert_eq!(
+        decide(&open("age", 0), "35", 1_000_000 - 1),
+        TypedDecision::NotOpen,
+        "a text sent before the question was asked answers nothing"
+    );
+    assert_eq!(decide(&open("next_visit", 0), "tomorrow", at), TypedDecision::NotTyped);
+    assert_eq!(decide(&open("gone", 0), "35", at), TypedDecision::NotOpen);
 }

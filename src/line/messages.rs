@@ -8,9 +8,20 @@ pub(crate) const MAX_MESSAGES_PER_REQUEST: usize = 5;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub(crate) enum Message {
-    Text { text: String },
-    Template { alt_text: String, template: Template },
-    Flex { alt_text: String, contents: FlexBubble },
+    Text {
+        text: String,
+        /// Quick reply buttons under the message (a quick reply question).
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        quick_reply: Option<QuickReply>,
+    },
+    Template {
+        alt_text: String,
+        template: Template,
+    },
+    Flex {
+        alt_text: String,
+        contents: FlexBubble,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,6 +47,39 @@ pub(crate) enum Action {
         #[serde(skip_serializing_if = "Option::is_none", default)]
         display_text: Option<String>,
     },
+    /// LINE's datetime picker: its value comes back in the postback's `params`.
+    #[serde(rename = "datetimepicker")]
+    DatetimePicker {
+        label: String,
+        data: String,
+        /// `date`, `time` or `datetime`.
+        mode: String,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        min: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        max: Option<String>,
+    },
+}
+
+impl Action {
+    fn label(&self) -> &str {
+        match self {
+            Action::Postback { label, .. } => label.as_deref().unwrap_or(""),
+            Action::DatetimePicker { label, .. } => label,
+        }
+    }
+}
+
+/// Buttons shown under a message until the user taps one or sends anything.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct QuickReply {
+    pub(crate) items: Vec<QuickReplyItem>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "action")]
+pub(crate) struct QuickReplyItem {
+    pub(crate) action: Action,
 }
 
 /// A bubble whose only content is a full-width tappable image.
@@ -61,15 +105,26 @@ pub(crate) fn describe(messages: &[Message]) -> String {
     messages
         .iter()
         .map(|message| match message {
-            Message::Text { text } => format!("  | {text}"),
+            Message::Text {
+                text,
+                quick_reply: None,
+            } => format!("  | {text}"),
+            Message::Text {
+                text,
+                quick_reply: Some(quick_reply),
+            } => {
+                let buttons: Vec<String> = quick_reply
+                    .items
+                    .iter()
+                    .map(|item| format!("[{}]", item.action.label()))
+                    .collect();
+                format!("  | {text} {}", buttons.join(" "))
+            }
             Message::Template {
                 template: Template::Buttons { title, text, actions },
                 ..
             } => {
-                let buttons: Vec<String> = actions
-                    .iter()
-                    .map(|Action::Postback { label, .. }| format!("[{}]", label.as_deref().unwrap_or("")))
-                    .collect();
+                let buttons: Vec<String> = actions.iter().map(|action| format!("[{}]", action.label())).collect();
                 let title = title.as_deref().map(|title| format!("{title}: ")).unwrap_or_default();
                 format!("  | {title}{text} {}", buttons.join(" "))
             }
@@ -125,7 +180,10 @@ mod tests {
     #[test]
     fn a_dry_run_shows_texts_buttons_and_card_titles() {
         let messages = [
-            Message::Text { text: "Hello".into() },
+            Message::Text {
+                text: "Hello".into(),
+                quick_reply: None,
+            },
             Message::Template {
                 alt_text: "Q".into(),
                 template: Template::Buttons {
@@ -140,6 +198,38 @@ mod tests {
             },
         ];
         assert_eq!(describe(&messages), "  | Hello\n  | Lunch: How was it? [Good]");
+    }
+
+    #[test]
+    fn quick_replies_and_date_pickers_serialise_as_line_expects() {
+        let message = Message::Text {
+            text: "Q?".into(),
+            quick_reply: Some(QuickReply {
+                items: vec![QuickReplyItem {
+                    action: Action::Postback {
+                        label: Some("5".into()),
+                        data: "d".into(),
+                        display_text: Some("とても満足".into()),
+                    },
+                }],
+            }),
+        };
+        assert_eq!(
+            serde_json::to_value(&message).unwrap(),
+            json!({"type": "text", "text": "Q?", "quickReply": {"items": [{"type": "action",
+                "action": {"type": "postback", "label": "5", "data": "d", "displayText": "とても満足"}}]}})
+        );
+        let picker = Action::DatetimePicker {
+            label: "Choose".into(),
+            data: "d".into(),
+            mode: "date".into(),
+            min: Some("2026-01-01".into()),
+            max: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&picker).unwrap(),
+            json!({"type": "datetimepicker", "label": "Choose", "data": "d", "mode": "date", "min": "2026-01-01"})
+        );
     }
 
     #[test]

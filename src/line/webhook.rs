@@ -121,6 +121,20 @@ pub enum MessageContent {
 #[derive(Debug, Clone, Deserialize)]
 pub struct PostbackContent {
     pub data: String,
+    /// What a datetime picker returned.
+    #[serde(default)]
+    pub params: Option<PostbackParams>,
+}
+
+/// A datetime picker's value: one of the three, by its mode.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PostbackParams {
+    #[serde(default)]
+    pub date: Option<String>,
+    #[serde(default)]
+    pub time: Option<String>,
+    #[serde(default)]
+    pub datetime: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

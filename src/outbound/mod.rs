@@ -90,6 +90,11 @@ pub(crate) struct StagedAction {
 }
 
 impl StagedAction {
+    /// The ledger entry as an effect commit writes it.
+    pub(crate) fn entry(&self) -> (&str, &LedgerDoc) {
+        (self.ledger_id.as_str(), &self.doc)
+    }
+
     /// Starts the entry's lease now, just before the commit that writes it.
     pub(crate) fn renew_lease(&mut self, store: &Store) {
         let earlier = std::mem::replace(&mut self.doc.lease_until, store.lease_from_now());

@@ -1,13 +1,19 @@
 //! Guard 1: a survey answer. The answer's `create` on its deterministic id, its
 //! tags, the marker, the inbox's "done" and the follow-up's ledger entry land in
 //! one atomic commit, or none of it does.
+//!
+//! A date answer is recorded only while its question is open: the open question
+//! is read first and the commit is conditional on it (and closes it), so a
+//! picker tapped after the question was answered, replaced or lapsed records
+//! nothing.
 
 use super::hold::{Failure, Found, Hold};
 use super::processed::Processed;
+use super::typed::{answer_record, answered, open_question};
 use super::work::Work;
 use super::worker::Processor;
 use crate::engine::AnswerPlan;
-use crate::outbound::ActionKey;
+use crate::outbound::StagedAction;
 use crate::store::{AnswerRecord, Effect, StoreError};
 
 /// Commits tried per attempt when a commit's outcome was unknown and it had not landed.
@@ -24,37 +30,29 @@ impl Processor {
             self.done_without_effect(hold)?;
             return Ok(Processed::AlreadyAnswered);
         }
-        let mut follow_up = work
-            .action(
-                ActionKey::answer(&plan.answer_id),
-                &hold.key,
-                &plan.scenario,
-                &plan.follow_up,
-                self.reply_is_fresh(work),
-            )
-            .map(|mut action| {
-                action.answer_id = Some(plan.answer_id.clone());
-                action.stage(&self.store)
-            })
-            .transpose()?;
-        let record = AnswerRecord {
-            answer_id: &plan.answer_id,
-            marker_id: &plan.marker_id,
-            scenario_id: plan.scenario.as_str(),
-            node_id: plan.node.as_str(),
-            user: plan.user.as_str(),
-            value: &plan.choice,
-            tags: &plan.tags,
-            scenario_version: plan.scenario_version,
-            webhook_event_id: &work.webhook_event_id,
-        };
+        let mut follow_up = self.stage_follow_up(hold, work, plan)?;
         for _ in 0..COMMIT_ROUNDS {
+            let question = match &plan.closes {
+                None => plan
+                    .opens
+                    .as_ref()
+                    .map(|opens| super::typed::opening(plan.user.as_str(), opens, None)),
+                Some(closes) => match self.still_open(plan, closes, work.event_time_ms).await? {
+                    Some(read) => Some(answered(plan.user.as_str(), plan.opens.as_ref(), read)),
+                    None => {
+                        self.done_without_effect(hold)?;
+                        return Ok(Processed::QuestionNotOpen);
+                    }
+                },
+            };
+            let record = AnswerRecord {
+                question,
+                ..answer_record(work, plan)
+            };
             if let Some(staged) = follow_up.as_mut() {
                 staged.renew_lease(&self.store);
             }
-            let entry = follow_up
-                .as_ref()
-                .map(|staged| (staged.ledger_id.as_str(), &staged.doc));
+            let entry = follow_up.as_ref().map(StagedAction::entry);
             let found = match self.store.commit_answer(&hold.key, hold.version, &record, entry).await {
                 Effect::Committed(version) => {
                     self.send(follow_up.as_ref(), version).await;
@@ -82,5 +80,24 @@ impl Processor {
             }
         }
         Err(StoreError::Unavailable("the answer commit kept failing".into()).into())
+    }
+
+    /// The version of the user's open question when it is `closes` and has not
+    /// lapsed by the event's time; `None` when it is not open.
+    async fn still_open(
+        &self,
+        plan: &AnswerPlan,
+        closes: &crate::engine::QuestionRef,
+        event_ms: i64,
+    ) -> Result<Option<crate::store::Version>, Failure> {
+        let Some(read) = self.store.open_question(plan.user.as_str()).await? else {
+            return Ok(None);
+        };
+        let Some(open) = open_question(&read.doc) else {
+            return Ok(None);
+        };
+        let same = open.question.scenario == closes.scenario && open.question.node == closes.node;
+        let fresh = self.engine.is_open_at(&open, event_ms);
+        Ok((same && fresh).then_some(read.version))
     }
 }

@@ -22,6 +22,10 @@ pub(crate) enum Failure {
     /// Firestore failed or could not be reached: retried later.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The user's event before it in the same webhook request is not done yet:
+    /// it goes back, uncounted, to wait its turn.
+    #[error("waits for the event before it")]
+    Waiting,
 }
 
 /// What a read found after a commit whose outcome was unknown (or that met a

@@ -11,8 +11,8 @@
 
 use super::work::{Plan, Work};
 use super::{EventJob, Job, Pipeline};
-use crate::engine::{Decision, Engine, Ignored};
-use crate::line::webhook::{Envelope, Event, EventParse};
+use crate::engine::{Decision, Engine, Ignored, TextPlan};
+use crate::line::webhook::{Envelope, Event, EventKind, EventParse, MessageContent};
 use crate::metrics::Metrics;
 use crate::store::round_trips::counted;
 use crate::store::{Claim, InboxKey, InboxState, MessageKey, NewEvent, Store, StoreError, UnsendOutcome};
@@ -55,7 +55,10 @@ impl Ingest {
     }
 
     pub(crate) async fn handle(&self, envelope: &Envelope) -> Result<(), RetryLater> {
-        let mut stores = Vec::new();
+        // Events of one user form a chain, stored and processed in the order LINE
+        // sent them; chains of different users go concurrently (the
+        // acknowledgement waits for the slowest chain, not for every event).
+        let mut chains: Vec<(Option<String>, Vec<Event>)> = Vec::new();
         for raw in &envelope.events {
             match Event::parse(raw) {
                 EventParse::Malformed {
@@ -70,41 +73,76 @@ impl Ingest {
                     );
                 }
                 EventParse::Parsed(event) => {
-                    let span = tracing::info_span!(
-                        "webhook_event",
-                        event.id = %event.webhook_event_id,
-                        event.kind = %event.type_name,
-                        event.redelivery = event.delivery_context.is_redelivery,
-                        user.id = event.user_id().unwrap_or("-"),
-                    );
-                    stores.push(self.store_event(&envelope.destination, *event).instrument(span));
+                    let user = event.user_id().map(str::to_owned);
+                    match chains.iter_mut().find(|(owner, _)| user.is_some() && *owner == user) {
+                        Some((_, events)) => events.push(*event),
+                        None => chains.push((user, vec![*event])),
+                    }
                 }
             }
         }
-        // Events are stored concurrently: the acknowledgement waits for the
-        // slowest write, not for the sum of them.
-        let failed = futures::future::join_all(stores)
-            .await
+        let stores = chains
             .into_iter()
-            .filter(Result::is_err)
-            .count();
+            .map(|(_, events)| self.store_chain(&envelope.destination, events));
+        let failed: usize = futures::future::join_all(stores).await.into_iter().sum();
         if failed > 0 { Err(RetryLater { failed }) } else { Ok(()) }
     }
 
-    async fn store_event(&self, destination: &str, event: Event) -> Result<(), StoreError> {
-        let result = match self.engine.decide(&event) {
+    /// Stores one user's events in order; the number that could not be stored.
+    /// Each stored event names the one stored before it, which it waits for. At
+    /// the first that cannot be stored the chain stops (the rest count as not
+    /// stored): LINE redelivers the request, and the order holds.
+    async fn store_chain(&self, destination: &str, events: Vec<Event>) -> usize {
+        let count = events.len();
+        let turns = super::Turn::chain(count);
+        let mut previous: Option<InboxKey> = None;
+        for (index, (event, turn)) in events.into_iter().zip(turns).enumerate() {
+            let span = tracing::info_span!(
+                "webhook_event",
+                event.id = %event.webhook_event_id,
+                event.kind = %event.type_name,
+                event.redelivery = event.delivery_context.is_redelivery,
+                user.id = event.user_id().unwrap_or("-"),
+            );
+            match self
+                .store_event(destination, event, turn, previous.as_ref())
+                .instrument(span)
+                .await
+            {
+                Ok(Some(stored)) => previous = Some(stored),
+                Ok(None) => {}
+                Err(_) => return count - index,
+            }
+        }
+        0
+    }
+
+    /// The inbox key of the stored event (new or a redelivery), `None` when it
+    /// has no effect to store.
+    async fn store_event(
+        &self,
+        destination: &str,
+        event: Event,
+        turn: super::Turn,
+        after: Option<&InboxKey>,
+    ) -> Result<Option<InboxKey>, StoreError> {
+        let decision = match self.engine.decide(&event) {
+            Decision::Text(plan) => self.text_decision(plan, event.timestamp).await,
+            decision => decision,
+        };
+        let result = match decision {
             Decision::Ignore(reason @ Ignored::BrokenScenario { .. }) => {
                 tracing::error!(outcome = "ignored", reason = %reason, "event acknowledged");
-                return Ok(());
+                return Ok(None);
             }
             Decision::Ignore(reason) => {
                 tracing::info!(outcome = "ignored", reason = %reason, "event acknowledged");
-                return Ok(());
+                return Ok(None);
             }
-            Decision::Unsend { message_id } => self.unsend(destination, &message_id).await,
+            Decision::Unsend { message_id } => self.unsend(destination, &message_id).await.map(|()| None),
             decision => match Plan::from_decision(decision) {
-                Some(plan) => self.claim(destination, &event, plan).await,
-                None => Ok(()),
+                Some(plan) => self.claim(destination, &event, plan, turn, after).await,
+                None => Ok(None),
             },
         };
         if let Err(error) = &result {
@@ -113,24 +151,44 @@ impl Ingest {
         result
     }
 
-    async fn claim(&self, destination: &str, event: &Event, plan: Plan) -> Result<(), StoreError> {
+    async fn claim(
+        &self,
+        destination: &str,
+        event: &Event,
+        plan: Plan,
+        turn: super::Turn,
+        after: Option<&InboxKey>,
+    ) -> Result<Option<InboxKey>, StoreError> {
         let Some(key) = InboxKey::new(destination, &event.webhook_event_id) else {
             tracing::warn!(outcome = "ignored", reason = "unusable event id", "event acknowledged");
-            return Ok(());
+            return Ok(None);
         };
-        let work = Work::new(destination, event, plan);
+        let work = Work::new(destination, event, plan, after);
         let plan = work
             .encode()
             .map_err(|error| StoreError::Unavailable(format!("the plan cannot be written: {error}")))?;
         // Room in the queue first: without it (overloaded, stopping, ingest-only)
         // the record is stored free for any sweeper, and no write follows the claim.
         let slot = self.pipeline.try_reserve();
+        // A text that may answer a typed question is kept by message id (never in
+        // the inbox record) until its event is processed.
+        let text = match (&work.plan, &work.message, &event.kind) {
+            (
+                Plan::Text(_),
+                Some(message),
+                EventKind::Message {
+                    message: MessageContent::Text { text, .. },
+                },
+            ) => Some((message, text.as_str())),
+            _ => None,
+        };
         let new = NewEvent {
             destination,
             webhook_event_id: &event.webhook_event_id,
             event_type: &event.type_name,
             plan,
             held: slot.is_some(),
+            text,
         };
         let lease_until = super::lease_deadline(self.store.lease());
         let (claim, round_trips) = counted(self.store.claim_event(&key, new)).await;
@@ -147,11 +205,15 @@ impl Ingest {
                 tracing::info!(inbox.id = key.as_str(), outcome = "duplicate", "event acknowledged");
                 if self.forget_unanswered(&key) {
                     let ingest = self.clone();
-                    tokio::spawn(async move { ingest.adopt(key).await });
+                    let adopted = key.clone();
+                    tokio::spawn(async move { ingest.adopt(adopted).await });
                 }
             }
             Claim::Claimed { version } => {
                 let queued = slot.is_some();
+                if !queued {
+                    self.pipeline.processor.sweep_soon.notify_one();
+                }
                 if let Some(slot) = slot {
                     slot.send(Job::Event(EventJob {
                         key: key.clone(),
@@ -161,6 +223,7 @@ impl Ingest {
                         attempt: 1,
                         recovered: false,
                         claim_round_trips: Some(round_trips),
+                        turn,
                     }));
                 }
                 tracing::info!(
@@ -171,7 +234,28 @@ impl Ingest {
                 );
             }
         }
-        Ok(())
+        Ok(Some(key))
+    }
+
+    /// A text may answer only a text question open when it was sent. With none
+    /// open (one get by id), it is an ordinary text and its words are never
+    /// stored; with one open, the text is kept until the worker decides (the
+    /// question may close meanwhile). If the read fails, the text is kept and the
+    /// worker reads again.
+    async fn text_decision(&self, plan: TextPlan, event_ms: i64) -> Decision {
+        let open = match self.store.open_question(plan.user.as_str()).await {
+            Ok(read) => read.and_then(|read| super::typed::open_question(&read.doc)),
+            Err(error) => {
+                tracing::warn!(error = %error, "could not read the open question; the text is kept for the worker");
+                return Decision::Text(plan);
+            }
+        };
+        let answers = open.is_some_and(|open| self.engine.is_open_at(&open, event_ms) && self.engine.takes_text(&open));
+        match (answers, plan.keyword) {
+            (true, keyword) => Decision::Text(TextPlan { keyword, ..plan }),
+            (false, Some(start)) => Decision::Start(start),
+            (false, None) => Decision::Ignore(Ignored::NoTrigger),
+        }
     }
 
     fn remember_unanswered(&self, key: &InboxKey) {
@@ -227,6 +311,7 @@ impl Ingest {
                     attempt: record.doc.attempts + 1,
                     recovered: false,
                     claim_round_trips: None,
+                    turn: super::Turn::default(),
                 }));
             }
             Ok(None) => {}

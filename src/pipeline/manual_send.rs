@@ -8,9 +8,8 @@
 //! drops it. The first call with a key records what it asked for: the same key
 //! with another request is refused.
 
-use crate::engine::{Engine, ManualStartError};
+use crate::engine::{Engine, ManualStartError, Rendered};
 use crate::ids::{LineUserId, ScenarioId};
-use crate::line::messages::Message;
 use crate::outbound::{ActionKey, Courier, Delivery, Origin, OutboundAction};
 use crate::store::{LedgerState, Recorded, RequestCheck, Settlement, Store, StoreError};
 use futures::StreamExt;
@@ -91,7 +90,7 @@ impl ManualSender {
         scenario: &ScenarioId,
         users: &[LineUserId],
     ) -> Result<Vec<(LineUserId, UserSend)>, ManualSendError> {
-        let messages = self.engine.manual_start(scenario).map_err(|error| match error {
+        let rendered = self.engine.manual_start(scenario).map_err(|error| match error {
             ManualStartError::UnknownScenario => ManualSendError::UnknownScenario(scenario.to_string()),
             ManualStartError::Broken(problem) => {
                 ManualSendError::BrokenScenario(scenario.to_string(), problem.to_string())
@@ -109,10 +108,10 @@ impl ManualSender {
             RequestCheck::Conflict => return Err(ManualSendError::KeyReused),
             RequestCheck::First | RequestCheck::Repeat => {}
         }
-        let messages = &messages;
+        let rendered = &rendered;
         let results = futures::stream::iter(users.iter().zip(keys))
             .map(|(user, key)| async move {
-                let result = self.send_one(key, scenario, user, messages).await;
+                let result = self.send_one(key, scenario, user, rendered).await;
                 tracing::info!(scenario.id = %scenario, user.id = %user, send.result = result.as_str(), "manual send");
                 (user.clone(), result)
             })
@@ -132,12 +131,17 @@ impl ManualSender {
         key: ActionKey,
         scenario: &ScenarioId,
         user: &LineUserId,
-        messages: &[Message],
+        rendered: &Rendered,
     ) -> UserSend {
+        // A typed or date question the scenario asks opens with the ledger entry.
+        let question = rendered
+            .opens
+            .as_ref()
+            .map(|opens| super::typed::opening(user.as_str(), opens, None));
         let action = OutboundAction {
             key,
             user: user.clone(),
-            messages: messages.to_vec(),
+            messages: rendered.messages.clone(),
             reply: None,
             scenario: scenario.clone(),
             webhook_event_id: None,
@@ -148,7 +152,11 @@ impl ManualSender {
             Ok(staged) => staged,
             Err(error) => return UserSend::Failed(error.to_string()),
         };
-        let (doc, version, origin) = match self.store.record_outbound(&staged.ledger_id, &staged.doc).await {
+        let (doc, version, origin) = match self
+            .store
+            .record_outbound(&staged.ledger_id, &staged.doc, question.as_ref())
+            .await
+        {
             Ok(Recorded::New { version }) => (staged.doc, version, Origin::Fresh),
             Ok(Recorded::Existing(existing))
                 if matches!(existing.doc.state, LedgerState::Sent | LedgerState::Logged) =>

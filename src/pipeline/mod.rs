@@ -20,6 +20,7 @@ pub(crate) mod replay;
 mod retries;
 mod start;
 mod sweeper;
+mod typed;
 mod work;
 mod worker;
 
@@ -68,6 +69,42 @@ pub(crate) struct EventJob {
     /// Firestore round trips spent storing it, for the metrics; `None` when this
     /// instance did not store it (a recovery).
     pub(crate) claim_round_trips: Option<u32>,
+    /// Its place among the events of one user in one webhook request.
+    pub(crate) turn: Turn,
+}
+
+/// Events of one user within one webhook request are processed in the order
+/// LINE sent them: each waits until the one before it has been processed (or
+/// was never queued), then lets the next one go when it ends, however it ends.
+#[derive(Default)]
+pub(crate) struct Turn {
+    after: Option<tokio::sync::oneshot::Receiver<()>>,
+    _done: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Turn {
+    /// Turns for a chain of `count` events, in order.
+    pub(crate) fn chain(count: usize) -> Vec<Turn> {
+        let mut turns = Vec::with_capacity(count);
+        let mut after = None;
+        for _ in 0..count {
+            let (done, next) = tokio::sync::oneshot::channel();
+            turns.push(Turn {
+                after: after.take(),
+                _done: Some(done),
+            });
+            after = Some(next);
+        }
+        turns
+    }
+
+    /// Waits for the previous event of the chain, at most `limit` (a lease's
+    /// worth: an event stuck elsewhere must not hold up the next for ever).
+    async fn wait(&mut self, limit: Duration) {
+        if let Some(after) = self.after.take() {
+            let _ = tokio::time::timeout(limit, after).await;
+        }
+    }
 }
 
 pub(crate) struct OutboundJob {

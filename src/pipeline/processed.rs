@@ -20,6 +20,14 @@ pub(crate) enum Processed {
     CardTapDeduplicated,
     /// The user unsent the message before it had an effect.
     Unsent,
+    /// A text with no question open and no keyword trigger.
+    NoTrigger,
+    /// A typed answer that was not valid: counted, and `invalid_text` sent.
+    InvalidAnswer,
+    /// The last attempt was invalid too: the question closed.
+    GaveUp,
+    /// A date picked for a question that is not open (answered, replaced, lapsed).
+    QuestionNotOpen,
 }
 
 impl Processed {
@@ -32,6 +40,10 @@ impl Processed {
             Processed::StartDeduplicated | Processed::CardTapDeduplicated => "recently_started",
             Processed::CardTapped => "card_tapped",
             Processed::Unsent => "unsent",
+            Processed::NoTrigger => "no_trigger",
+            Processed::InvalidAnswer => "invalid_answer",
+            Processed::GaveUp => "gave_up",
+            Processed::QuestionNotOpen => "question_not_open",
         }
     }
 
@@ -48,6 +60,10 @@ impl Processed {
             Processed::CardTapAnswered => "flex_tap_after_answer",
             Processed::CardTapDeduplicated => "flex_tap_recently_started",
             Processed::Unsent => "unsent_before_processing",
+            Processed::NoTrigger => "text_without_trigger",
+            Processed::InvalidAnswer => "invalid_typed_answer",
+            Processed::GaveUp => "typed_answer_given_up",
+            Processed::QuestionNotOpen => "answer_to_closed_question",
         }
     }
 }

@@ -44,6 +44,9 @@ pub(crate) enum ReplayError {
     Store(#[from] StoreError),
 }
 
+/// How long a replay waits for its batched marks before it answers.
+const FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 impl Replayer {
     pub(crate) fn new(processor: Arc<Processor>) -> Self {
         Self { processor }
@@ -55,7 +58,7 @@ impl Replayer {
             .dead_letter(letter_id)
             .await?
             .ok_or_else(|| ReplayError::UnknownLetter(letter_id.to_owned()))?;
-        match letter.doc.kind {
+        let replayed = match letter.doc.kind {
             DeadLetterKind::Event => {
                 let key = InboxKey::from_document_id(letter.doc.target_id.clone());
                 self.replay_event(letter_id, &key).await.map(Replayed::Event)
@@ -64,7 +67,11 @@ impl Replayer {
                 .replay_outbound(letter_id, &letter.doc.target_id)
                 .await
                 .map(Replayed::Outbound),
-        }
+        };
+        // "Sent" and "done" marks are batched; an operator who looks right after
+        // this answer must find them recorded.
+        store.flush_settles(FLUSH_LIMIT).await;
+        replayed
     }
 
     async fn replay_event(&self, letter_id: &str, key: &InboxKey) -> Result<Processed, ReplayError> {
@@ -92,7 +99,7 @@ impl Replayer {
         let span = event_span(&work, key.as_str());
         match self.processor.process(&hold, &work).instrument(span).await {
             Ok(processed) => Ok(processed),
-            Err(Failure::Superseded) => Err(ReplayError::NotParked("pending")),
+            Err(Failure::Superseded | Failure::Waiting) => Err(ReplayError::NotParked("pending")),
             Err(Failure::Store(error)) => {
                 let reason = format!("replay failed: {error}");
                 match store.park_event(key, version, &record.doc, &reason).await {

@@ -9,13 +9,14 @@
 
 use super::hold::{Failure, Found, Hold};
 use super::processed::Processed;
+use super::typed::opening;
 use super::work::Work;
 use super::worker::Processor;
-use crate::engine::{CardTapPlan, FLEX_TAP_TAG, ScenarioGuard, StartPlan, StartVerdict, start_verdict};
+use crate::engine::{CardTapPlan, FLEX_TAP_TAG, QuestionRef, ScenarioGuard, StartPlan, StartVerdict, start_verdict};
 use crate::ids::{LineUserId, ScenarioId};
 use crate::line::messages::Message;
-use crate::outbound::ActionKey;
-use crate::store::{Effect, EffectWrites, InboxState, StartRecord, StoreError};
+use crate::outbound::{ActionKey, StagedAction};
+use crate::store::{Effect, EffectWrites, InboxState, MessageKey, StartRecord, StoreError};
 
 /// Decide-and-commit rounds per attempt before it is retried later.
 const ROUNDS: usize = 4;
@@ -26,8 +27,13 @@ struct Starting<'a> {
     scenario: &'a ScenarioId,
     guard: Option<&'a ScenarioGuard>,
     messages: &'a [Message],
+    /// The text or date question the messages ask.
+    opens: Option<&'a QuestionRef>,
     /// A card tap's tag: recorded whether or not the scenario starts.
     tag: Option<&'static str>,
+    /// A text message's kept text: it goes with the commit, or before the event
+    /// is done without one.
+    forget_text: Option<&'a MessageKey>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,12 +45,26 @@ enum Ended {
 
 impl Processor {
     pub(super) async fn start(&self, hold: &Hold, work: &Work, plan: &StartPlan) -> Result<Processed, Failure> {
+        self.start_forgetting(hold, work, plan, None).await
+    }
+
+    /// A start, for a text message whose text was kept: it is deleted with the
+    /// start's commit, or before the event is done without one.
+    pub(super) async fn start_forgetting(
+        &self,
+        hold: &Hold,
+        work: &Work,
+        plan: &StartPlan,
+        forget_text: Option<&MessageKey>,
+    ) -> Result<Processed, Failure> {
         let starting = Starting {
             user: &plan.user,
             scenario: &plan.scenario,
             guard: plan.guard.as_ref(),
             messages: &plan.messages,
+            opens: plan.opens.as_ref(),
             tag: None,
+            forget_text,
         };
         Ok(match self.carry_out(hold, work, starting).await? {
             Ended::Verdict(StartVerdict::Start) if plan.guard.is_some() => Processed::StartedGuarded,
@@ -61,7 +81,9 @@ impl Processor {
             scenario: &plan.guard.scenario,
             guard: Some(&plan.guard),
             messages: &plan.messages,
+            opens: plan.opens.as_ref(),
             tag: Some(FLEX_TAP_TAG),
+            forget_text: None,
         };
         Ok(match self.carry_out(hold, work, starting).await? {
             Ended::Verdict(StartVerdict::Start) => Processed::CardTapped,
@@ -102,7 +124,7 @@ impl Processor {
             };
             let starts = verdict == StartVerdict::Start;
             if !starts && starting.tag.is_none() {
-                self.done_without_effect(hold)?;
+                self.done_forgetting(hold, starting.forget_text).await?;
                 return Ok(Ended::Verdict(verdict));
             }
             let start = match (starts, starting.guard, &progress) {
@@ -125,7 +147,12 @@ impl Processor {
                 tag: starting.tag.map(|tag| (user, tag)),
                 start,
                 message: work.message.as_ref().filter(|_| starts),
-                action: action.map(|staged| (staged.ledger_id.as_str(), &staged.doc)),
+                forget_text: starting.forget_text,
+                question: starting
+                    .opens
+                    .filter(|_| starts)
+                    .map(|opens| opening(user, opens, None)),
+                action: action.map(StagedAction::entry),
             };
             match self.store.commit_effects(&hold.key, hold.version, &effects).await {
                 Effect::Committed(version) => {
@@ -143,7 +170,7 @@ impl Processor {
                         return Err(Failure::Superseded);
                     }
                     if seen.unsent {
-                        self.done_without_effect(hold)?;
+                        self.done_forgetting(hold, starting.forget_text).await?;
                         return Ok(Ended::Unsent);
                     }
                     progress = seen.progress;

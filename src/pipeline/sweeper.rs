@@ -18,29 +18,62 @@ use tokio_util::sync::CancellationToken;
 /// Records looked at per sweep and kind, at most.
 const BATCH: usize = 64;
 
+/// A sweep that found nothing spends at most about this share of the sweeper's
+/// time: when its queries are slow (the emulator scans a whole collection for
+/// one, so their cost grows with the data) the next sweep waits longer, up to
+/// [`MAX_STRETCH`] intervals. Where queries are fast (Firestore's indexes) the
+/// interval stays `SWEEP_INTERVAL_MS`. Anything found, a failed sweep, or an
+/// event stored while the queue was full brings it back at once.
+const IDLE_COST_FACTOR: u32 = 10;
+const MAX_STRETCH: u32 = 8;
+
 pub(super) async fn run(pipeline: Arc<Pipeline>, settings: PipelineSettings, shutdown: CancellationToken) {
-    let mut interval = tokio::time::interval(settings.sweep_interval);
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let base = settings.sweep_interval;
+    let mut wait = base;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = interval.tick() => {}
+            _ = tokio::time::sleep(wait) => {}
+            // An event was stored for any sweeper (the queue was full), or work
+            // was released for a retry: back to the short interval.
+            _ = pipeline.processor.sweep_soon.notified(), if wait > base => {
+                wait = base;
+                continue;
+            }
         }
+        let started = std::time::Instant::now();
+        let mut busy = false;
         // Sends first, into their own queue that workers take from first: a
         // reply's retries run against its token's clock, and each is one call.
         let sends = pipeline.send_room().min(BATCH);
-        if sends > 0
-            && let Err(error) = sweep_outbound(&pipeline, sends).await
-        {
-            tracing::warn!(error = %error, "sweep of pending outbound actions failed");
+        if sends > 0 {
+            match sweep_outbound(&pipeline, sends).await {
+                Ok(found) => busy |= found > 0,
+                Err(error) => {
+                    busy = true;
+                    tracing::warn!(error = %error, "sweep of pending outbound actions failed");
+                }
+            }
         }
         // Events: no more than can start at once.
         let events = pipeline.idle_workers().min(BATCH);
-        if events > 0
-            && let Err(error) = sweep_events(&pipeline, &settings, events).await
-        {
-            tracing::warn!(error = %error, "sweep of expired events failed");
+        if events > 0 {
+            match sweep_events(&pipeline, &settings, events).await {
+                Ok(found) => busy |= found > 0,
+                Err(error) => {
+                    busy = true;
+                    tracing::warn!(error = %error, "sweep of expired events failed");
+                }
+            }
         }
+        wait = if busy {
+            base
+        } else {
+            started
+                .elapsed()
+                .saturating_mul(IDLE_COST_FACTOR)
+                .clamp(base, base.saturating_mul(MAX_STRETCH))
+        };
     }
 }
 
@@ -109,15 +142,16 @@ where
     taken
 }
 
-/// Takes over up to `budget` expired events.
-async fn sweep_events(pipeline: &Pipeline, settings: &PipelineSettings, budget: usize) -> Result<(), StoreError> {
+/// Takes over up to `budget` expired events; how many were due.
+async fn sweep_events(pipeline: &Pipeline, settings: &PipelineSettings, budget: usize) -> Result<usize, StoreError> {
     let records = pipeline
         .processor
         .store()
         .expired_events(query_limit(pipeline, budget))
         .await?;
+    let found = records.len();
     sweep(records, budget, |swept| take_event(pipeline, settings, swept)).await;
-    Ok(())
+    Ok(found)
 }
 
 async fn take_event(
@@ -159,6 +193,7 @@ async fn take_event(
         attempt,
         recovered: true,
         claim_round_trips: None,
+        turn: super::Turn::default(),
     }));
     Ok(Step::Took)
 }
@@ -174,15 +209,16 @@ async fn park_plan(store: &Store, key: &InboxKey, record: &Stored<InboxDoc>, rea
     Ok(Step::Skipped)
 }
 
-/// Takes over up to `budget` pending actions that are due.
-async fn sweep_outbound(pipeline: &Pipeline, budget: usize) -> Result<(), StoreError> {
+/// Takes over up to `budget` pending actions that are due; how many were due.
+async fn sweep_outbound(pipeline: &Pipeline, budget: usize) -> Result<usize, StoreError> {
     let records = pipeline
         .processor
         .store()
         .expired_outbound(query_limit(pipeline, budget))
         .await?;
+    let found = records.len();
     sweep(records, budget, |swept| take_outbound(pipeline, swept)).await;
-    Ok(())
+    Ok(found)
 }
 
 async fn take_outbound(pipeline: &Pipeline, swept: Swept<LedgerDoc>) -> Result<Step, StoreError> {

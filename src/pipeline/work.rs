@@ -3,7 +3,7 @@
 //! message text (a text trigger's plan says which scenario it starts, not what
 //! the user typed).
 
-use crate::engine::{AnswerPlan, CardTapPlan, Decision, StartPlan};
+use crate::engine::{AnswerPlan, CardTapPlan, Decision, StartPlan, TextPlan};
 use crate::ids::LineUserId;
 use crate::line::messages::Message;
 use crate::line::webhook::{Event, EventKind, MessageContent};
@@ -18,6 +18,7 @@ pub(crate) enum Plan {
     Answer(AnswerPlan),
     CardTap(CardTapPlan),
     Start(StartPlan),
+    Text(TextPlan),
 }
 
 impl Plan {
@@ -27,6 +28,7 @@ impl Plan {
             Decision::Answer(plan) => Some(Plan::Answer(plan)),
             Decision::CardTap(plan) => Some(Plan::CardTap(plan)),
             Decision::Start(plan) => Some(Plan::Start(plan)),
+            Decision::Text(plan) => Some(Plan::Text(plan)),
             Decision::Ignore(_) | Decision::Unsend { .. } => None,
         }
     }
@@ -36,6 +38,7 @@ impl Plan {
             Plan::Answer(plan) => &plan.user,
             Plan::CardTap(plan) => &plan.user,
             Plan::Start(plan) => &plan.user,
+            Plan::Text(plan) => &plan.user,
         }
     }
 }
@@ -54,11 +57,15 @@ pub(crate) struct Work {
     /// For a text message: its mark, which an unsend races for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) message: Option<MessageKey>,
+    /// The inbox id of the same user's previous event in the same webhook
+    /// request: this one waits until that one is no longer pending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) after: Option<String>,
     pub(crate) plan: Plan,
 }
 
 impl Work {
-    pub(crate) fn new(destination: &str, event: &Event, plan: Plan) -> Self {
+    pub(crate) fn new(destination: &str, event: &Event, plan: Plan, after: Option<&InboxKey>) -> Self {
         let message = match &event.kind {
             EventKind::Message {
                 message: MessageContent::Text { id, .. },
@@ -71,6 +78,7 @@ impl Work {
             event_time_ms: event.timestamp,
             reply_token: event.reply_token.clone(),
             message,
+            after: after.map(|key| key.as_str().to_owned()),
             plan,
         }
     }

@@ -7,6 +7,7 @@ use super::hold::{Failure, Hold};
 use super::processed::Processed;
 use super::work::{Plan, Work};
 use super::{EventJob, InHand, Job};
+use crate::engine::Engine;
 use crate::metrics::Metrics;
 use crate::outbound::{Courier, Origin, StagedAction};
 use crate::store::round_trips::counted;
@@ -24,22 +25,36 @@ pub(crate) struct ProcessorSettings {
 }
 
 pub(crate) struct Processor {
+    /// Decides again where a decision needs what only the store knows (a text
+    /// that may answer the user's open question).
+    pub(super) engine: Engine,
     pub(super) store: Store,
     pub(super) courier: Courier,
     metrics: Arc<Metrics>,
     pub(super) settings: ProcessorSettings,
     /// Records this instance holds: the sweeper leaves them alone.
     pub(super) in_hand: Arc<InHand>,
+    /// Told when work is left for a sweeper (released for a retry, or stored
+    /// while the queue was full): it sweeps at its shortest interval again.
+    pub(super) sweep_soon: tokio::sync::Notify,
 }
 
 impl Processor {
-    pub(crate) fn new(store: Store, courier: Courier, metrics: Arc<Metrics>, settings: ProcessorSettings) -> Self {
+    pub(crate) fn new(
+        engine: Engine,
+        store: Store,
+        courier: Courier,
+        metrics: Arc<Metrics>,
+        settings: ProcessorSettings,
+    ) -> Self {
         Self {
+            engine,
             store,
             courier,
             metrics,
             settings,
             in_hand: Arc::new(InHand::default()),
+            sweep_soon: tokio::sync::Notify::new(),
         }
     }
 
@@ -53,7 +68,8 @@ impl Processor {
 
     pub(crate) async fn run(&self, job: Job) {
         match job {
-            Job::Event(job) => {
+            Job::Event(mut job) => {
+                job.turn.wait(self.store.lease() / 2).await;
                 let span = event_span(&job.work, job.key.as_str());
                 let fresh = job.claim_round_trips;
                 let (result, round_trips) = counted(self.attempt(job).instrument(span)).await;
@@ -97,7 +113,12 @@ impl Processor {
             key: job.key.clone(),
             version,
         };
-        match self.process(&hold, &job.work).await {
+        let outcome = match self.predecessor_pending(&job.work).await {
+            Ok(false) => self.process(&hold, &job.work).await,
+            Ok(true) => Err(Failure::Waiting),
+            Err(error) => Err(error.into()),
+        };
+        match outcome {
             Ok(processed) => {
                 tracing::info!(outcome = processed.as_str(), attempt = job.attempt, "event processed");
                 Ok(processed)
@@ -106,9 +127,29 @@ impl Processor {
                 tracing::info!(outcome = "superseded", "another instance holds or finished the event");
                 Err(Failure::Superseded)
             }
+            Err(Failure::Waiting) => {
+                // Not an attempt: the record keeps the count it had.
+                let retry_in = self.settings.retry_backoff;
+                tracing::info!(
+                    outcome = "waiting",
+                    retry_in_ms = retry_in.as_millis() as u64,
+                    "the user's previous event is not done yet"
+                );
+                let attempts = job.attempt.saturating_sub(1);
+                self.sweep_soon.notify_one();
+                if let Err(error) = self
+                    .store
+                    .release_event(&hold.key, hold.version, attempts, retry_in, None)
+                    .await
+                {
+                    tracing::warn!(error = %error, "could not release the event; its lease will run out");
+                }
+                Err(Failure::Waiting)
+            }
             Err(Failure::Store(error)) => {
                 let retry_in = self.settings.retry_backoff.saturating_mul(job.attempt.max(1));
                 tracing::error!(error = %error, retry_in_ms = retry_in.as_millis() as u64, outcome = "failed", "event processing failed; it will be retried");
+                self.sweep_soon.notify_one();
                 match self
                     .store
                     .release_event(&hold.key, hold.version, job.attempt, retry_in, Some(&error.to_string()))
@@ -149,6 +190,22 @@ impl Processor {
         }
     }
 
+    /// Whether the user's previous event of the same webhook request (if any)
+    /// is still pending: events of one user are processed in LINE's order, also
+    /// when the earlier one failed and waits for its retry. A parked (dead) one
+    /// does not hold the next up.
+    async fn predecessor_pending(&self, work: &Work) -> Result<bool, crate::store::StoreError> {
+        let Some(after) = &work.after else {
+            return Ok(false);
+        };
+        let key = crate::store::InboxKey::from_document_id(after.clone());
+        Ok(self
+            .store
+            .event(&key)
+            .await?
+            .is_some_and(|record| record.doc.state == crate::store::InboxState::Pending))
+    }
+
     /// Carries out a stored event's plan from the version in `hold`. Used by the
     /// workers and by dead-letter replays.
     pub(super) async fn process(&self, hold: &Hold, work: &Work) -> Result<Processed, Failure> {
@@ -156,6 +213,7 @@ impl Processor {
             Plan::Answer(plan) => self.answer(hold, work, plan).await,
             Plan::CardTap(plan) => self.card_tap(hold, work, plan).await,
             Plan::Start(plan) => self.start(hold, work, plan).await,
+            Plan::Text(plan) => self.text(hold, work, plan).await,
         }
     }
 

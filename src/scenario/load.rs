@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 #[derive(Debug)]
 pub enum LoadError {
     Io { path: PathBuf, source: std::io::Error },
-    Parse { path: PathBuf, message: String },
     NoScenarios { dir: PathBuf },
     Invalid(Vec<ScenarioError>),
 }
@@ -17,7 +16,6 @@ impl fmt::Display for LoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LoadError::Io { path, source } => write!(f, "cannot read {}: {source}", path.display()),
-            LoadError::Parse { path, message } => write!(f, "{}: not a valid scenario file: {message}", path.display()),
             LoadError::NoScenarios { dir } => {
                 write!(f, "{} holds no *.toml scenario files", dir.display())
             }
@@ -51,15 +49,25 @@ pub fn load_dir(dir: &Path) -> Result<Scenarios, LoadError> {
         return Err(LoadError::NoScenarios { dir: dir.to_owned() });
     }
     let mut parsed = Vec::new();
+    let mut unreadable = Vec::new();
     for path in paths {
         let text = std::fs::read_to_string(&path).map_err(io(&path))?;
-        let scenario: Scenario = toml::from_str(&text).map_err(|error| LoadError::Parse {
-            path: path.clone(),
-            message: error.to_string(),
-        })?;
-        parsed.push((scenario, path));
+        match toml::from_str::<Scenario>(&text) {
+            Ok(scenario) => parsed.push((scenario, path)),
+            Err(error) => unreadable.push(ScenarioError {
+                file: path,
+                scenario: None,
+                node: None,
+                problem: format!("not a valid scenario file: {error}"),
+            }),
+        }
     }
-    from_parsed(parsed)
+    match from_parsed(parsed) {
+        Ok(scenarios) if unreadable.is_empty() => Ok(scenarios),
+        Ok(_) => Err(LoadError::Invalid(unreadable)),
+        Err(LoadError::Invalid(errors)) => Err(LoadError::Invalid(unreadable.into_iter().chain(errors).collect())),
+        Err(other) => Err(other),
+    }
 }
 
 fn from_parsed(parsed: Vec<(Scenario, PathBuf)>) -> Result<Scenarios, LoadError> {
@@ -95,6 +103,7 @@ fn from_parsed(parsed: Vec<(Scenario, PathBuf)>) -> Result<Scenarios, LoadError>
                 }
             }
         }
+        scenarios.takes_typed_answers |= scenario.nodes.iter().any(|node| matches!(node, Node::TextQuestion(_)));
         match LoadedScenario::try_new(scenario, path) {
             Ok(loaded) => {
                 scenarios.by_id.insert(loaded.id().clone(), loaded);
@@ -176,6 +185,136 @@ mod tests {
             found,
             vec![r#"lunch.toml: scenario "lunch": node "ask": `next` names node "nowhere", which does not exist"#]
         );
+    }
+
+    const QUESTIONS: &str = r#"
+        id = "profile"
+        [[nodes]]
+        id = "hello"
+        kind = "trigger"
+        on = "text"
+        keywords = ["profile"]
+        next = "age"
+        [[nodes]]
+        id = "age"
+        kind = "text_question"
+        text = "How old are you?"
+        validate = { type = "number", min = 0, max = 120, integer = true }
+        next = "when"
+        [[nodes]]
+        id = "when"
+        kind = "date_question"
+        text = "When?"
+        min = "2026-01-01"
+        next = "rate"
+        [[nodes]]
+        id = "rate"
+        kind = "survey"
+        style = "quick_reply"
+        text = "Rate us"
+        choices = [{ label = "1", value = "1" }]
+    "#;
+
+    #[test]
+    fn question_kinds_load_and_their_mistakes_are_named() {
+        let scenarios = load(&[("p.toml", QUESTIONS)]).unwrap_or_else(|error| panic!("{error}"));
+        assert!(scenarios.takes_typed_answers());
+        let thirteen: Vec<String> = (0..13)
+            .map(|n| format!(r#"{{ label = "{n}", value = "{n}" }}"#))
+            .collect();
+        let fourteen = format!("{}, {{ label = \"x\", value = \"x\" }}", thirteen.join(", "));
+        let with_choices = |choices: &str| {
+            QUESTIONS.replace(
+                r#"choices = [{ label = "1", value = "1" }]"#,
+                &format!("choices = [{choices}]"),
+            )
+        };
+        assert!(
+            problems(&[("p.toml", &with_choices(&thirteen.join(", ")))]).is_empty(),
+            "13 quick replies are fine"
+        );
+        let cases: Vec<(String, &str)> = vec![
+            (
+                with_choices(&fourteen),
+                "has 14 choices; a quick reply question takes 1 to 13",
+            ),
+            (
+                QUESTIONS.replace(
+                    r#"type = "number", min = 0, max = 120, integer = true"#,
+                    r#"type = "pattern", pattern = "(""#,
+                ),
+                r#"node "age": validate: pattern "(" does not compile"#,
+            ),
+            (
+                QUESTIONS.replace("min = 0, max = 120", "min = 9, max = 1"),
+                "min 9 is greater than max 1",
+            ),
+            (
+                QUESTIONS.replace(r#"min = "2026-01-01""#, "min = \"2026-01-01\"\nmax = \"2025-01-01\""),
+                "min must be earlier than max",
+            ),
+            (
+                QUESTIONS.replace(r#"min = "2026-01-01""#, "min = \"2026-01-01\"\nmax = \"2026-01-01\""),
+                "min must be earlier than max",
+            ),
+            (
+                QUESTIONS.replace(r#"min = "2026-01-01""#, r#"min = "1899-12-31""#),
+                "outside LINE's range",
+            ),
+            (
+                QUESTIONS.replace(r#"min = "2026-01-01""#, r#"min = "1/1/2026""#),
+                r#"min "1/1/2026" is not in the Date format"#,
+            ),
+            (
+                QUESTIONS.replace(r#"id = "profile""#, "id = \"profile\"\nanswer_window = \"soon\""),
+                r#"answer_window "soon" is not a duration"#,
+            ),
+            (
+                QUESTIONS.replace(
+                    r#"next = "when""#,
+                    r#"next = "when"
+        on_give_up = "nowhere""#,
+                ),
+                r#"node "age": `next` names node "nowhere""#,
+            ),
+            (
+                QUESTIONS.replace(r#"next = "when""#, "next = \"when\"\nmax_attempts = 0"),
+                "max_attempts must be at least 1",
+            ),
+            (
+                QUESTIONS.replace(r#"text = "Rate us""#, "text = \"Rate us\"\ntitle = \"T\""),
+                "a quick reply question has no title",
+            ),
+        ];
+        for (file, expected) in cases {
+            let found = problems(&[("p.toml", &file)]);
+            assert!(
+                found.iter().any(|problem| problem.contains(expected)),
+                "expected {expected:?} in {found:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn limits_count_as_line_counts() {
+        // 20 emoji are 20 grapheme clusters (a label's unit) but 40 UTF-16 units.
+        let emoji_label = SURVEY.replace(r#"label = "Good""#, &format!(r#"label = "{}""#, "👍".repeat(20)));
+        assert!(
+            problems(&[("a.toml", &emoji_label)]).is_empty(),
+            "labels count graphemes"
+        );
+        let family = SURVEY.replace(r#"label = "Good""#, &format!(r#"label = "{}""#, "👨‍👩‍👧".repeat(21)));
+        assert!(problems(&[("a.toml", &family)])[0].contains("21 characters; LINE allows at most 20"));
+        // A text message counts UTF-16 code units: 2,500 emoji fill 5,000.
+        let message = |text: &str| {
+            SURVEY.replace(
+                "[[nodes]]\n        id = \"bye\"\n        kind = \"end\"\n        text = \"Thanks!\"",
+                &format!("[[nodes]]\n        id = \"bye\"\n        kind = \"end\"\n        text = \"{text}\""),
+            )
+        };
+        assert!(problems(&[("a.toml", &message(&"🍎".repeat(2500)))]).is_empty());
+        let over = problems(&[("a.toml", &message(&format!("{}a", "🍎".repeat(2500))))]);
+        assert!(over[0].contains("5001 characters"), "{over:?}");
     }
 
     #[test]
@@ -357,7 +496,7 @@ mod tests {
     fn the_sample_scenarios_load() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
         let scenarios = load_dir(&dir).unwrap_or_else(|error| panic!("{error}"));
-        assert_eq!(scenarios.len(), 3);
+        assert_eq!(scenarios.len(), 5);
         for loaded in scenarios.iter() {
             assert!(
                 crate::scenario::walk_nodes(loaded, &loaded.start).is_ok(),

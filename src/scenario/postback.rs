@@ -20,6 +20,9 @@ pub enum Postback {
     },
     /// A tap on the image of Flex card `node`.
     CardTap { scenario: ScenarioId, node: NodeId },
+    /// A value picked in date question `node`'s datetime picker (the value comes
+    /// in the event's `params`).
+    Date { scenario: ScenarioId, node: NodeId },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -38,6 +41,8 @@ enum Kind {
     Answer,
     #[serde(rename = "t")]
     CardTap,
+    #[serde(rename = "d")]
+    Date,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -70,6 +75,13 @@ impl Postback {
                 n: node.to_string(),
                 c: None,
             },
+            Postback::Date { scenario, node } => Wire {
+                v: FORMAT_VERSION,
+                k: Kind::Date,
+                s: scenario.to_string(),
+                n: node.to_string(),
+                c: None,
+            },
         };
         serde_urlencoded::to_string(&wire).expect("a flat struct of strings always encodes")
     }
@@ -91,6 +103,7 @@ impl Postback {
             }
             (Kind::Answer, None) => Err(PostbackError::Foreign("an answer without a choice".to_owned())),
             (Kind::CardTap, _) => Ok(Postback::CardTap { scenario, node }),
+            (Kind::Date, _) => Ok(Postback::Date { scenario, node }),
         }
     }
 }
@@ -117,6 +130,12 @@ mod tests {
         };
         assert_eq!(Postback::decode(&tap.encode()), Ok(tap.clone()));
         assert_ne!(a.encode(), tap.encode());
+        let date = Postback::Date {
+            scenario: ScenarioId::parse("lunch").unwrap(),
+            node: NodeId::parse("ask").unwrap(),
+        };
+        assert_eq!(Postback::decode(&date.encode()), Ok(date.clone()));
+        assert_ne!(date.encode(), tap.encode());
     }
 
     #[test]

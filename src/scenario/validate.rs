@@ -4,7 +4,7 @@
 use super::limits::*;
 use super::postback::Postback;
 use super::walk::{WalkError, walk};
-use super::{Node, Scenario, TriggerOn, effective_start, normalize_keyword};
+use super::{Node, Scenario, SurveyNode, SurveyStyle, TriggerOn, effective_start, normalize_keyword, parse_duration};
 use crate::ids::{NodeId, check_id};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -68,7 +68,15 @@ impl<'a> Report<'a> {
     }
 
     fn text(&mut self, node: &NodeId, what: &str, text: &str, max: usize) {
-        let length = chars(text);
+        self.counted(node, what, text, max, Counting::Utf16);
+    }
+
+    fn label(&mut self, node: &NodeId, what: &str, text: &str, max: usize) {
+        self.counted(node, what, text, max, Counting::Graphemes);
+    }
+
+    fn counted(&mut self, node: &NodeId, what: &str, text: &str, max: usize, counting: Counting) {
+        let length = counting.count(text);
         if length == 0 || text.trim().is_empty() {
             self.node_problem(node, format!("{what} is empty"));
         } else if length > max {
@@ -87,6 +95,11 @@ pub(super) fn check_scenario(scenario: &Scenario, report: &mut Report<'_>) {
     }
     if !scenario.nodes.iter().any(|node| !matches!(node, Node::Trigger(_))) {
         report.scenario_problem("has no node other than triggers; it would send nothing");
+    }
+    if let Some(window) = &scenario.answer_window
+        && let Err(problem) = parse_duration(window)
+    {
+        report.scenario_problem(format!("answer_window {problem}"));
     }
     let mut seen = HashSet::new();
     for node in &scenario.nodes {
@@ -153,6 +166,8 @@ fn entry_targets(node: &Node) -> Vec<&NodeId> {
             .iter()
             .filter_map(|choice| choice.next.as_ref())
             .collect(),
+        Node::TextQuestion(question) => question.next.iter().chain(&question.on_give_up).collect(),
+        Node::DateQuestion(question) => question.next.iter().collect(),
         Node::FlexImage(_) | Node::End(_) => Vec::new(),
     }
 }
@@ -168,62 +183,64 @@ fn check_node(scenario: &Scenario, node: &Node, report: &mut Report<'_>) {
             }
         }
         Node::Message(message) => report.text(&message.id, "text", &message.text, MAX_TEXT_MESSAGE_CHARS),
-        Node::Survey(survey) => {
-            let text_max = if survey.title.is_some() {
-                MAX_BUTTONS_TEXT_WITH_TITLE_CHARS
-            } else {
-                MAX_BUTTONS_TEXT_CHARS
-            };
-            report.text(&survey.id, "text", &survey.text, text_max);
-            if let Some(title) = &survey.title {
-                report.text(&survey.id, "title", title, MAX_TITLE_CHARS);
+        Node::Survey(survey) => check_survey(scenario, survey, report),
+        Node::TextQuestion(question) => {
+            report.text(&question.id, "text", &question.text, MAX_TEXT_MESSAGE_CHARS);
+            if let Some(text) = &question.invalid_text {
+                report.text(&question.id, "invalid_text", text, MAX_TEXT_MESSAGE_CHARS);
             }
-            if let Some(alt_text) = &survey.alt_text {
-                report.text(&survey.id, "alt_text", alt_text, MAX_ALT_TEXT_CHARS);
-            } else if chars(&survey.text) > MAX_ALT_TEXT_CHARS {
-                report.node_problem(&survey.id, "text is too long to double as alt_text; set alt_text");
+            check_tags(report, &question.id, &question.tags);
+            if question.max_attempts == 0 {
+                report.node_problem(&question.id, "max_attempts must be at least 1");
             }
-            if survey.choices.is_empty() || survey.choices.len() > MAX_BUTTONS {
-                report.node_problem(
-                    &survey.id,
-                    format!(
-                        "has {} choices; a buttons template takes 1 to {MAX_BUTTONS}",
-                        survey.choices.len()
-                    ),
-                );
+            if let Some(validation) = &question.validate
+                && let Err(problem) = crate::scenario::typed::Rule::new(validation)
+            {
+                report.node_problem(&question.id, format!("validate: {problem}"));
             }
-            let mut values = HashSet::new();
-            for choice in &survey.choices {
-                report.text(
-                    &survey.id,
-                    &format!("label of choice {:?}", choice.value),
-                    &choice.label,
-                    MAX_LABEL_CHARS,
-                );
-                if let Err(problem) = check_id(&choice.value) {
-                    report.node_problem(&survey.id, format!("choice value {:?} {problem}", choice.value));
-                }
-                if !values.insert(&choice.value) {
-                    report.node_problem(&survey.id, format!("choice value {:?} is used twice", choice.value));
-                }
-                if choice.tags.iter().any(|tag| tag.trim().is_empty()) {
-                    report.node_problem(&survey.id, format!("choice {:?} has an empty tag", choice.value));
-                }
-                let data = Postback::Answer {
-                    scenario: scenario.id.clone(),
-                    node: survey.id.clone(),
-                    choice: choice.value.clone(),
-                }
-                .encode();
-                check_postback_length(report, &survey.id, &data);
+        }
+        Node::DateQuestion(question) => {
+            report.label(&question.id, "text", &question.text, MAX_BUTTONS_TEXT_CHARS);
+            if utf16(&question.text) > MAX_ALT_TEXT_CHARS {
+                report.node_problem(&question.id, "text is too long to double as alt_text");
             }
+            if let Some(label) = &question.label {
+                report.label(&question.id, "label", label, MAX_LABEL_CHARS);
+            }
+            check_tags(report, &question.id, &question.tags);
+            let bounds = [("min", &question.min), ("max", &question.max)];
+            let mut parsed = Vec::new();
+            for (what, bound) in bounds {
+                if let Some(bound) = bound {
+                    match crate::scenario::typed::parse_picked(question.mode, bound) {
+                        Ok(value) if crate::scenario::typed::within_line_range(value) => parsed.push(value),
+                        Ok(_) => report.node_problem(
+                            &question.id,
+                            format!("{what} {bound:?} is outside LINE's range (1900-01-01 to 2100-12-31)"),
+                        ),
+                        Err(problem) => report.node_problem(&question.id, format!("{what} {problem}")),
+                    }
+                }
+            }
+            // LINE requires max to be strictly greater than min.
+            if let [min, max] = parsed.as_slice()
+                && min >= max
+            {
+                report.node_problem(&question.id, "min must be earlier than max");
+            }
+            let data = Postback::Date {
+                scenario: scenario.id.clone(),
+                node: question.id.clone(),
+            }
+            .encode();
+            check_postback_length(report, &question.id, &data);
         }
         Node::FlexImage(card) => {
             report.text(&card.id, "alt_text", &card.alt_text, MAX_ALT_TEXT_CHARS);
             if !card.image_url.starts_with("https://") {
                 report.node_problem(&card.id, "image_url must be an https:// URL");
             }
-            if chars(&card.image_url) > MAX_IMAGE_URL_CHARS {
+            if utf16(&card.image_url) > MAX_IMAGE_URL_CHARS {
                 report.node_problem(
                     &card.id,
                     format!("image_url is longer than {MAX_IMAGE_URL_CHARS} characters"),
@@ -247,8 +264,86 @@ fn check_node(scenario: &Scenario, node: &Node, report: &mut Report<'_>) {
     }
 }
 
+fn check_survey(scenario: &Scenario, survey: &SurveyNode, report: &mut Report<'_>) {
+    let most = match survey.style {
+        SurveyStyle::Buttons => {
+            let text_max = if survey.title.is_some() {
+                MAX_BUTTONS_TEXT_WITH_TITLE_CHARS
+            } else {
+                MAX_BUTTONS_TEXT_CHARS
+            };
+            report.label(&survey.id, "text", &survey.text, text_max);
+            if let Some(title) = &survey.title {
+                report.label(&survey.id, "title", title, MAX_TITLE_CHARS);
+            }
+            MAX_BUTTONS
+        }
+        SurveyStyle::QuickReply => {
+            report.text(&survey.id, "text", &survey.text, MAX_TEXT_MESSAGE_CHARS);
+            if survey.title.is_some() {
+                report.node_problem(&survey.id, "a quick reply question has no title; put it in the text");
+            }
+            MAX_QUICK_REPLIES
+        }
+    };
+    if let Some(alt_text) = &survey.alt_text {
+        report.text(&survey.id, "alt_text", alt_text, MAX_ALT_TEXT_CHARS);
+    } else if survey.style == SurveyStyle::Buttons && utf16(&survey.text) > MAX_ALT_TEXT_CHARS {
+        report.node_problem(&survey.id, "text is too long to double as alt_text; set alt_text");
+    }
+    if survey.choices.is_empty() || survey.choices.len() > most {
+        let style = match survey.style {
+            SurveyStyle::Buttons => "a buttons template",
+            SurveyStyle::QuickReply => "a quick reply question",
+        };
+        report.node_problem(
+            &survey.id,
+            format!("has {} choices; {style} takes 1 to {most}", survey.choices.len()),
+        );
+    }
+    let mut values = HashSet::new();
+    for choice in &survey.choices {
+        report.label(
+            &survey.id,
+            &format!("label of choice {:?}", choice.value),
+            &choice.label,
+            MAX_LABEL_CHARS,
+        );
+        if let Some(display_text) = &choice.display_text {
+            report.label(
+                &survey.id,
+                &format!("display_text of choice {:?}", choice.value),
+                display_text,
+                MAX_DISPLAY_TEXT_CHARS,
+            );
+        }
+        if let Err(problem) = check_id(&choice.value) {
+            report.node_problem(&survey.id, format!("choice value {:?} {problem}", choice.value));
+        }
+        if !values.insert(&choice.value) {
+            report.node_problem(&survey.id, format!("choice value {:?} is used twice", choice.value));
+        }
+        if choice.tags.iter().any(|tag| tag.trim().is_empty()) {
+            report.node_problem(&survey.id, format!("choice {:?} has an empty tag", choice.value));
+        }
+        let data = Postback::Answer {
+            scenario: scenario.id.clone(),
+            node: survey.id.clone(),
+            choice: choice.value.clone(),
+        }
+        .encode();
+        check_postback_length(report, &survey.id, &data);
+    }
+}
+
+fn check_tags(report: &mut Report<'_>, node: &NodeId, tags: &[String]) {
+    if tags.iter().any(|tag| tag.trim().is_empty()) {
+        report.node_problem(node, "has an empty tag");
+    }
+}
+
 fn check_postback_length(report: &mut Report<'_>, node: &NodeId, data: &str) {
-    let length = chars(data);
+    let length = utf16(data);
     if length > MAX_POSTBACK_DATA_CHARS {
         report.node_problem(
             node,
@@ -308,12 +403,12 @@ pub(super) fn check_set(scenarios: &[(Scenario, PathBuf)]) -> Vec<ScenarioError>
                             card.starts.as_str()
                         ),
                     ),
-                    Some(target) if !target.nodes.iter().any(|node| matches!(node, Node::Survey(_))) => problem(
+                    Some(target) if !target.nodes.iter().any(Node::is_question) => problem(
                         file,
                         scenario.id.as_str(),
                         Some(&card.id),
                         format!(
-                            "`starts` names scenario {:?}, which has no survey node",
+                            "`starts` names scenario {:?}, which asks no question",
                             card.starts.as_str()
                         ),
                     ),
@@ -361,4 +456,8 @@ pub(super) fn check_set(scenarios: &[(Scenario, PathBuf)]) -> Vec<ScenarioError>
         }
     }
     errors
+}
+
+fn utf16(text: &str) -> usize {
+    Counting::Utf16.count(text)
 }

@@ -19,7 +19,7 @@ pub enum WalkError {
     TooManyMessages(usize),
 }
 
-/// The nodes that speak, in order, from `from` until one waits (survey, Flex card)
+/// The nodes that speak, in order, from `from` until one waits (a question, a Flex card)
 /// or the chain ends. At most [`MAX_MESSAGES_PER_REQUEST`] of them produce a message.
 pub fn walk<'a>(lookup: impl Fn(&NodeId) -> Option<&'a Node>, from: &NodeId) -> Result<Vec<&'a Node>, WalkError> {
     let mut visited = HashSet::new();
@@ -33,7 +33,7 @@ pub fn walk<'a>(lookup: impl Fn(&NodeId) -> Option<&'a Node>, from: &NodeId) -> 
         current = match node {
             Node::Trigger(_) => return Err(WalkError::IntoTrigger(id)),
             Node::Message(message) => message.next.clone(),
-            Node::Survey(_) | Node::FlexImage(_) | Node::End(_) => None,
+            Node::Survey(_) | Node::TextQuestion(_) | Node::DateQuestion(_) | Node::FlexImage(_) | Node::End(_) => None,
         };
         spoken.push(node);
     }

@@ -1,6 +1,7 @@
 //! Document shapes. Field names are camelCase, as Firestore consoles and the
 //! official SDKs show them; they are part of the data contract (README).
 
+use crate::scenario::typed::AnswerValue;
 use firestore::FirestoreInstant;
 use serde::{Deserialize, Serialize};
 
@@ -11,6 +12,8 @@ pub(crate) mod collections {
     pub(crate) const WEBHOOK_INBOX: &str = "webhook_inbox";
     pub(crate) const OUTBOUND_LEDGER: &str = "outbound_ledger";
     pub(crate) const MESSAGE_MARKS: &str = "message_marks";
+    pub(crate) const MESSAGE_TEXTS: &str = "message_texts";
+    pub(crate) const OPEN_QUESTIONS: &str = "open_questions";
     pub(crate) const ADMIN_REQUESTS: &str = "admin_requests";
     pub(crate) const DEAD_LETTERS: &str = "dead_letters";
 }
@@ -22,7 +25,12 @@ pub(crate) struct AnswerDoc {
     pub(crate) scenario_id: String,
     pub(crate) node_id: String,
     pub(crate) line_user_id: String,
-    pub(crate) value: String,
+    /// Typed: a number stays a number; a date is an ISO 8601 string. Removed
+    /// (and `redacted` set) once the user unsent the message that typed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) value: Option<AnswerValue>,
+    /// `choice`, `text`, `number`, `date`, `time` or `datetime`.
+    pub(crate) value_type: String,
     pub(crate) tags: Vec<String>,
     pub(crate) scenario_version: u32,
     #[serde(with = "firestore::serialize_as_timestamp")]
@@ -199,6 +207,10 @@ pub(crate) struct MessageMarkDoc {
     pub(crate) at: FirestoreInstant,
     #[serde(with = "firestore::serialize_as_timestamp")]
     pub(crate) expire_at: FirestoreInstant,
+    /// The answer this message's text recorded (a typed answer): an unsend that
+    /// comes later removes the text from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) answer_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,8 +10,10 @@ use super::docs::collections::{SCENARIO_ANSWERS, SURVEY_RESPONSES, USERS};
 use super::docs::{AnswerDoc, LedgerDoc};
 use super::inbox::InboxKey;
 use super::messages::MessageKey;
+use super::questions::QuestionChange;
 use super::writes::{CommitOutcome, Expect, array_union, create, expecting, maximum, merge, minimum};
 use super::{Store, StoreError, Version};
+use crate::scenario::typed::AnswerValue;
 use firestore::FirestoreInstant;
 use gcloud_sdk::google::firestore::v1::Write;
 use serde::Serialize;
@@ -23,10 +25,16 @@ pub(crate) struct AnswerRecord<'a> {
     pub(crate) scenario_id: &'a str,
     pub(crate) node_id: &'a str,
     pub(crate) user: &'a str,
-    pub(crate) value: &'a str,
+    pub(crate) value: &'a AnswerValue,
+    pub(crate) value_type: &'a str,
     pub(crate) tags: &'a [String],
     pub(crate) scenario_version: u32,
     pub(crate) webhook_event_id: &'a str,
+    /// The open question this answer closes or replaces, and the question its
+    /// follow-up opens (one write: the same document).
+    pub(crate) question: Option<QuestionChange>,
+    /// A typed answer's message: its mark names the answer, and its kept text goes.
+    pub(crate) message: Option<&'a MessageKey>,
 }
 
 /// A guarded start (guards 2 and 3): recorded on the user's marker, conditional
@@ -52,6 +60,10 @@ pub(crate) struct EffectWrites<'a> {
     /// The text message whose effect this is: its mark is created, so an unsend
     /// that came first makes this commit fail, and one that comes later finds it.
     pub(crate) message: Option<&'a MessageKey>,
+    /// The text message whose kept text goes with this commit.
+    pub(crate) forget_text: Option<&'a MessageKey>,
+    /// The question the messages ask, or the change to the open one.
+    pub(crate) question: Option<QuestionChange>,
     /// The ledger entry of what to send (always the last write).
     pub(crate) action: Option<(&'a str, &'a LedgerDoc)>,
 }
@@ -113,7 +125,8 @@ impl Store {
             scenario_id: answer.scenario_id.to_owned(),
             node_id: answer.node_id.to_owned(),
             line_user_id: answer.user.to_owned(),
-            value: answer.value.to_owned(),
+            value: Some(answer.value.clone()),
+            value_type: answer.value_type.to_owned(),
             tags: answer.tags.to_vec(),
             scenario_version: answer.scenario_version,
             answered_at: now,
@@ -146,6 +159,13 @@ impl Store {
                 Vec::new(),
             )?,
         ];
+        if let Some(message) = answer.message {
+            writes.push(self.message_processed_write(message, Some(answer.answer_id))?);
+            writes.push(self.forget_text_write(message));
+        }
+        if let Some(change) = &answer.question {
+            writes.push(self.question_write(change)?);
+        }
         if let Some((ledger_id, entry)) = follow_up {
             writes.push(self.ledger_create_write(ledger_id, entry)?);
         }
@@ -174,7 +194,13 @@ impl Store {
     ) -> Result<Vec<Write>, StoreError> {
         let mut writes = vec![self.inbox_done_write(inbox, version)?];
         if let Some(message) = effects.message {
-            writes.push(self.message_processed_write(message)?);
+            writes.push(self.message_processed_write(message, None)?);
+        }
+        if let Some(message) = effects.forget_text {
+            writes.push(self.forget_text_write(message));
+        }
+        if let Some(change) = &effects.question {
+            writes.push(self.question_write(change)?);
         }
         if let Some(start) = &effects.start {
             #[derive(Serialize)]

@@ -13,6 +13,7 @@ use super::docs::collections::{DEAD_LETTERS, OUTBOUND_LEDGER, WEBHOOK_INBOX};
 use super::docs::{DeadLetterDoc, DeadLetterKind, InboxDoc, InboxState, LedgerDoc};
 use super::later;
 use super::lease::{Stored, Swept};
+use super::messages::MessageKey;
 use super::settler::Settle;
 use super::writes::{CommitOutcome, Expect, create, delete, expecting, merge, merge_deleting, set};
 use super::{Store, StoreError, Version};
@@ -67,6 +68,10 @@ pub(crate) struct NewEvent<'a> {
     /// Whether a worker of this instance will take it up: then this instance holds
     /// the lease; otherwise (queue full) it is free for any sweeper at once.
     pub(crate) held: bool,
+    /// A text message that may answer a typed question: its text is kept, in
+    /// the same atomic commit as the record (so a redelivery, which finds the
+    /// record, never writes it again).
+    pub(crate) text: Option<(&'a MessageKey, &'a str)>,
 }
 
 #[derive(Serialize)]
@@ -104,6 +109,17 @@ impl Store {
             last_error: None,
         };
         let write = create(self.document_path(WEBHOOK_INBOX, key.as_str()), &doc)?;
+        if let Some((message, text)) = event.text {
+            let writes = vec![write, self.keep_text_write(message, text)?];
+            return match self.commit(writes).await {
+                CommitOutcome::Committed(versions) => match versions.first().copied().flatten() {
+                    Some(version) => Ok(Claim::Claimed { version }),
+                    None => Err(StoreError::Unavailable("the claim landed without a version".into())),
+                },
+                CommitOutcome::AlreadyExists | CommitOutcome::Changed => Ok(Claim::Duplicate),
+                CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
+            };
+        }
         super::round_trips::count();
         self.claimer.claim(write).await
     }

@@ -9,6 +9,7 @@ use super::docs::{DeadLetterDoc, DeadLetterKind, LedgerDoc, LedgerState, RouteDo
 use super::inbox::dead_letter_id;
 use super::later;
 use super::lease::{Stored, Swept};
+use super::questions::QuestionChange;
 use super::settler::{Fact, Settle};
 use super::writes::{CommitOutcome, Expect, create, delete, expecting, merge, merge_deleting, set};
 use super::{Store, StoreError, Version};
@@ -209,11 +210,20 @@ impl Store {
     /// comes back as it stands, so the caller can tell "already sent". A create
     /// whose outcome is unknown and that left nothing is tried again: the id is
     /// deterministic, so it cannot record the action twice.
-    pub(crate) async fn record_outbound(&self, ledger_id: &str, doc: &LedgerDoc) -> Result<Recorded, StoreError> {
+    pub(crate) async fn record_outbound(
+        &self,
+        ledger_id: &str,
+        doc: &LedgerDoc,
+        question: Option<&QuestionChange>,
+    ) -> Result<Recorded, StoreError> {
         let mut last_error = None;
         for _ in 0..3 {
-            let write = self.ledger_create_write(ledger_id, doc)?;
-            match self.commit(vec![write]).await {
+            // The entry first: its version is the first one the commit reports.
+            let mut writes = vec![self.ledger_create_write(ledger_id, doc)?];
+            if let Some(question) = question {
+                writes.push(self.question_write(question)?);
+            }
+            match self.commit(writes).await {
                 CommitOutcome::Committed(versions) => {
                     return match versions.into_iter().next().flatten() {
                         Some(version) => Ok(Recorded::New { version }),

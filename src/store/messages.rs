@@ -6,15 +6,25 @@
 //! message (that commit fails), and one that arrives later finds the message
 //! processed. No query by `messageId` anywhere: one write, by id.
 
-use super::docs::collections::MESSAGE_MARKS;
+use super::docs::collections::{MESSAGE_MARKS, SURVEY_RESPONSES};
 use super::docs::{MessageMarkDoc, MessageMarkState};
 use super::later;
-use super::writes::{CommitOutcome, create};
+use super::lease::Stored;
+use super::writes::{CommitOutcome, create, merge_deleting};
 use super::{Store, StoreError};
 use crate::ids::deterministic_id;
 use firestore::FirestoreInstant;
 use gcloud_sdk::google::firestore::v1::Write;
 use std::time::Duration;
+
+fn expecting_existing(mut write: Write) -> Write {
+    write.current_document = Some(gcloud_sdk::google::firestore::v1::Precondition {
+        condition_type: Some(gcloud_sdk::google::firestore::v1::precondition::ConditionType::Exists(
+            true,
+        )),
+    });
+    write
+}
 
 /// As long as inbox records: a redelivery of the message must still meet it.
 const MARK_RETENTION: Duration = Duration::from_secs(8 * 24 * 60 * 60);
@@ -48,27 +58,66 @@ pub(crate) enum UnsendOutcome {
 }
 
 impl Store {
-    fn mark(&self, key: &MessageKey, state: MessageMarkState) -> Result<Write, StoreError> {
+    fn mark(&self, key: &MessageKey, state: MessageMarkState, answer_id: Option<&str>) -> Result<Write, StoreError> {
         let now = FirestoreInstant::now();
         let doc = MessageMarkDoc {
             state,
             at: now,
             expire_at: later(now, MARK_RETENTION),
+            answer_id: answer_id.map(str::to_owned),
         };
         Ok(create(self.document_path(MESSAGE_MARKS, &key.0), &doc)?)
     }
 
-    /// Part of the commit of a text message's effect.
-    pub(super) fn message_processed_write(&self, key: &MessageKey) -> Result<Write, StoreError> {
-        self.mark(key, MessageMarkState::Processed)
+    /// Part of the commit of a text message's effect; `answer_id` when its text
+    /// is a recorded answer.
+    pub(super) fn message_processed_write(
+        &self,
+        key: &MessageKey,
+        answer_id: Option<&str>,
+    ) -> Result<Write, StoreError> {
+        self.mark(key, MessageMarkState::Processed, answer_id)
     }
 
-    /// An unsend: one `create` by id, on the request path.
+    /// An unsend, on the request path: one `create` by id (with the deletion of
+    /// the message's kept text, if any). If the message had its effect already and
+    /// its text was recorded as an answer, the answer keeps no text: one get of the
+    /// mark and one update of the answer, by id.
     pub(crate) async fn record_unsend(&self, key: &MessageKey) -> Result<UnsendOutcome, StoreError> {
-        match self.commit(vec![self.mark(key, MessageMarkState::Unsent)?]).await {
+        let writes = vec![
+            self.mark(key, MessageMarkState::Unsent, None)?,
+            self.forget_text_write(key),
+        ];
+        match self.commit(writes).await {
             CommitOutcome::Committed(_) => Ok(UnsendOutcome::Stopped),
-            CommitOutcome::AlreadyExists | CommitOutcome::Changed => Ok(UnsendOutcome::TooLate),
+            CommitOutcome::AlreadyExists | CommitOutcome::Changed => {
+                self.redact_answer_of(key).await?;
+                Ok(UnsendOutcome::TooLate)
+            }
             // LINE gets 503 and redelivers the unsend; its create then tells.
+            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
+        }
+    }
+
+    async fn redact_answer_of(&self, key: &MessageKey) -> Result<(), StoreError> {
+        let mark: Option<Stored<MessageMarkDoc>> = self.get_stored(MESSAGE_MARKS, &key.0).await?;
+        let Some(answer_id) = mark.and_then(|mark| mark.doc.answer_id) else {
+            return Ok(());
+        };
+        #[derive(serde::Serialize)]
+        struct Redacted {
+            redacted: bool,
+        }
+        let write = merge_deleting(
+            self.document_path(SURVEY_RESPONSES, &answer_id),
+            &Redacted { redacted: true },
+            &["value"],
+            Vec::new(),
+        )?;
+        // Only an existing answer: never create a stub.
+        let write = expecting_existing(write);
+        match self.commit(vec![write]).await {
+            CommitOutcome::Committed(_) | CommitOutcome::Changed | CommitOutcome::AlreadyExists => Ok(()),
             CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
         }
     }

@@ -22,6 +22,7 @@ mod inbox;
 mod lease;
 mod ledger;
 mod messages;
+mod questions;
 mod reads;
 pub(crate) mod round_trips;
 mod settler;
@@ -34,6 +35,7 @@ pub(crate) use inbox::{Claim, InboxKey, NewEvent};
 pub(crate) use lease::{Stored, Swept};
 pub(crate) use ledger::{Attempted, NewAction, Recorded, SettleWrite, Settlement};
 pub(crate) use messages::{MessageKey, UnsendOutcome};
+pub(crate) use questions::{OpenQuestionDoc, QuestionChange};
 
 use claimer::Claimer;
 use firestore::errors::FirestoreError;

@@ -109,7 +109,7 @@ async fn answers_to_a_resent_survey_are_still_guarded() {
     assert_eq!(app.firestore.count("survey_responses").await, 1);
     assert_eq!(
         crate::helpers::sorted(app.user_tags(&user).await),
-        ["foodie", "lunch_good"]
+        ["answered:lunch", "foodie", "lunch_good"]
     );
 }
 

@@ -26,7 +26,11 @@ async fn fifty_concurrent_taps_of_one_choice_record_one_answer_one_tag_set_and_o
     race_taps(&app, &user, |_| answer_data("lunch", "ask_food", "good"), 50).await;
 
     assert_eq!(app.firestore.count("survey_responses").await, 1);
-    assert_eq!(sorted(app.user_tags(&user).await), ["foodie", "lunch_good"]);
+    assert_eq!(
+        sorted(app.user_tags(&user).await),
+        ["answered:lunch", "foodie", "lunch_good"],
+        "the choice's tags and the scenario's answer tag"
+    );
     assert_eq!(app.firestore.count("scenario_answers").await, 1);
     // The next node (the drink question, a buttons template) went out exactly once.
     assert_eq!(app.line.accepted_of_kind("template"), 1);
@@ -52,8 +56,8 @@ async fn concurrent_taps_of_different_choices_keep_only_the_recorded_choices_tag
     assert_eq!(answers.len(), 1);
     let recorded = crate::helpers::firestore_rest::string_field(&answers[0], "value").unwrap();
     let expected: Vec<String> = match recorded.as_str() {
-        "good" => vec!["foodie".into(), "lunch_good".into()],
-        "bad" => vec!["lunch_bad".into()],
+        "good" => vec!["answered:lunch".into(), "foodie".into(), "lunch_good".into()],
+        "bad" => vec!["answered:lunch".into(), "lunch_bad".into()],
         other => panic!("unexpected recorded value {other}"),
     };
     assert_eq!(sorted(app.user_tags(&user).await), expected);
@@ -81,7 +85,10 @@ async fn concurrent_answers_to_two_questions_both_keep_their_tags() {
     .await;
 
     assert_eq!(app.firestore.count("survey_responses").await, 2);
-    assert_eq!(sorted(app.user_tags(&user).await), ["foodie", "lunch_good", "tea"]);
+    assert_eq!(
+        sorted(app.user_tags(&user).await),
+        ["answered:lunch", "foodie", "lunch_good", "tea"]
+    );
     assert_eq!(app.line.accepted_with_text("Thank you for answering!"), 1);
     assert_eq!(app.line.accepted_of_kind("template"), 1);
 }

@@ -100,7 +100,10 @@ async fn a_card_tap_after_answering_is_tagged_but_does_not_restart_the_survey() 
     app.deliver(&postback(&user, &card_tap_data("welcome", "card"))).await;
 
     assert_eq!(app.line.accepted().len(), sent);
-    assert_eq!(sorted(app.user_tags(&user).await), ["flex_image_tap", "lunch_bad"]);
+    assert_eq!(
+        sorted(app.user_tags(&user).await),
+        ["answered:lunch", "flex_image_tap", "lunch_bad"]
+    );
 }
 
 #[tokio::test]
@@ -160,7 +163,7 @@ async fn without_legacy_lookup_answers_under_random_ids_are_not_seen() {
     app.answer(&user, "ask_food", "bad").await;
 
     assert_eq!(app.firestore.count("survey_responses").await, 2);
-    assert_eq!(app.user_tags(&user).await, ["lunch_bad"]);
+    assert_eq!(sorted(app.user_tags(&user).await), ["answered:lunch", "lunch_bad"]);
 }
 
 /// Fires all `bodies` at once; each must be acknowledged.

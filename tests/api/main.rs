@@ -5,6 +5,7 @@ mod helpers;
 
 mod admin;
 mod bad_input;
+mod cli;
 mod contract;
 mod delivery;
 mod duplicates;
@@ -18,3 +19,4 @@ mod recovery;
 mod round_trips;
 mod rules;
 mod scenarios;
+mod typed;

@@ -1,7 +1,7 @@
 //! The shipped sample scenarios, and start-up with broken scenario files.
 
 use crate::helpers::{TestOptions, line_stand_in::LineStandIn, test_config};
-use line_survey::scenario::{Node, load_dir};
+use line_survey::scenario::{Node, Validation, load_dir};
 use line_survey::startup::Application;
 use std::path::Path;
 
@@ -14,7 +14,12 @@ fn the_sample_scenarios_load_and_use_every_node_kind() {
             kinds.insert(match node {
                 Node::Trigger(trigger) => format!("trigger:{:?}", trigger.on),
                 Node::Message(_) => "message".to_owned(),
-                Node::Survey(_) => "survey".to_owned(),
+                Node::Survey(survey) => format!("survey:{:?}", survey.style),
+                Node::TextQuestion(question) => match &question.validate {
+                    Some(validation) => format!("text_question:{}", validation_kind(validation)),
+                    None => "text_question:free".to_owned(),
+                },
+                Node::DateQuestion(question) => format!("date_question:{:?}", question.mode),
                 Node::FlexImage(_) => "flex_image".to_owned(),
                 Node::End(_) => "end".to_owned(),
             });
@@ -23,14 +28,30 @@ fn the_sample_scenarios_load_and_use_every_node_kind() {
     assert_eq!(
         kinds.into_iter().collect::<Vec<_>>(),
         [
+            "date_question:Date",
             "end",
             "flex_image",
             "message",
-            "survey",
+            "survey:Buttons",
+            "survey:QuickReply",
+            "text_question:length",
+            "text_question:number",
+            "text_question:postal_code_jp",
             "trigger:Follow",
             "trigger:Text"
         ]
     );
+}
+
+fn validation_kind(validation: &Validation) -> &'static str {
+    match validation {
+        Validation::Number { .. } => "number",
+        Validation::Email => "email",
+        Validation::PhoneJp => "phone_jp",
+        Validation::PostalCodeJp => "postal_code_jp",
+        Validation::Length { .. } => "length",
+        Validation::Pattern { .. } => "pattern",
+    }
 }
 
 /// Starts the service with `file` as its only scenario file and returns why it

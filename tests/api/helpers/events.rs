@@ -125,3 +125,16 @@ pub fn redelivered(event: &Value) -> Value {
 pub fn envelope(events: Vec<Value>) -> Value {
     serde_json::json!({ "destination": DESTINATION, "events": events })
 }
+
+/// A value picked in date question `node`'s datetime picker; `params` as LINE
+/// sends them, e.g. `{"date": "2027-03-14"}`.
+pub fn date_pick(user: &str, scenario: &str, node: &str, params: Value) -> Value {
+    let data = Postback::Date {
+        scenario: ScenarioId::parse(scenario).unwrap(),
+        node: NodeId::parse(node).unwrap(),
+    }
+    .encode();
+    let mut event = postback(user, &data);
+    event["postback"]["params"] = params;
+    event
+}

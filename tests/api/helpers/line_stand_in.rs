@@ -11,6 +11,8 @@
 //! - A push whose `X-Line-Retry-Key` was accepted before answers 409 with an
 //!   `x-line-accepted-request-id` header, and delivers nothing again.
 //! - A wrong access token answers 401.
+//! - A message over one of LINE's limits, counted as LINE counts them, answers
+//!   400 and delivers nothing (see `line_limits`).
 //!
 //! It records every call, with the status it answered, whether the message went
 //! out, and how long the answer was held back. It can inject faults: queued ones
@@ -212,6 +214,12 @@ impl Respond for LineResponder {
                 false,
             ),
             (Some(Fault::RateLimit { .. }), true) => (429, serde_json::json!({"message": "Too many requests"}), false),
+            (_, true) if super::line_limits::problem(&body["messages"]).is_some() => (
+                400,
+                serde_json::json!({"message": "The request body has 1 error(s)",
+                    "details": [{"message": super::line_limits::problem(&body["messages"])}]}),
+                false,
+            ),
             (Some(Fault::Refuse(status)), true) => (
                 *status,
                 serde_json::json!({"message": "Refused by the stand-in"}),

@@ -4,6 +4,7 @@
 pub mod emulator;
 pub mod events;
 pub mod firestore_rest;
+pub mod line_limits;
 pub mod line_stand_in;
 pub mod process;
 pub mod storm;

@@ -189,7 +189,7 @@ pub async fn effects(storm: &Storm, firestore: &FirestoreRest, line: &LineStandI
 pub fn exactly_once() -> UserEffects {
     UserEffects {
         answers: 1,
-        tags: vec!["foodie".into(), "lunch_good".into()],
+        tags: vec!["answered:lunch".into(), "foodie".into(), "lunch_good".into()],
         starts_received: 1,
         follow_ups_received: 1,
         uncertain: 0,

@@ -1,0 +1,406 @@
+//! One user talking to the scenarios, in memory: the same engine decides, and
+//! the guards keep their semantics (an answer is recorded once per question; a
+//! guarded scenario does not start again once answered, nor twice within the
+//! start dedup window; a typed answer needs its question open). No Firestore,
+//! no LINE. Used by `line-survey simulate` and `line-survey test`.
+
+use crate::engine::{
+    AnswerPlan, Decision, Engine, OpenQuestion, QuestionRef, Rendered, StartVerdict, TypedDecision, start_verdict,
+};
+use crate::ids::ScenarioId;
+use crate::line::messages::{Action, Message, Template};
+use crate::line::webhook::{Event, EventParse};
+use crate::scenario::typed::AnswerValue;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+
+/// The simulated user.
+const USER: &str = "U00000000000000000000000000000001";
+
+/// What one bot message offers to tap.
+#[derive(Debug, Clone)]
+pub(crate) struct Choice {
+    pub(crate) label: String,
+    /// Postback data of a button; `None` for a date picker.
+    data: Option<String>,
+    /// A date picker's postback data and mode.
+    picker: Option<(String, String)>,
+}
+
+/// What the user did, as one line of input or one transcript step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum UserAction {
+    Follow,
+    Text(String),
+    /// Taps a button of the last question, by its position (from 1).
+    TapNumber(usize),
+    /// Taps a button by label: of the last question, or failing that of an
+    /// earlier one (a re-tap of an old card).
+    TapLabel(String),
+    /// Taps the image of the last Flex card.
+    TapCard,
+    /// Picks a value in the last date picker.
+    Pick(String),
+}
+
+/// The answers and tags so far, and what the bot said last.
+pub(crate) struct Conversation {
+    engine: Engine,
+    clock_ms: i64,
+    start_dedup: Duration,
+    next_id: u64,
+    answers: BTreeMap<String, (String, String, AnswerValue)>,
+    /// Per scenario: answered?, last start (ms).
+    markers: HashMap<ScenarioId, (bool, Option<i64>)>,
+    pub(crate) tags: BTreeSet<String>,
+    open: Option<OpenQuestion>,
+    /// Every question's choices, oldest first.
+    questions: Vec<Vec<Choice>>,
+    last_card: Option<String>,
+}
+
+/// What one user action did.
+#[derive(Debug, Default)]
+pub(crate) struct Turn {
+    /// The bot's messages, as a person reads them.
+    pub(crate) said: Vec<String>,
+    /// The labels of the question asked in this turn, if any.
+    pub(crate) choices: Vec<String>,
+    /// Why nothing happened, when nothing did.
+    pub(crate) note: Option<String>,
+}
+
+impl Conversation {
+    pub(crate) fn new(engine: Engine, start_dedup: Duration) -> Self {
+        Self {
+            engine,
+            // A fixed start: transcripts give the same results every run.
+            clock_ms: 1_767_225_600_000,
+            start_dedup,
+            next_id: 0,
+            answers: BTreeMap::new(),
+            markers: HashMap::new(),
+            tags: BTreeSet::new(),
+            open: None,
+            questions: Vec::new(),
+            last_card: None,
+        }
+    }
+
+    /// Answers recorded: node id to value, per scenario.
+    pub(crate) fn answers(&self) -> Vec<(String, String, AnswerValue)> {
+        self.answers.values().cloned().collect()
+    }
+
+    /// Lets time pass (one minute per action by default).
+    pub(crate) fn advance(&mut self, by: Duration) {
+        self.clock_ms = self
+            .clock_ms
+            .saturating_add(i64::try_from(by.as_millis()).unwrap_or(i64::MAX));
+    }
+
+    /// A scenario's start, as an operator's manual send delivers it (no guard).
+    pub(crate) fn begin(&mut self, start: Rendered) -> Turn {
+        let turn = self.say(start.messages);
+        self.open_question(start.opens);
+        turn
+    }
+
+    pub(crate) fn act(&mut self, action: &UserAction) -> Turn {
+        self.advance(Duration::from_secs(60));
+        let event = match self.event_for(action) {
+            Ok(event) => event,
+            Err(note) => {
+                return Turn {
+                    note: Some(note),
+                    ..Turn::default()
+                };
+            }
+        };
+        let decision = match Event::parse(&event) {
+            EventParse::Parsed(event) => self.engine.decide(&event),
+            EventParse::Malformed { reason, .. } => {
+                return Turn {
+                    note: Some(format!("the event could not be read: {reason}")),
+                    ..Turn::default()
+                };
+            }
+        };
+        let text = match action {
+            UserAction::Text(text) => Some(text.as_str()),
+            _ => None,
+        };
+        self.carry_out(decision, text)
+    }
+
+    fn new_id(&mut self) -> String {
+        self.next_id += 1;
+        format!("{}", self.next_id)
+    }
+
+    fn event_for(&mut self, action: &UserAction) -> Result<Value, String> {
+        let base = |kind: Value, id: String, at: i64| {
+            let mut event = json!({
+                "webhookEventId": format!("SIM{id:0>23}"),
+                "timestamp": at,
+                "mode": "active",
+                "deliveryContext": {"isRedelivery": false},
+                "source": {"type": "user", "userId": USER},
+                "replyToken": format!("sim-{id}"),
+            });
+            if let (Some(event), Some(kind)) = (event.as_object_mut(), kind.as_object()) {
+                event.extend(kind.clone());
+            }
+            event
+        };
+        let id = self.new_id();
+        let at = self.clock_ms;
+        let postback = |data: &str| json!({"type": "postback", "postback": {"data": data}});
+        Ok(match action {
+            UserAction::Follow => base(json!({"type": "follow"}), id.clone(), at),
+            UserAction::Text(text) => base(
+                json!({"type": "message", "message": {"type": "text", "id": id, "text": text}}),
+                id.clone(),
+                at,
+            ),
+            UserAction::TapCard => {
+                let data = self.last_card.clone().ok_or("no card to tap yet")?;
+                base(postback(&data), id.clone(), at)
+            }
+            UserAction::TapNumber(number) => {
+                let choices = self.questions.last().ok_or("no question to answer yet")?;
+                let choice = number
+                    .checked_sub(1)
+                    .and_then(|index| choices.get(index))
+                    .ok_or_else(|| format!("the last question has {} choices", choices.len()))?;
+                let data = choice.data.clone().ok_or("that is a date picker: use /date VALUE")?;
+                base(postback(&data), id.clone(), at)
+            }
+            UserAction::TapLabel(label) => {
+                let data = self
+                    .questions
+                    .iter()
+                    .rev()
+                    .flatten()
+                    .find(|choice| &choice.label == label && choice.data.is_some())
+                    .and_then(|choice| choice.data.clone())
+                    .ok_or_else(|| format!("no button labelled {label:?} was sent"))?;
+                base(postback(&data), id.clone(), at)
+            }
+            UserAction::Pick(value) => {
+                let (data, mode) = self
+                    .questions
+                    .iter()
+                    .rev()
+                    .flatten()
+                    .find_map(|choice| choice.picker.clone())
+                    .ok_or("no date picker was sent")?;
+                let mut event = base(postback(&data), id.clone(), at);
+                event["postback"]["params"] = json!({ mode: value });
+                event
+            }
+        })
+    }
+
+    fn carry_out(&mut self, decision: Decision, text: Option<&str>) -> Turn {
+        match decision {
+            Decision::Ignore(reason) => noted(format!("ignored: {reason}")),
+            Decision::Unsend { .. } => noted("unsent".to_owned()),
+            Decision::Answer(plan) => self.answer(plan),
+            Decision::Start(plan) => self.start(
+                plan.guard.map(|guard| guard.scenario),
+                &plan.scenario,
+                plan.messages,
+                plan.opens,
+            ),
+            Decision::CardTap(plan) => {
+                self.tags.insert(crate::engine::FLEX_TAP_TAG.to_owned());
+                self.start(
+                    Some(plan.guard.scenario.clone()),
+                    &plan.guard.scenario,
+                    plan.messages,
+                    plan.opens,
+                )
+            }
+            Decision::Text(plan) => {
+                let typed = self.open.clone().and_then(|open| {
+                    let user = plan.user.clone();
+                    self.engine
+                        .typed_answer(&user, &open, text.unwrap_or(""), self.clock_ms)
+                        .ok()
+                        .map(|decision| (open, decision))
+                });
+                match typed {
+                    Some((_, TypedDecision::Answer(answer))) => self.answer(*answer),
+                    Some((
+                        open,
+                        TypedDecision::Invalid {
+                            reason,
+                            messages,
+                            attempts,
+                        },
+                    )) => {
+                        self.open = Some(OpenQuestion { attempts, ..open });
+                        let mut turn = self.say(messages);
+                        turn.note = Some(format!("invalid answer: {reason}"));
+                        turn
+                    }
+                    Some((_, TypedDecision::GiveUp { reason, then })) => {
+                        self.open = None;
+                        let mut turn = self.say(then.messages);
+                        self.open_question(then.opens);
+                        turn.note = Some(format!(
+                            "invalid answer ({reason}); attempts used up, the question closed"
+                        ));
+                        turn
+                    }
+                    Some((_, TypedDecision::NotOpen | TypedDecision::NotTyped)) | None => match plan.keyword {
+                        Some(start) => self.start(
+                            start.guard.map(|guard| guard.scenario),
+                            &start.scenario,
+                            start.messages,
+                            start.opens,
+                        ),
+                        None => noted("no question is open and no keyword matches".to_owned()),
+                    },
+                }
+            }
+        }
+    }
+
+    fn start(
+        &mut self,
+        guard: Option<ScenarioId>,
+        scenario: &ScenarioId,
+        messages: Vec<Message>,
+        opens: Option<QuestionRef>,
+    ) -> Turn {
+        if let Some(guarded) = guard {
+            let (answered, last) = self.markers.get(&guarded).copied().unwrap_or((false, None));
+            match start_verdict(answered, last, self.clock_ms, self.start_dedup) {
+                StartVerdict::Start => {
+                    self.markers.insert(guarded, (answered, Some(self.clock_ms)));
+                }
+                StartVerdict::AlreadyAnswered => {
+                    return noted(format!("not started: scenario {scenario} was answered (guard)"));
+                }
+                StartVerdict::RecentlyStarted => {
+                    return noted(format!(
+                        "not started: scenario {scenario} started moments ago (dedup window)"
+                    ));
+                }
+            }
+        }
+        let turn = self.say(messages);
+        self.open_question(opens);
+        turn
+    }
+
+    fn answer(&mut self, plan: AnswerPlan) -> Turn {
+        if let Some(closes) = &plan.closes {
+            let open = self.open.as_ref().is_some_and(|open| {
+                open.question.scenario == closes.scenario
+                    && open.question.node == closes.node
+                    && self.engine.is_open_at(open, self.clock_ms)
+            });
+            if !open {
+                return noted(format!("nothing recorded: question {} is not open", closes.node));
+            }
+        }
+        if self.answers.contains_key(&plan.answer_id) {
+            return noted(format!(
+                "nothing recorded: question {} was answered before (guard 1)",
+                plan.node
+            ));
+        }
+        self.answers.insert(
+            plan.answer_id.clone(),
+            (plan.scenario.to_string(), plan.node.to_string(), plan.value.clone()),
+        );
+        self.tags.extend(plan.tags.iter().cloned());
+        let marker = self.markers.entry(plan.scenario.clone()).or_insert((false, None));
+        marker.0 = true;
+        if plan.closes.is_some() {
+            self.open = None;
+        }
+        let turn = self.say(plan.follow_up);
+        self.open_question(plan.opens);
+        turn
+    }
+
+    /// Whether the last thing asked waits for typed text (then "35" is an
+    /// answer, not a tap of choice 35).
+    pub(crate) fn awaits_text(&self) -> bool {
+        self.open.as_ref().is_some_and(|open| self.engine.takes_text(open))
+    }
+
+    fn open_question(&mut self, opens: Option<QuestionRef>) {
+        if let Some(question) = opens {
+            self.open = Some(OpenQuestion {
+                question,
+                attempts: 0,
+                opened_at_ms: self.clock_ms,
+            });
+        }
+    }
+
+    /// Renders messages as text, remembering what can be tapped.
+    fn say(&mut self, messages: Vec<Message>) -> Turn {
+        let mut turn = Turn::default();
+        for message in messages {
+            match message {
+                Message::Text { text, quick_reply } => {
+                    turn.said.push(text);
+                    if let Some(quick_reply) = quick_reply {
+                        let choices: Vec<Choice> =
+                            quick_reply.items.into_iter().map(|item| choice(item.action)).collect();
+                        turn.choices = choices.iter().map(|choice| choice.label.clone()).collect();
+                        self.questions.push(choices);
+                    }
+                }
+                Message::Template {
+                    template: Template::Buttons { title, text, actions },
+                    ..
+                } => {
+                    turn.said.push(match title {
+                        Some(title) => format!("{title}: {text}"),
+                        None => text,
+                    });
+                    let choices: Vec<Choice> = actions.into_iter().map(choice).collect();
+                    turn.choices = choices.iter().map(|choice| choice.label.clone()).collect();
+                    self.questions.push(choices);
+                }
+                Message::Flex { alt_text, contents } => {
+                    turn.said.push(format!("[card] {alt_text}"));
+                    if let Action::Postback { data, .. } = contents.hero.action {
+                        self.last_card = Some(data);
+                    }
+                }
+            }
+        }
+        turn
+    }
+}
+
+fn choice(action: Action) -> Choice {
+    match action {
+        Action::Postback { label, data, .. } => Choice {
+            label: label.unwrap_or_default(),
+            data: Some(data),
+            picker: None,
+        },
+        Action::DatetimePicker { label, data, mode, .. } => Choice {
+            label,
+            data: None,
+            picker: Some((data, mode)),
+        },
+    }
+}
+
+fn noted(note: String) -> Turn {
+    Turn {
+        note: Some(note),
+        ..Turn::default()
+    }
+}

@@ -1,0 +1,140 @@
+//! The toolchain beside the service: `check`, `simulate`, `test` and `schema`
+//! (see the README). None of them needs Firestore or LINE.
+
+mod conversation;
+mod transcript;
+
+use crate::engine::Engine;
+use crate::scenario::{LoadError, Scenario, ScenarioError, Scenarios, load_dir};
+use conversation::{Conversation, UserAction};
+use std::io::{BufRead, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use transcript::run_transcripts;
+
+/// The start dedup window the simulator applies (the service's default).
+const START_DEDUP: Duration = Duration::from_secs(30);
+
+/// How `check` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// Validates the scenario files in `dir`; prints every problem. `true` when
+/// there are none.
+pub fn check(dir: &Path, format: Format, out: &mut impl Write) -> std::io::Result<bool> {
+    let (problems, count) = match load_dir(dir) {
+        Ok(scenarios) => (Vec::new(), scenarios.len()),
+        Err(LoadError::Invalid(errors)) => (errors, 0),
+        Err(other) => (
+            vec![ScenarioError {
+                file: dir.to_owned(),
+                scenario: None,
+                node: None,
+                problem: other.to_string(),
+            }],
+            0,
+        ),
+    };
+    match format {
+        Format::Json => {
+            let problems: Vec<serde_json::Value> = problems
+                .iter()
+                .map(|problem| {
+                    serde_json::json!({
+                        "file": problem.file.display().to_string(),
+                        "scenario": problem.scenario,
+                        "node": problem.node,
+                        "problem": problem.problem,
+                    })
+                })
+                .collect();
+            let report = serde_json::json!({"ok": problems.is_empty(), "scenarios": count, "problems": problems});
+            writeln!(out, "{report:#}")?;
+        }
+        Format::Text if problems.is_empty() => {
+            writeln!(out, "{}: {count} scenario(s), no problems", dir.display())?;
+        }
+        Format::Text => {
+            for problem in &problems {
+                writeln!(out, "{problem}")?;
+            }
+            writeln!(out, "{} problem(s)", problems.len())?;
+        }
+    }
+    Ok(problems.is_empty())
+}
+
+/// The JSON Schema of a scenario file, generated from the Rust types.
+pub fn schema() -> String {
+    let schema = schemars::schema_for!(Scenario);
+    let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// Loads `dir` for the simulator and the transcript runner.
+fn engine(dir: &Path) -> Result<Engine, String> {
+    let scenarios: Scenarios = load_dir(dir).map_err(|error| error.to_string())?;
+    Ok(Engine::new(Arc::new(scenarios)))
+}
+
+/// A conversation in the terminal: bot messages as text, choices numbered; one
+/// user action per line from `input`. `Err` when the scenarios do not load or
+/// the scenario does not exist.
+pub fn simulate(dir: &Path, scenario: &str, input: impl BufRead, out: &mut impl Write) -> Result<(), String> {
+    let engine = engine(dir)?;
+    let id = crate::ids::ScenarioId::parse(scenario).map_err(|error| format!("scenario id {error}"))?;
+    let start = engine
+        .manual_start(&id)
+        .map_err(|error| format!("scenario {scenario:?}: {error}"))?;
+    let mut conversation = Conversation::new(engine, START_DEDUP);
+    let io = |error: std::io::Error| error.to_string();
+    writeln!(
+        out,
+        "Simulating {scenario:?}. Type a number to tap a choice, /date VALUE to pick a date, /follow, /tap-card, /quit; anything else is sent as text."
+    )
+    .map_err(io)?;
+    // The scenario's start, as a manual send delivers it.
+    let turn = conversation.begin(start);
+    print_turn(out, &turn).map_err(io)?;
+    for line in input.lines() {
+        let line = line.map_err(io)?;
+        let line = line.trim_end_matches(['\r', '\n']);
+        let action = match line.trim() {
+            "/quit" => break,
+            "/follow" => UserAction::Follow,
+            "/tap-card" => UserAction::TapCard,
+            trimmed if trimmed.starts_with("/date ") => UserAction::Pick(trimmed["/date ".len()..].trim().to_owned()),
+            trimmed
+                if !trimmed.is_empty()
+                    && trimmed.bytes().all(|b| b.is_ascii_digit())
+                    && !conversation.awaits_text() =>
+            {
+                UserAction::TapNumber(trimmed.parse().unwrap_or(0))
+            }
+            _ => UserAction::Text(line.to_owned()),
+        };
+        writeln!(out, "> {line}").map_err(io)?;
+        let turn = conversation.act(&action);
+        print_turn(out, &turn).map_err(io)?;
+    }
+    Ok(())
+}
+
+fn print_turn(out: &mut impl Write, turn: &conversation::Turn) -> std::io::Result<()> {
+    for said in &turn.said {
+        writeln!(out, "bot: {said}")?;
+    }
+    for (number, label) in turn.choices.iter().enumerate() {
+        writeln!(out, "  {}) {label}", number + 1)?;
+    }
+    if let Some(note) = &turn.note {
+        writeln!(out, "  ({note})")?;
+    }
+    out.flush()
+}

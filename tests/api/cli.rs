@@ -1,0 +1,229 @@
+//! The toolchain: `check`, `simulate`, `test` and `schema`, run as a user runs
+//! them (the built binary, no Firestore, no LINE).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_line-survey");
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn run(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(BINARY)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .expect("stdin is piped")
+            .write_all(input.as_bytes())
+            .expect("stdin takes the input");
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().expect("the binary ends")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A scenario directory holding `files` (name, content).
+fn scenario_dir(files: &[(&str, &str)]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cli-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    for (name, content) in files {
+        std::fs::write(dir.join(name), content).expect("file written");
+    }
+    dir
+}
+
+#[test]
+fn check_accepts_the_samples() {
+    let output = run(&["check", repo("scenarios").to_str().unwrap_or_default()], None);
+    assert!(output.status.success(), "{}", stdout(&output));
+    assert!(stdout(&output).contains("5 scenario(s), no problems"));
+}
+
+#[test]
+fn check_lists_every_problem_of_each_kind_of_broken_file() {
+    let dir = scenario_dir(&[
+        ("a_unparsable.toml", "id = \"a\"\nnodes = [ {"),
+        (
+            "b_unknown_kind.toml",
+            "id = \"b\"\n[[nodes]]\nid = \"n\"\nkind = \"carousel\"\ntext = \"x\"\n",
+        ),
+        (
+            "c_bad_question.toml",
+            r#"id = "c"
+[[nodes]]
+id = "q"
+kind = "text_question"
+text = "Code?"
+validate = { type = "pattern", pattern = "([a-z]" }
+next = "missing"
+[[nodes]]
+id = "d"
+kind = "date_question"
+text = "When?"
+min = "2026-12-31"
+max = "2026-01-01"
+[[nodes]]
+id = "s"
+kind = "survey"
+style = "quick_reply"
+text = "Pick"
+choices = [{ label = "twenty-one characters", value = "x" }]
+"#,
+        ),
+    ]);
+    let text = run(&["check", dir.to_str().unwrap_or_default()], None);
+    assert_eq!(text.status.code(), Some(1));
+    let report = stdout(&text);
+    for expected in [
+        "a_unparsable.toml: not a valid scenario file",
+        "b_unknown_kind.toml: not a valid scenario file",
+        r#"c_bad_question.toml: scenario "c": node "q": validate: pattern "([a-z]" does not compile"#,
+        r#"c_bad_question.toml: scenario "c": node "q": `next` names node "missing", which does not exist"#,
+        r#"c_bad_question.toml: scenario "c": node "d": min must be earlier than max"#,
+        r#"c_bad_question.toml: scenario "c": node "s": label of choice "x" is 21 characters; LINE allows at most 20"#,
+        "6 problem(s)",
+    ] {
+        assert!(report.contains(expected), "{expected:?} missing from:\n{report}");
+    }
+
+    let json = run(&["check", dir.to_str().unwrap_or_default(), "--format", "json"], None);
+    assert_eq!(json.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON output");
+    assert_eq!(report["ok"], false);
+    let problems = report["problems"].as_array().cloned().unwrap_or_default();
+    assert_eq!(problems.len(), 6);
+    assert!(
+        problems
+            .iter()
+            .any(|problem| problem["node"] == "q" && problem["scenario"] == "c")
+    );
+    assert!(
+        problems
+            .iter()
+            .all(|problem| problem["file"].as_str().is_some_and(|f| f.ends_with(".toml")))
+    );
+
+    let empty = scenario_dir(&[]);
+    let nothing = run(&["check", empty.to_str().unwrap_or_default()], None);
+    assert_eq!(nothing.status.code(), Some(1));
+    assert!(stdout(&nothing).contains("holds no *.toml scenario files"));
+}
+
+#[test]
+fn simulate_through_a_pipe() {
+    let dir = repo("scenarios");
+    let input = "abc\n３５\n100-0001\n/date 2027-03-14\n/date 2027-03-15\n/quit\nnever read\n";
+    let output = run(
+        &["simulate", "ja_profile", "--dir", dir.to_str().unwrap_or_default()],
+        Some(input),
+    );
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let transcript = stdout(&output);
+    for expected in [
+        "bot: 年齢を数字でお送りください。(例: 35)",
+        "> abc\nbot: 0〜120の数字でお送りください。",
+        "> ３５\nbot: 郵便番号を7桁でお送りください。(例: 100-0001)",
+        "  1) 日付を選ぶ",
+        "> /date 2027-03-14\nbot: ありがとうございました。登録が完了しました。",
+        "> /date 2027-03-15\n  (nothing recorded: question next_visit is not open)",
+    ] {
+        assert!(
+            transcript.contains(expected),
+            "{expected:?} missing from:\n{transcript}"
+        );
+    }
+    assert!(!transcript.contains("never read"), "/quit ends it");
+
+    let taps = run(
+        &["simulate", "satisfaction", "--dir", dir.to_str().unwrap_or_default()],
+        Some("1\n/tap-card\n9\n"),
+    );
+    let transcript = stdout(&taps);
+    assert!(
+        transcript.contains("  1) Very satisfied"),
+        "choices are numbered:\n{transcript}"
+    );
+    assert!(transcript.contains("> 1\nbot: Would you visit us again?"));
+    assert!(transcript.contains("no card to tap yet"));
+    assert!(transcript.contains("the last question has 3 choices"));
+
+    let unknown = run(
+        &["simulate", "nope", "--dir", dir.to_str().unwrap_or_default()],
+        Some(""),
+    );
+    assert_eq!(unknown.status.code(), Some(2));
+}
+
+#[test]
+fn the_sample_transcripts_pass_and_a_wrong_one_fails_with_a_diff() {
+    let samples = run(
+        &["test", "--scenarios", repo("scenarios").to_str().unwrap_or_default()],
+        None,
+    );
+    assert!(samples.status.success(), "{}", stdout(&samples));
+    assert_eq!(
+        stdout(&samples).lines().filter(|line| line.starts_with("ok ")).count(),
+        4
+    );
+
+    let tests = scenario_dir(&[(
+        "wrong.toml",
+        "[[steps]]\nsend = \"survey\"\nbot = [\"Hello\"]\n\n[[steps]]\ntap = \"Very satisfied\"\nanswers = { rating = \"4\" }\n",
+    )]);
+    let wrong = run(
+        &[
+            "test",
+            tests.to_str().unwrap_or_default(),
+            "--scenarios",
+            repo("scenarios").to_str().unwrap_or_default(),
+        ],
+        None,
+    );
+    assert_eq!(wrong.status.code(), Some(1));
+    let report = stdout(&wrong);
+    for expected in [
+        "FAIL",
+        "step 1 (send \"survey\")",
+        "    - Hello",
+        "    + Thanks for visiting! Two quick questions about your visit.",
+        "answer to rating: expected \"4\", got Text(\"5\")",
+    ] {
+        assert!(report.contains(expected), "{expected:?} missing from:\n{report}");
+    }
+}
+
+#[test]
+fn the_shipped_schema_is_current() {
+    let output = run(&["schema"], None);
+    assert!(output.status.success());
+    let shipped = std::fs::read_to_string(repo("schema/scenario.schema.json")).expect("the schema is shipped");
+    assert_eq!(
+        stdout(&output),
+        shipped,
+        "schema/scenario.schema.json is stale: run `line-survey schema > schema/scenario.schema.json`"
+    );
+    let schema: serde_json::Value = serde_json::from_str(&shipped).expect("JSON");
+    let kinds = schema.to_string();
+    for kind in [
+        "text_question",
+        "date_question",
+        "quick_reply",
+        "postal_code_jp",
+        "answer_tag",
+    ] {
+        assert!(kinds.contains(kind), "{kind} is described");
+    }
+}

@@ -1,0 +1,419 @@
+//! Question kinds beyond buttons: quick replies, typed answers, date pickers,
+//! and where a user is (the open question). Scenarios: tests/fixtures/typed.
+
+use crate::helpers::events::{self, date_pick, envelope, postback, text, unsend, with_timestamp};
+use crate::helpers::firestore_rest::{document_id, string_field};
+use crate::helpers::storm::post_event;
+use crate::helpers::{TestApp, TestOptions, spawn_app_with};
+use line_survey::config::Config;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+const AGE: &str = "How old are you?";
+const ZIP: &str = "Your postal code?";
+const INVALID: &str = "Please send a number from 0 to 120.";
+const GAVE_UP: &str = "Let's skip that.";
+const HI: &str = "Hi there!";
+const COMMENT: &str = "Anything else?";
+const DEFAULT_INVALID: &str =
+    "入力内容を確認して、もう一度送ってください。(Please check your answer and send it again.)";
+
+fn typed_scenarios(config: &mut Config) {
+    config.scenarios_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/typed");
+}
+
+async fn app() -> TestApp {
+    spawn_app_with(TestOptions {
+        adjust: typed_scenarios,
+        ..TestOptions::default()
+    })
+    .await
+}
+
+/// The user's answers: (node, value as Firestore stores it, valueType).
+async fn answers(app: &TestApp, user: &str) -> Vec<(String, Value, String)> {
+    let mut found: Vec<(String, Value, String)> = app
+        .firestore
+        .list("survey_responses")
+        .await
+        .into_iter()
+        .filter(|document| string_field(document, "lineUserId").as_deref() == Some(user))
+        .map(|document| {
+            (
+                string_field(&document, "nodeId").unwrap_or_default(),
+                document["fields"]["value"].clone(),
+                string_field(&document, "valueType").unwrap_or_default(),
+            )
+        })
+        .collect();
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found
+}
+
+/// Everything stored, for "no document holds the text" checks.
+async fn stored_anywhere(app: &TestApp, needle: &str) -> bool {
+    app.firestore.dump().await.contains(needle)
+}
+
+#[tokio::test]
+async fn each_question_kind_end_to_end() {
+    let app = app().await;
+    let user = events::new_user();
+
+    app.deliver(&text(&user, "ＰＲＯＦＩＬＥ")).await;
+    assert_eq!(app.line.accepted_with_text(AGE), 1, "NFKC: full-width letters start it");
+    assert!(app.firestore.get("open_questions", &user).await.is_some());
+
+    app.deliver(&text(&user, "３５")).await;
+    assert_eq!(app.line.accepted_with_text(ZIP), 1);
+    app.deliver(&text(&user, "100-0001")).await;
+    let picker = app
+        .line
+        .accepted()
+        .into_iter()
+        .flat_map(|call| call.messages())
+        .find(|message| message["type"] == "template")
+        .expect("the date question is sent");
+    let action = &picker["template"]["actions"][0];
+    assert_eq!(action["type"], "datetimepicker");
+    assert_eq!(action["mode"], "date");
+    assert_eq!(action["min"], "2026-01-01");
+
+    app.deliver(&date_pick(&user, "profile", "visit", json!({"date": "2027-03-14"})))
+        .await;
+    assert_eq!(app.line.accepted_with_text("Profile saved."), 1);
+    assert_eq!(
+        answers(&app, &user).await,
+        vec![
+            ("age".to_owned(), json!({"integerValue": "35"}), "number".to_owned()),
+            (
+                "visit".to_owned(),
+                json!({"stringValue": "2027-03-14"}),
+                "date".to_owned()
+            ),
+            ("zip".to_owned(), json!({"stringValue": "100-0001"}), "text".to_owned()),
+        ],
+        "values keep their types"
+    );
+    let tags = app.user_tags(&user).await;
+    assert!(
+        tags.contains(&"age_given".to_owned()) && tags.contains(&"answered:profile".to_owned()),
+        "{tags:?}"
+    );
+    assert!(
+        app.firestore.get("open_questions", &user).await.is_none(),
+        "answering closed it"
+    );
+    assert_eq!(
+        app.firestore.count("message_texts").await,
+        0,
+        "no text kept once processed"
+    );
+
+    // The picker tapped again, now that the question is closed: nothing.
+    let sent = app.line.accepted().len();
+    app.deliver(&date_pick(&user, "profile", "visit", json!({"date": "2028-01-01"})))
+        .await;
+    assert_eq!(app.line.accepted().len(), sent);
+    assert_eq!(answers(&app, &user).await.len(), 3);
+}
+
+#[tokio::test]
+async fn invalid_answers_are_retried_then_given_up() {
+    let app = app().await;
+    let user = events::new_user();
+    app.deliver(&text(&user, "profile")).await;
+
+    app.deliver(&text(&user, "thirty")).await;
+    assert_eq!(app.line.accepted_with_text(INVALID), 1);
+    app.deliver(&text(&user, "１２１")).await;
+    assert_eq!(
+        app.line.accepted_with_text(GAVE_UP),
+        1,
+        "max_attempts = 2, then on_give_up"
+    );
+    assert_eq!(app.line.accepted_with_text(INVALID), 1);
+    assert!(answers(&app, &user).await.is_empty(), "no invalid answer is recorded");
+    assert!(app.firestore.get("open_questions", &user).await.is_none());
+
+    // The question is closed: a valid number now is an ordinary text.
+    let sent = app.line.accepted().len();
+    app.deliver(&text(&user, "35")).await;
+    assert_eq!(app.line.accepted().len(), sent);
+    assert!(answers(&app, &user).await.is_empty());
+    assert!(!stored_anywhere(&app, "thirty").await, "invalid texts are not kept");
+}
+
+#[tokio::test]
+async fn a_text_answers_the_open_question_instead_of_firing_a_keyword() {
+    let app = app().await;
+    let user = events::new_user();
+    app.deliver(&text(&user, "profile")).await;
+
+    app.deliver(&text(&user, "hello")).await;
+
+    assert_eq!(app.line.accepted_with_text(HI), 0, "the keyword did not fire");
+    assert_eq!(app.line.accepted_with_text(INVALID), 1, "it was an (invalid) answer");
+
+    // Without an open question the keyword fires.
+    let other = events::new_user();
+    app.deliver(&text(&other, "Ｈｅｌｌｏ　")).await;
+    assert_eq!(app.line.accepted_with_text(HI), 1);
+}
+
+#[tokio::test]
+async fn an_open_question_lapses_after_its_answer_window() {
+    let app = app().await;
+    let user = events::new_user();
+    let asked = text(&user, "profile");
+    app.deliver(&asked).await;
+
+    // Sent more than the scenario's one-hour window after the question.
+    let late = with_timestamp(&text(&user, "hello"), events::now_ms() + 61 * 60 * 1000);
+    app.deliver(&late).await;
+
+    assert!(answers(&app, &user).await.is_empty());
+    assert_eq!(app.line.accepted_with_text(INVALID), 0);
+    assert_eq!(
+        app.line.accepted_with_text(HI),
+        1,
+        "a lapsed question lets the keyword fire"
+    );
+}
+
+#[tokio::test]
+async fn events_of_one_user_in_one_request_are_processed_in_order() {
+    let app = app().await;
+    let user = events::new_user();
+    app.deliver(&text(&user, "profile")).await;
+
+    // The age, then a keyword, in one request. In LINE's order the first answers
+    // the age; the second was sent before the next question was asked, so it is
+    // an ordinary text and its keyword fires. The other way round "hello" would
+    // have been an invalid age.
+    let response = app
+        .post_webhook(&envelope(vec![text(&user, "35"), text(&user, "hello")]))
+        .await;
+    assert_eq!(response.status(), 200);
+    app.settled().await;
+
+    assert_eq!(
+        answers(&app, &user).await,
+        vec![("age".to_owned(), json!({"integerValue": "35"}), "number".to_owned())]
+    );
+    assert_eq!(app.line.accepted_with_text(INVALID), 0);
+    assert_eq!(app.line.accepted_with_text(HI), 1);
+
+    // Two taps of one quick reply question in one request: the first counts.
+    let other = events::new_user();
+    app.deliver(&text(&other, "feedback")).await;
+    let taps = vec![
+        postback(&other, &events::answer_data("feedback", "scale", "1")),
+        postback(&other, &events::answer_data("feedback", "scale", "5")),
+    ];
+    assert_eq!(app.post_webhook(&envelope(taps)).await.status(), 200);
+    app.settled().await;
+    assert_eq!(
+        answers(&app, &other).await,
+        vec![("scale".to_owned(), json!({"stringValue": "1"}), "choice".to_owned())]
+    );
+}
+
+#[tokio::test]
+async fn a_question_asked_again_after_it_was_answered_closes_on_the_next_text() {
+    let app = app().await;
+    let user = events::new_user();
+    app.deliver(&text(&user, "profile")).await;
+    app.deliver(&text(&user, "35")).await;
+    app.deliver(&text(&user, "100-0001")).await;
+    // An operator sends the scenario again: the age is asked, but answered.
+    let sent = app
+        .admin_send("profile", &[&user], Some("again"), Some(crate::helpers::ADMIN_TOKEN))
+        .await;
+    assert_eq!(sent.status(), 200);
+    app.settled().await;
+
+    app.deliver(&text(&user, "40")).await;
+    assert!(app.firestore.get("open_questions", &user).await.is_none(), "closed");
+    app.deliver(&text(&user, "hello")).await;
+
+    assert_eq!(app.line.accepted_with_text(HI), 1, "texts are ordinary again");
+    let age = answers(&app, &user).await.into_iter().find(|(node, ..)| node == "age");
+    assert_eq!(age.map(|(_, value, _)| value), Some(json!({"integerValue": "35"})));
+}
+
+#[tokio::test]
+async fn quick_replies_carry_their_display_texts() {
+    let app = app().await;
+    let user = events::new_user();
+    app.deliver(&text(&user, "feedback")).await;
+
+    let question = app
+        .line
+        .accepted()
+        .into_iter()
+        .flat_map(|call| call.messages())
+        .find(|message| message["quickReply"].is_object())
+        .expect("a quick reply question");
+    let items = question["quickReply"]["items"].as_array().cloned().unwrap_or_default();
+    assert_eq!(items.len(), 5);
+    assert_eq!(items[0]["action"]["displayText"], "Bad");
+    assert_eq!(items[1]["action"]["displayText"], "2", "the label by default");
+
+    app.deliver(&postback(&user, &events::answer_data("feedback", "scale", "5")))
+        .await;
+    assert_eq!(app.line.accepted_with_text(COMMENT), 1);
+    assert!(app.user_tags(&user).await.contains(&"fan".to_owned()));
+}
+
+#[tokio::test]
+async fn fifty_racing_texts_record_one_answer_and_one_follow_up() {
+    let app = app().await;
+    let user = events::new_user();
+    app.deliver(&text(&user, "profile")).await;
+
+    // 49 valid ages and one invalid text, all at once, each its own request.
+    // (Two invalid ones could both land first: with max_attempts = 2 the
+    // question would rightly give up.)
+    let texts: Vec<Value> = (0..50)
+        .map(|n| match n {
+            25 => text(&user, "not a number"),
+            _ => text(&user, &format!("{}", 20 + n)),
+        })
+        .collect();
+    let client = reqwest::Client::new();
+    let posts = texts.iter().map(|event| post_event(&client, &app.address, event));
+    for status in futures::future::join_all(posts).await {
+        assert_eq!(status.expect("service reachable"), 200);
+    }
+    app.settled().await;
+
+    let recorded = answers(&app, &user).await;
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    // The losers were sent before the postal code was asked: none of them is
+    // taken as (an invalid) postal code.
+    let open = app
+        .firestore
+        .get("open_questions", &user)
+        .await
+        .expect("the postal code is open");
+    assert_eq!(string_field(&open, "nodeId").as_deref(), Some("zip"));
+    assert_eq!(open["fields"]["attempts"], json!({"integerValue": "0"}));
+    assert_eq!(app.line.accepted_with_text(DEFAULT_INVALID), 0);
+    let value = recorded[0].1["integerValue"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        value.parse::<i64>().is_ok_and(|age| (21..=69).contains(&age)),
+        "a valid answer was recorded: {value}"
+    );
+    assert_eq!(app.line.accepted_with_text(ZIP), 1, "one follow-up");
+    assert_eq!(app.firestore.count("message_texts").await, 0);
+}
+
+#[tokio::test]
+async fn an_unsent_typed_answer_leaves_no_text_stored() {
+    let app = app().await;
+    // Before: the unsend arrives first, then its message.
+    let before = events::new_user();
+    app.deliver(&text(&before, "feedback")).await;
+    app.deliver(&postback(&before, &events::answer_data("feedback", "scale", "3")))
+        .await;
+    let secret = text(&before, "secret before");
+    let id = secret["message"]["id"].as_str().unwrap_or_default().to_owned();
+    app.deliver(&unsend(&before, &id)).await;
+    app.deliver(&secret).await;
+    assert_eq!(answers(&app, &before).await.len(), 1, "only the scale");
+
+    // With: message and unsend in one request.
+    let with = events::new_user();
+    app.deliver(&text(&with, "feedback")).await;
+    app.deliver(&postback(&with, &events::answer_data("feedback", "scale", "3")))
+        .await;
+    let secret = text(&with, "secret with");
+    let id = secret["message"]["id"].as_str().unwrap_or_default().to_owned();
+    let response = app.post_webhook(&envelope(vec![secret, unsend(&with, &id)])).await;
+    assert_eq!(response.status(), 200);
+    app.settled().await;
+
+    // After: the answer was recorded; the unsend removes its text.
+    let after = events::new_user();
+    app.deliver(&text(&after, "feedback")).await;
+    app.deliver(&postback(&after, &events::answer_data("feedback", "scale", "3")))
+        .await;
+    let secret = text(&after, "secret after");
+    let id = secret["message"]["id"].as_str().unwrap_or_default().to_owned();
+    app.deliver(&secret).await;
+    assert_eq!(answers(&app, &after).await.len(), 2);
+    app.deliver(&unsend(&after, &id)).await;
+    let comment = answers(&app, &after)
+        .await
+        .into_iter()
+        .find(|(node, ..)| node == "comment");
+    assert_eq!(
+        comment.map(|(_, value, _)| value),
+        Some(Value::Null),
+        "the answer keeps no text"
+    );
+    assert!(
+        app.firestore
+            .list("survey_responses")
+            .await
+            .iter()
+            .any(|answer| answer["fields"]["redacted"] == json!({"booleanValue": true})),
+        "and says why"
+    );
+
+    for needle in ["secret before", "secret with", "secret after"] {
+        assert!(!stored_anywhere(&app, needle).await, "{needle:?} is stored somewhere");
+    }
+}
+
+#[tokio::test]
+async fn long_odd_and_hostile_answers_are_handled_once() {
+    let app = app().await;
+    let user = events::new_user();
+    app.deliver(&text(&user, "feedback")).await;
+    app.deliver(&postback(&user, &events::answer_data("feedback", "scale", "4")))
+        .await;
+    let long = format!("{}\u{0}\u{7}👨‍👩‍👧‍👦", "あ".repeat(4990));
+    let event = text(&user, &long);
+
+    app.deliver(&event).await;
+    app.deliver(&events::redelivered(&event)).await;
+
+    let comment = answers(&app, &user)
+        .await
+        .into_iter()
+        .find(|(node, ..)| node == "comment");
+    let stored = comment
+        .and_then(|(_, value, _)| value["stringValue"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    assert_eq!(stored, format!("{}👨‍👩‍👧‍👦", "あ".repeat(4990)), "control characters removed");
+    assert_eq!(app.line.accepted_with_text("Thanks for the comment."), 1);
+
+    // A date outside the question's range, and a date for a question never
+    // asked: acknowledged, nothing recorded.
+    let other = events::new_user();
+    app.deliver(&date_pick(&other, "profile", "visit", json!({"date": "2099-01-01"})))
+        .await;
+    app.deliver(&date_pick(&other, "profile", "visit", json!({"date": "2027-01-01"})))
+        .await;
+    assert!(answers(&app, &other).await.is_empty());
+    assert!(app.line.accepted().iter().all(|call| call.to() != Some(other.as_str())));
+}
+
+#[tokio::test]
+async fn content_at_line_limits_is_accepted_by_line() {
+    let app = app().await;
+    let user = events::new_user();
+
+    app.deliver(&text(&user, "edges")).await;
+
+    let calls = app.line.calls();
+    assert!(!calls.is_empty());
+    for call in &calls {
+        assert!(call.is_accepted(), "LINE refused: {} {}", call.status, call.body);
+    }
+    assert_eq!(app.line.accepted_of_kind("template"), 1);
+    let inbox = app.firestore.list("webhook_inbox").await;
+    assert!(inbox.iter().all(|record| !document_id(record).is_empty()));
+}
