@@ -278,7 +278,8 @@ fn tap_to_follow_up(stand_in: &StandIn, taps: &[Value], sent_at: &[Instant]) -> 
     durations
 }
 
-/// Every user: one answer with its two tags, one start and one follow-up received.
+/// Every user: one answer with its tags (the choice's two and the scenario's
+/// answer tag), one start and one follow-up received.
 async fn check_effects(emulator: &str, project: &str, stand_in: &StandIn, users: &[String]) -> Vec<String> {
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -330,7 +331,7 @@ async fn check_effects(emulator: &str, project: &str, stand_in: &StandIn, users:
         let answers = answer_counts.get(user.as_str()).copied().unwrap_or(0);
         let tags_ok = tags
             .get(user.as_str())
-            .is_some_and(|tags| tags == &["foodie", "lunch_good"]);
+            .is_some_and(|tags| tags == &["answered:lunch", "foodie", "lunch_good"]);
         if received.starts > 1 || received.follow_ups > 1 || answers > 1 {
             duplicated += 1;
         } else if received != expected || answers != 1 || !tags_ok {

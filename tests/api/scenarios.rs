@@ -95,6 +95,26 @@ choices = [{ label = "A label that is much too long", value = "a", next = "missi
 }
 
 #[tokio::test]
+async fn a_pattern_that_does_not_compile_stops_start_up() {
+    let error = start_up_error(
+        "codes.toml",
+        r#"
+id = "codes"
+[[nodes]]
+id = "code"
+kind = "text_question"
+text = "Your member code?"
+validate = { type = "pattern", pattern = "[A-Z]{2}(" }
+"#,
+    )
+    .await;
+
+    assert!(error.contains("codes.toml"), "{error}");
+    assert!(error.contains(r#"node "code""#), "{error}");
+    assert!(error.contains("does not compile"), "{error}");
+}
+
+#[tokio::test]
 async fn a_start_whose_chain_sends_six_messages_stops_start_up() {
     // Reachable only from `start` (manual sends, card taps): once, it passed
     // validation and then panicked the handler of a card tap.

@@ -417,3 +417,91 @@ async fn content_at_line_limits_is_accepted_by_line() {
     let inbox = app.firestore.list("webhook_inbox").await;
     assert!(inbox.iter().all(|record| !document_id(record).is_empty()));
 }
+
+/// Which user each accepted call reached: pushes name them, replies through
+/// the reply tokens of `events`.
+fn texts_received(app: &TestApp, events: &[Value]) -> std::collections::HashMap<String, Vec<String>> {
+    let tokens: std::collections::HashMap<String, String> = events
+        .iter()
+        .filter_map(|event| {
+            Some((
+                event["replyToken"].as_str()?.to_owned(),
+                event["source"]["userId"].as_str()?.to_owned(),
+            ))
+        })
+        .collect();
+    let mut received: std::collections::HashMap<String, Vec<String>> = std::collections::HashMap::new();
+    for call in app.line.accepted() {
+        let user = match call.to() {
+            Some(to) => Some(to.to_owned()),
+            None => call.reply_token().and_then(|token| tokens.get(token)).cloned(),
+        };
+        if let Some(user) = user {
+            received.entry(user).or_default().extend(call.texts());
+        }
+    }
+    received
+}
+
+#[tokio::test]
+async fn typed_answers_stay_exactly_once_while_firestore_answers_stall() {
+    use crate::helpers::storm::deliver_like_line;
+    use crate::helpers::tcp_proxy::TcpProxy;
+    use std::time::Duration;
+    const LIMIT: Duration = Duration::from_secs(180);
+
+    let proxy = TcpProxy::start(crate::helpers::emulator_host()).await;
+    let app = spawn_app_with(TestOptions {
+        firestore_host: Some(proxy.address.clone()),
+        adjust: typed_scenarios,
+        ..TestOptions::default()
+    })
+    .await;
+    let users: Vec<String> = (0..100).map(|_| events::new_user()).collect();
+    let address = app.address.clone();
+    let starts: Vec<Value> = users.iter().map(|user| text(user, "profile")).collect();
+    deliver_like_line(&starts, |_| address.clone(), LIMIT).await;
+    app.firestore.settled(LIMIT).await;
+
+    // Each user sends two ages (a double send), and LINE redelivers one.
+    let mut answers_sent = Vec::new();
+    for user in &users {
+        let first = text(user, "35");
+        answers_sent.push(events::redelivered(&first));
+        answers_sent.push(first);
+        answers_sent.push(text(user, "36"));
+    }
+    // Twice, Firestore's answers are held past FIRESTORE_TIMEOUT_MS while the
+    // requests pass and the writes land: commits time out although they landed.
+    let stalls = async {
+        for _ in 0..2 {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            proxy.stall_answers(Duration::from_secs(3));
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            proxy.stop_stalling();
+        }
+    };
+    let sending = deliver_like_line(&answers_sent, |_| address.clone(), LIMIT);
+    let (redeliveries, ()) = tokio::join!(sending, stalls);
+    app.firestore.settled(LIMIT).await;
+    println!("{redeliveries} redeliveries");
+
+    let all_events: Vec<Value> = starts.iter().chain(&answers_sent).cloned().collect();
+    let received = texts_received(&app, &all_events);
+    let recorded = app.firestore.list("survey_responses").await;
+    for user in &users {
+        let ages: Vec<&Value> = recorded
+            .iter()
+            .filter(|answer| string_field(answer, "lineUserId").as_deref() == Some(user.as_str()))
+            .collect();
+        assert_eq!(ages.len(), 1, "{user}: one answer");
+        let texts = received.get(user).cloned().unwrap_or_default();
+        assert_eq!(texts.iter().filter(|text| *text == ZIP).count(), 1, "{user}: {texts:?}");
+        assert!(
+            !texts.iter().any(|text| text == INVALID || text == DEFAULT_INVALID),
+            "{user}: {texts:?}"
+        );
+    }
+    assert!(app.firestore.list("dead_letters").await.is_empty(), "nothing is parked");
+    assert_eq!(app.firestore.count("message_texts").await, 0, "no text kept");
+}
