@@ -3,6 +3,7 @@ use line_survey::cli::{self, Format};
 use line_survey::config::Config;
 use line_survey::startup::Application;
 use line_survey::telemetry;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -78,10 +79,11 @@ fn main() -> ExitCode {
                 Err(error) => failed(&error),
             }
         }
-        Command::Schema => {
-            print!("{}", cli::schema());
-            ExitCode::SUCCESS
-        }
+        Command::Schema => match stdout().write_all(cli::schema().as_bytes()) {
+            Ok(()) => ExitCode::SUCCESS,
+            // A closed pipe (`| head`) is not worth a panic.
+            Err(error) => failed(&error.to_string()),
+        },
     }
 }
 

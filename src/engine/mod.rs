@@ -141,6 +141,30 @@ pub(crate) struct TextPlan {
     /// What the text starts when no question is open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) keyword: Option<StartPlan>,
+    /// The open question the text arrived to (read at ingest): it can answer
+    /// that one only, never a question asked after it arrived (such as the one
+    /// that the winner of a race of answers asked next). `None` when the read
+    /// failed; then the question's opening time decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) arrived_to: Option<OpenQuestionSeen>,
+}
+
+/// One asking of one question: the same node asked again is another.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct OpenQuestionSeen {
+    pub(crate) scenario: ScenarioId,
+    pub(crate) node: NodeId,
+    pub(crate) opened_at_ms: i64,
+}
+
+impl OpenQuestionSeen {
+    pub(crate) fn of(open: &OpenQuestion) -> Self {
+        Self {
+            scenario: open.question.scenario.clone(),
+            node: open.question.node.clone(),
+            opened_at_ms: open.opened_at_ms,
+        }
+    }
 }
 
 /// Why a manual send cannot start a scenario.
@@ -209,7 +233,11 @@ impl Engine {
                 let entry = self.scenarios.text_trigger(text);
                 if self.scenarios.takes_typed_answers() {
                     let keyword = entry.map(|entry| self.start(user.clone(), entry)).transpose()?;
-                    return Ok(Decision::Text(TextPlan { user, keyword }));
+                    return Ok(Decision::Text(TextPlan {
+                        user,
+                        keyword,
+                        arrived_to: None,
+                    }));
                 }
                 let entry = entry.ok_or(Ignored::NoTrigger)?;
                 Ok(Decision::Start(self.start(user, entry)?))

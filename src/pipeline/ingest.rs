@@ -11,7 +11,7 @@
 
 use super::work::{Plan, Work};
 use super::{EventJob, Job, Pipeline};
-use crate::engine::{Decision, Engine, Ignored, TextPlan};
+use crate::engine::{Decision, Engine, Ignored, OpenQuestionSeen, TextPlan};
 use crate::line::webhook::{Envelope, Event, EventKind, EventParse, MessageContent};
 use crate::metrics::Metrics;
 use crate::store::round_trips::counted;
@@ -250,11 +250,15 @@ impl Ingest {
                 return Decision::Text(plan);
             }
         };
-        let answers = open.is_some_and(|open| self.engine.is_open_at(&open, event_ms) && self.engine.takes_text(&open));
+        let answers = open.filter(|open| self.engine.is_open_at(open, event_ms) && self.engine.takes_text(open));
         match (answers, plan.keyword) {
-            (true, keyword) => Decision::Text(TextPlan { keyword, ..plan }),
-            (false, Some(start)) => Decision::Start(start),
-            (false, None) => Decision::Ignore(Ignored::NoTrigger),
+            (Some(open), keyword) => Decision::Text(TextPlan {
+                keyword,
+                arrived_to: Some(OpenQuestionSeen::of(&open)),
+                ..plan
+            }),
+            (None, Some(start)) => Decision::Start(start),
+            (None, None) => Decision::Ignore(Ignored::NoTrigger),
         }
     }
 

@@ -76,10 +76,12 @@ pub(crate) struct EventJob {
 /// Events of one user within one webhook request are processed in the order
 /// LINE sent them: each waits until the one before it has been processed (or
 /// was never queued), then lets the next one go when it ends, however it ends.
+/// The inbox plan names the event before too ([`Work::after`]), so a retry or
+/// another instance keeps the order; this is the fast path.
 #[derive(Default)]
 pub(crate) struct Turn {
-    after: Option<tokio::sync::oneshot::Receiver<()>>,
-    _done: Option<tokio::sync::oneshot::Sender<()>>,
+    after: Option<tokio::sync::oneshot::Receiver<bool>>,
+    done: Option<tokio::sync::oneshot::Sender<bool>>,
 }
 
 impl Turn {
@@ -91,7 +93,7 @@ impl Turn {
             let (done, next) = tokio::sync::oneshot::channel();
             turns.push(Turn {
                 after: after.take(),
-                _done: Some(done),
+                done: Some(done),
             });
             after = Some(next);
         }
@@ -100,9 +102,19 @@ impl Turn {
 
     /// Waits for the previous event of the chain, at most `limit` (a lease's
     /// worth: an event stuck elsewhere must not hold up the next for ever).
-    async fn wait(&mut self, limit: Duration) {
-        if let Some(after) = self.after.take() {
-            let _ = tokio::time::timeout(limit, after).await;
+    /// `true` when it was processed here (its "done" may still be on its way to
+    /// Firestore, batched): then the next need not read it.
+    async fn wait(&mut self, limit: Duration) -> bool {
+        match self.after.take() {
+            Some(after) => matches!(tokio::time::timeout(limit, after).await, Ok(Ok(true))),
+            None => false,
+        }
+    }
+
+    /// Lets the next event of the chain go; `processed` when this one was.
+    fn finish(&mut self, processed: bool) {
+        if let Some(done) = self.done.take() {
+            let _ = done.send(processed);
         }
     }
 }

@@ -11,7 +11,7 @@ use super::hold::{Failure, Found, Hold};
 use super::processed::Processed;
 use super::work::Work;
 use super::worker::Processor;
-use crate::engine::{AnswerPlan, OpenQuestion, QuestionRef, TextPlan, TypedDecision};
+use crate::engine::{AnswerPlan, OpenQuestion, OpenQuestionSeen, QuestionRef, TextPlan, TypedDecision};
 use crate::ids::{NodeId, ScenarioId};
 use crate::line::messages::Message;
 use crate::outbound::{ActionKey, StagedAction};
@@ -94,11 +94,23 @@ impl Processor {
             let Some((open, version)) = read.and_then(|read| Some((open_question(&read.doc)?, read.version))) else {
                 return self.ordinary_text(hold, work, plan, Some(message)).await;
             };
+            // Asked after the text arrived: not its question.
+            if plan
+                .arrived_to
+                .as_ref()
+                .is_some_and(|seen| *seen != OpenQuestionSeen::of(&open))
+            {
+                return self.ordinary_text(hold, work, plan, Some(message)).await;
+            }
             let Some(text) = self.store.kept_text(message).await? else {
                 // Deleted by an unsend (a processed event never gets here: its
-                // inbox record is done).
-                self.done_without_effect(hold)?;
-                return Ok(Processed::Unsent);
+                // inbox record is done), or expired while the event was parked.
+                if self.store.message_unsent(message).await? {
+                    self.done_without_effect(hold)?;
+                    return Ok(Processed::Unsent);
+                }
+                tracing::warn!("the kept text is gone (expired); the text is handled as an ordinary one");
+                return self.ordinary_text(hold, work, plan, Some(message)).await;
             };
             let decision = match self.engine.typed_answer(&plan.user, &open, &text, work.event_time_ms) {
                 Ok(decision) => decision,

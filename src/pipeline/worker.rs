@@ -69,10 +69,12 @@ impl Processor {
     pub(crate) async fn run(&self, job: Job) {
         match job {
             Job::Event(mut job) => {
-                job.turn.wait(self.store.lease() / 2).await;
+                let mut turn = std::mem::take(&mut job.turn);
+                let predecessor_done = turn.wait(self.store.lease() / 2).await;
                 let span = event_span(&job.work, job.key.as_str());
                 let fresh = job.claim_round_trips;
-                let (result, round_trips) = counted(self.attempt(job).instrument(span)).await;
+                let (result, round_trips) = counted(self.attempt(job, predecessor_done).instrument(span)).await;
+                turn.finish(result.is_ok());
                 // Counted for events whose whole life this instance saw (not recoveries).
                 if let (Ok(processed), Some(claim)) = (result, fresh) {
                     self.metrics.record(processed.metric_kind(), claim + round_trips);
@@ -107,13 +109,20 @@ impl Processor {
     }
 
     /// One processing attempt; a failure gives the event back for a later one.
-    async fn attempt(&self, job: EventJob) -> Result<Processed, Failure> {
+    /// `predecessor_done`: the user's previous event of the same request was
+    /// processed here just now (no need to read it).
+    async fn attempt(&self, job: EventJob, predecessor_done: bool) -> Result<Processed, Failure> {
         let version = self.pick_up(&job).await?;
         let hold = Hold {
             key: job.key.clone(),
             version,
         };
-        let outcome = match self.predecessor_pending(&job.work).await {
+        let waiting = if predecessor_done {
+            Ok(false)
+        } else {
+            self.predecessor_pending(&job.work).await
+        };
+        let outcome = match waiting {
             Ok(false) => self.process(&hold, &job.work).await,
             Ok(true) => Err(Failure::Waiting),
             Err(error) => Err(error.into()),

@@ -302,14 +302,16 @@ pub fn within_line_range(value: Picked) -> bool {
     first.is_some_and(|first| date >= first) && last.is_some_and(|last| date <= last)
 }
 
-/// Reads a value in `mode`'s format (also the format of `min` and `max`).
+/// Reads a value in `mode`'s format (also the format of `min` and `max`),
+/// exactly: `2026-1-1` or `9:00` are refused (chrono would accept them, LINE
+/// documents two-digit fields).
 pub fn parse_picked(mode: DateMode, text: &str) -> Result<Picked, String> {
     let parsed = match mode {
         DateMode::Date => NaiveDate::parse_from_str(text, "%Y-%m-%d").map(Picked::Date),
         DateMode::Time => NaiveTime::parse_from_str(text, "%H:%M").map(Picked::Time),
         DateMode::Datetime => NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M").map(Picked::DateTime),
     };
-    parsed.map_err(|_| {
+    parsed.ok().filter(|picked| picked.iso() == text).ok_or_else(|| {
         let example = match mode {
             DateMode::Date => "2026-12-01",
             DateMode::Time => "10:30",
@@ -460,6 +462,8 @@ mod tests {
             (DateMode::Time, "09:05", Some("09:05")),
             (DateMode::Datetime, "2026-12-01T09:05", Some("2026-12-01T09:05")),
             (DateMode::Date, "2026-02-30", None),
+            (DateMode::Date, "2026-1-1", None),
+            (DateMode::Time, "9:00", None),
             (DateMode::Date, "12/01/2026", None),
             (DateMode::Time, "25:00", None),
             (DateMode::Datetime, "2026-12-01", None),

@@ -99,6 +99,12 @@ impl Store {
         }
     }
 
+    /// Whether the message was unsent (its mark says so). One get by id.
+    pub(crate) async fn message_unsent(&self, key: &MessageKey) -> Result<bool, StoreError> {
+        let mark: Option<Stored<MessageMarkDoc>> = self.get_stored(MESSAGE_MARKS, &key.0).await?;
+        Ok(mark.is_some_and(|mark| mark.doc.state == MessageMarkState::Unsent))
+    }
+
     async fn redact_answer_of(&self, key: &MessageKey) -> Result<(), StoreError> {
         let mark: Option<Stored<MessageMarkDoc>> = self.get_stored(MESSAGE_MARKS, &key.0).await?;
         let Some(answer_id) = mark.and_then(|mark| mark.doc.answer_id) else {

@@ -30,7 +30,8 @@ pub(crate) struct OpenQuestionDoc {
     pub(crate) scenario_id: String,
     pub(crate) scenario_version: u32,
     pub(crate) node_id: String,
-    /// When the question was asked (the event time of what asked it).
+    /// When the question was asked: the time (this instance's clock) at which
+    /// the commit that asks it was made.
     #[serde(with = "firestore::serialize_as_timestamp")]
     pub(crate) opened_at: FirestoreInstant,
     /// Invalid answers so far.

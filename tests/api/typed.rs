@@ -505,3 +505,69 @@ async fn typed_answers_stay_exactly_once_while_firestore_answers_stall() {
     assert!(app.firestore.list("dead_letters").await.is_empty(), "nothing is parked");
     assert_eq!(app.firestore.count("message_texts").await, 0, "no text kept");
 }
+
+#[tokio::test]
+async fn an_event_waits_for_the_users_previous_event_of_its_request_across_retries() {
+    let app = app().await;
+    let user = events::new_user();
+    let first = text(&user, "hello");
+    let second = text(&user, "feedback");
+    // The first event is stored already (a redelivery will find it), pending and
+    // held by another instance whose lease has long to run: as if its attempt
+    // failed there and waits for a retry.
+    let first_id = line_survey::ids::deterministic_id(&[
+        events::DESTINATION,
+        first["webhookEventId"].as_str().unwrap_or_default(),
+    ]);
+    app.firestore
+        .patch(
+            "webhook_inbox",
+            &first_id,
+            &[
+                ("destination", json!({"stringValue": events::DESTINATION})),
+                ("webhookEventId", json!({"stringValue": first["webhookEventId"]})),
+                ("eventType", json!({"stringValue": "message"})),
+                ("state", json!({"stringValue": "pending"})),
+                ("leaseOwner", json!({"stringValue": "another-instance"})),
+                ("leaseUntil", json!({"timestampValue": "2099-01-01T00:00:00Z"})),
+                ("attempts", json!({"integerValue": "1"})),
+                ("receivedAt", json!({"timestampValue": "2026-01-01T00:00:00Z"})),
+                ("expireAt", json!({"timestampValue": "2099-01-01T00:00:00Z"})),
+            ],
+        )
+        .await;
+
+    let response = app.post_webhook(&envelope(vec![first, second.clone()])).await;
+    assert_eq!(response.status(), 200);
+    let second_id = line_survey::ids::deterministic_id(&[
+        events::DESTINATION,
+        second["webhookEventId"].as_str().unwrap_or_default(),
+    ]);
+    // Longer than MAX_EVENT_ATTEMPTS (5) retries would take if waiting counted
+    // (0.5 s backoff, 100 ms sweeps): the second still waits, not parked.
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    let waiting = app.firestore.get("webhook_inbox", &second_id).await.expect("stored");
+    assert_eq!(string_field(&waiting, "state").as_deref(), Some("pending"));
+    let attempts = waiting["fields"]["attempts"]["integerValue"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        ["0", "1"].contains(&attempts.as_str()),
+        "waiting is no attempt: {attempts}"
+    );
+    assert!(
+        app.line.accepted().is_empty(),
+        "nothing was sent before the first was done"
+    );
+
+    app.firestore
+        .patch("webhook_inbox", &first_id, &[("state", json!({"stringValue": "done"}))])
+        .await;
+    crate::helpers::wait_until(std::time::Duration::from_secs(20), || {
+        app.line.accepted_with_text("How was it, from 1 to 5?") == 1
+    })
+    .await;
+    app.settled().await;
+    assert!(app.firestore.list("dead_letters").await.is_empty());
+}
