@@ -81,6 +81,60 @@ string_id!(
     LineUserId
 );
 
+string_id!(
+    /// One pass of a user through a scenario: started by a trigger, a card tap or
+    /// a manual send, continued by its answers and timers. Timers of a run that a
+    /// newer run replaced send nothing.
+    RunId
+);
+
+/// Hex characters of a run id: short, since it rides in postback data.
+const RUN_ID_HEX_CHARS: usize = 16;
+
+impl RunId {
+    /// The run begun by `origin` (an inbox id, a manual send's action key).
+    pub fn begun_by(origin: &str) -> Self {
+        let mut id = deterministic_id(&["run", origin]);
+        id.truncate(RUN_ID_HEX_CHARS);
+        Self(id)
+    }
+}
+
+/// What a timer does when it falls due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimerKind {
+    /// A wait node's `next`.
+    Step,
+    /// A reminder of an unanswered question.
+    Remind,
+    /// The end of a question's answer time.
+    Expire,
+}
+
+impl TimerKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimerKind::Step => "step",
+            TimerKind::Remind => "remind",
+            TimerKind::Expire => "expire",
+        }
+    }
+}
+
+/// The id of a timer: one per scenario, node, user, run and kind, so the commit
+/// that schedules it can be repeated without scheduling it twice.
+pub fn timer_id(scenario: &ScenarioId, node: &NodeId, user: &LineUserId, run: &RunId, kind: TimerKind) -> String {
+    deterministic_id(&[
+        "timer",
+        scenario.as_str(),
+        node.as_str(),
+        user.as_str(),
+        run.as_str(),
+        kind.as_str(),
+    ])
+}
+
 /// Number of hex characters kept from the SHA-256 digest: 160 bits, far beyond any
 /// realistic collision risk, and short enough to read in the console.
 const DOCUMENT_ID_HEX_CHARS: usize = 40;

@@ -12,6 +12,7 @@ use crate::pipeline::manual_send::ManualSender;
 use crate::pipeline::replay::Replayer;
 use crate::pipeline::{Pipeline, PipelineSettings, Processor, ProcessorSettings};
 use crate::scenario::load_dir;
+use crate::store::VersionCheck;
 use crate::store::{Store, StoreOptions};
 use actix_web::dev::Server;
 use actix_web::{App, HttpResponse, HttpServer, web};
@@ -43,6 +44,7 @@ impl Application {
         })
         .await
         .context("cannot connect to Firestore")?;
+        record_versions(&store, &scenarios).await?;
         let access_token = config.channel_access_token.as_deref().filter(|_| !config.line_dry_run);
         let client = LineClient::new(&config.line_api_base_url, access_token, config.line_timeout)?;
         if client.is_dry_run() {
@@ -101,7 +103,7 @@ impl Application {
         );
 
         let state = web::Data::new(AppState {
-            ingest: Ingest::new(engine.clone(), store.clone(), pipeline.clone(), metrics.clone()),
+            ingest: Ingest::new(processor.versions(), store.clone(), pipeline.clone(), metrics.clone()),
             manual_sender: ManualSender::new(engine, store.clone(), courier),
             replayer: Replayer::new(processor),
             store,
@@ -131,6 +133,11 @@ impl Application {
                     .route(
                         "/admin/dead-letters/{id}/replay",
                         web::post().to(admin::dead_letters::replay),
+                    )
+                    .route("/admin/users/{user_id}/timers", web::get().to(admin::timers::list))
+                    .route(
+                        "/admin/users/{user_id}/timers/{timer_id}",
+                        web::delete().to(admin::timers::cancel),
                     );
             }
             app.default_service(web::to(|| async {
@@ -176,6 +183,43 @@ impl Application {
 }
 
 /// Resolves at the first SIGTERM (Cloud Run's stop signal) or SIGINT (Ctrl-C).
+/// Records every loaded scenario version with its content, so a run pinned to
+/// it can read it later, and refuses to start when a file's content changed
+/// but its `version` did not (runs in flight would silently change meaning).
+async fn record_versions(store: &Store, scenarios: &crate::scenario::Scenarios) -> anyhow::Result<()> {
+    let checks = scenarios.iter().map(|loaded| async move {
+        let check = store
+            .record_scenario_version(
+                loaded.id().as_str(),
+                loaded.scenario.version,
+                &loaded.content_hash,
+                &loaded.content,
+                &loaded.source.display().to_string(),
+            )
+            .await;
+        (loaded, check)
+    });
+    let mut changed = Vec::new();
+    for (loaded, check) in futures::future::join_all(checks).await {
+        match check.with_context(|| format!("cannot record scenario versions in Firestore ({})", loaded.source.display()))? {
+            VersionCheck::Recorded => {
+                tracing::info!(scenario.id = %loaded.id(), scenario.version = loaded.scenario.version, "scenario version recorded")
+            }
+            VersionCheck::Unchanged => {}
+            VersionCheck::Changed { .. } => changed.push(format!(
+                "{}: scenario {:?} version {} was loaded before with other content; bump `version` when a scenario changes",
+                loaded.source.display(),
+                loaded.id().as_str(),
+                loaded.scenario.version
+            )),
+        }
+    }
+    if !changed.is_empty() {
+        anyhow::bail!("{}", changed.join("\n"));
+    }
+    Ok(())
+}
+
 async fn termination() -> &'static str {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {

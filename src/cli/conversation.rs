@@ -3,17 +3,27 @@
 //! guarded scenario does not start again once answered, nor twice within the
 //! start dedup window; a typed answer needs its question open). No Firestore,
 //! no LINE. Used by `line-survey simulate` and `line-survey test`.
+//!
+//! A chain that ends at a wait node is played on at once, as if the time had
+//! passed: the simulated clock moves to the step's due time, the turn shows a
+//! line such as `(after 1d)` and then what the step sends. Reminders and expiry
+//! are not simulated.
 
 use crate::engine::{
     AnswerPlan, Decision, Engine, OpenQuestion, QuestionRef, Rendered, StartVerdict, TypedDecision, start_verdict,
 };
-use crate::ids::ScenarioId;
+use crate::ids::{NodeId, ScenarioId};
 use crate::line::messages::{Action, Message, Template};
 use crate::line::webhook::{Event, EventParse};
 use crate::scenario::typed::AnswerValue;
+use crate::scenario::{Delay, Node, WaitNode, schedule, walk_nodes};
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
+
+/// The most waits one user action plays on (waits can lead to waits forever).
+const MAX_WAITS_PER_TURN: usize = 20;
 
 /// The simulated user.
 const USER: &str = "U00000000000000000000000000000001";
@@ -63,8 +73,11 @@ pub(crate) struct Conversation {
 /// What one user action did.
 #[derive(Debug, Default)]
 pub(crate) struct Turn {
-    /// The bot's messages, as a person reads them.
+    /// The bot's messages, as a person reads them, with a line such as
+    /// `(after 1d)` where a wait passed.
     pub(crate) said: Vec<String>,
+    /// The positions in `said` of the wait lines.
+    pub(crate) waits: BTreeSet<usize>,
     /// The labels of the question asked in this turn, if any.
     pub(crate) choices: Vec<String>,
     /// Why nothing happened, when nothing did.
@@ -101,9 +114,11 @@ impl Conversation {
     }
 
     /// A scenario's start, as an operator's manual send delivers it (no guard).
-    pub(crate) fn begin(&mut self, start: Rendered) -> Turn {
-        let turn = self.say(start.messages);
+    pub(crate) fn begin(&mut self, scenario: &ScenarioId, start: Rendered) -> Turn {
+        let mut turn = self.say(start.messages);
         self.open_question(start.opens);
+        let from = self.start_of(scenario);
+        self.play_waits(scenario, from, &mut turn);
         turn
     }
 
@@ -127,11 +142,7 @@ impl Conversation {
                 };
             }
         };
-        let text = match action {
-            UserAction::Text(text) => Some(text.as_str()),
-            _ => None,
-        };
-        self.carry_out(decision, text)
+        self.carry_out(decision, action)
     }
 
     fn new_id(&mut self) -> String {
@@ -203,24 +214,39 @@ impl Conversation {
         })
     }
 
-    fn carry_out(&mut self, decision: Decision, text: Option<&str>) -> Turn {
+    fn carry_out(&mut self, decision: Decision, action: &UserAction) -> Turn {
+        let text = match action {
+            UserAction::Text(text) => Some(text.as_str()),
+            _ => None,
+        };
         match decision {
             Decision::Ignore(reason) => noted(format!("ignored: {reason}")),
             Decision::Unsend { .. } => noted("unsent".to_owned()),
+            Decision::Follow(plan) => match plan.start {
+                Some(plan) => self.carry_out(Decision::Start(plan), action),
+                None if plan.following => noted("followed".to_owned()),
+                None => noted("unfollowed".to_owned()),
+            },
             Decision::Answer(plan) => self.answer(plan),
-            Decision::Start(plan) => self.start(
-                plan.guard.map(|guard| guard.scenario),
-                &plan.scenario,
-                plan.messages,
-                plan.opens,
-            ),
+            Decision::Start(plan) => {
+                let from = self.trigger_entry(&plan.scenario, action);
+                self.start(
+                    plan.guard.map(|guard| guard.scenario),
+                    &plan.scenario,
+                    plan.messages,
+                    plan.opens,
+                    from,
+                )
+            }
             Decision::CardTap(plan) => {
                 self.tags.insert(crate::engine::FLEX_TAP_TAG.to_owned());
+                let from = self.start_of(&plan.guard.scenario);
                 self.start(
                     Some(plan.guard.scenario.clone()),
                     &plan.guard.scenario,
                     plan.messages,
                     plan.opens,
+                    from,
                 )
             }
             Decision::Text(plan) => {
@@ -246,27 +272,107 @@ impl Conversation {
                         turn.note = Some(format!("invalid answer: {reason}"));
                         turn
                     }
-                    Some((_, TypedDecision::GiveUp { reason, then })) => {
+                    Some((open, TypedDecision::GiveUp { reason, then })) => {
                         self.open = None;
                         let mut turn = self.say(then.messages);
                         self.open_question(then.opens);
+                        let from = self.node_of(&open.question.scenario, &open.question.node, |node| match node {
+                            Node::TextQuestion(question) => question.on_give_up.clone(),
+                            _ => None,
+                        });
+                        self.play_waits(&open.question.scenario, from, &mut turn);
                         turn.note = Some(format!(
                             "invalid answer ({reason}); attempts used up, the question closed"
                         ));
                         turn
                     }
                     Some((_, TypedDecision::NotOpen | TypedDecision::NotTyped)) | None => match plan.keyword {
-                        Some(start) => self.start(
-                            start.guard.map(|guard| guard.scenario),
-                            &start.scenario,
-                            start.messages,
-                            start.opens,
-                        ),
+                        Some(start) => {
+                            let from = self.trigger_entry(&start.scenario, action);
+                            self.start(
+                                start.guard.map(|guard| guard.scenario),
+                                &start.scenario,
+                                start.messages,
+                                start.opens,
+                                from,
+                            )
+                        }
                         None => noted("no question is open and no keyword matches".to_owned()),
                     },
                 }
             }
         }
+    }
+
+    /// The node the trigger that `action` fires in `scenario` leads to.
+    fn trigger_entry(&self, scenario: &ScenarioId, action: &UserAction) -> Option<NodeId> {
+        let scenarios = self.engine.scenarios();
+        let entry = match action {
+            UserAction::Follow => scenarios.follow_trigger(),
+            UserAction::Text(text) => scenarios.text_trigger(text),
+            _ => None,
+        }?;
+        (&entry.scenario == scenario).then(|| entry.node.clone())
+    }
+
+    /// Where a manual send or a card tap enters `scenario`.
+    fn start_of(&self, scenario: &ScenarioId) -> Option<NodeId> {
+        self.engine.scenarios().get(scenario).map(|loaded| loaded.start.clone())
+    }
+
+    /// `link` of node `node` of `scenario`.
+    fn node_of(&self, scenario: &ScenarioId, node: &NodeId, link: impl Fn(&Node) -> Option<NodeId>) -> Option<NodeId> {
+        self.engine.scenarios().get(scenario)?.node(node).and_then(link)
+    }
+
+    /// Where the scenario goes after `plan`'s answer.
+    fn answer_next(&self, plan: &AnswerPlan) -> Option<NodeId> {
+        self.node_of(&plan.scenario, &plan.node, |node| match (node, &plan.value) {
+            (Node::Survey(survey), AnswerValue::Text(choice)) => {
+                survey.choice(choice).and_then(|choice| choice.next.clone())
+            }
+            (Node::TextQuestion(question), _) => question.next.clone(),
+            (Node::DateQuestion(question), _) => question.next.clone(),
+            _ => None,
+        })
+    }
+
+    /// Plays on the waits the chain from `from` ends at, as if their time had
+    /// passed: moves the clock to each step's due time and adds a line such as
+    /// `(after 1d)`, then what the step sends, to `turn`.
+    fn play_waits(&mut self, scenario: &ScenarioId, from: Option<NodeId>, turn: &mut Turn) {
+        let engine = self.engine.clone();
+        let Some(loaded) = engine.scenarios().get(scenario) else {
+            return;
+        };
+        let mut from = from;
+        for _ in 0..MAX_WAITS_PER_TURN {
+            let Some(start) = from.take() else {
+                return;
+            };
+            let Some(Node::Wait(wait)) = walk_nodes(loaded, &start).ok().and_then(|nodes| nodes.last().copied()) else {
+                return;
+            };
+            if let Some(delay) = loaded.delay(&wait.id)
+                && let Some(now) = DateTime::<Utc>::from_timestamp_millis(self.clock_ms)
+            {
+                let due = schedule::step_due(delay, loaded.timing(), now);
+                self.clock_ms = self.clock_ms.max(due.timestamp_millis());
+            }
+            turn.waits.insert(turn.said.len());
+            turn.said.push(wait_line(wait, loaded.delay(&wait.id)));
+            let Ok(step) = crate::engine::render_from(loaded, &wait.next) else {
+                return;
+            };
+            let spoken = self.say(step.messages);
+            turn.said.extend(spoken.said);
+            if !spoken.choices.is_empty() {
+                turn.choices = spoken.choices;
+            }
+            self.open_question(step.opens);
+            from = Some(wait.next.clone());
+        }
+        turn.note = Some(format!("stopped after {MAX_WAITS_PER_TURN} waits in a row"));
     }
 
     fn start(
@@ -275,6 +381,7 @@ impl Conversation {
         scenario: &ScenarioId,
         messages: Vec<Message>,
         opens: Option<QuestionRef>,
+        from: Option<NodeId>,
     ) -> Turn {
         if let Some(guarded) = guard {
             let (answered, last) = self.markers.get(&guarded).copied().unwrap_or((false, None));
@@ -292,8 +399,9 @@ impl Conversation {
                 }
             }
         }
-        let turn = self.say(messages);
+        let mut turn = self.say(messages);
         self.open_question(opens);
+        self.play_waits(scenario, from, &mut turn);
         turn
     }
 
@@ -324,8 +432,10 @@ impl Conversation {
         if plan.closes.is_some() {
             self.open = None;
         }
-        let turn = self.say(plan.follow_up);
+        let from = self.answer_next(&plan);
+        let mut turn = self.say(plan.follow_up);
         self.open_question(plan.opens);
+        self.play_waits(&plan.scenario, from, &mut turn);
         turn
     }
 
@@ -395,6 +505,17 @@ fn choice(action: Action) -> Choice {
             data: None,
             picker: Some((data, mode)),
         },
+    }
+}
+
+/// How a wait shows in a turn: `(after 1d)`, `(at 10:00)`, `(at 10:00, 2 days later)`.
+fn wait_line(wait: &WaitNode, delay: Option<&Delay>) -> String {
+    match (delay, &wait.after) {
+        (_, Some(after)) => format!("(after {})", after.trim()),
+        (Some(Delay::At { time, days: 0 }), _) => format!("(at {})", time.format("%H:%M")),
+        (Some(Delay::At { time, days: 1 }), _) => format!("(at {}, 1 day later)", time.format("%H:%M")),
+        (Some(Delay::At { time, days }), _) => format!("(at {}, {days} days later)", time.format("%H:%M")),
+        _ => format!("(wait {})", wait.id),
     }
 }
 

@@ -100,7 +100,7 @@ pub fn simulate(dir: &Path, scenario: &str, input: impl BufRead, out: &mut impl 
     )
     .map_err(io)?;
     // The scenario's start, as a manual send delivers it.
-    let turn = conversation.begin(start);
+    let turn = conversation.begin(&id, start);
     print_turn(out, &turn).map_err(io)?;
     for line in input.lines() {
         let line = line.map_err(io)?;
@@ -127,8 +127,12 @@ pub fn simulate(dir: &Path, scenario: &str, input: impl BufRead, out: &mut impl 
 }
 
 fn print_turn(out: &mut impl Write, turn: &conversation::Turn) -> std::io::Result<()> {
-    for said in &turn.said {
-        writeln!(out, "bot: {said}")?;
+    for (index, said) in turn.said.iter().enumerate() {
+        if turn.waits.contains(&index) {
+            writeln!(out, "  {said}")?;
+        } else {
+            writeln!(out, "bot: {said}")?;
+        }
     }
     for (number, label) in turn.choices.iter().enumerate() {
         writeln!(out, "  {}) {label}", number + 1)?;
@@ -137,4 +141,61 @@ fn print_turn(out: &mut impl Write, turn: &conversation::Turn) -> std::io::Resul
         writeln!(out, "  ({note})")?;
     }
     out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Waits are played on at once, each shown as a line, in the simulator and
+    /// in transcripts alike.
+    #[test]
+    fn the_simulator_plays_waits_on() {
+        let dir = std::env::temp_dir().join(format!("line-survey-waits-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("steps.toml"),
+            r#"
+            id = "steps"
+            [[nodes]]
+            id = "hi"
+            kind = "trigger"
+            on = "follow"
+            next = "welcome"
+            [[nodes]]
+            id = "welcome"
+            kind = "message"
+            text = "Welcome"
+            next = "two_days"
+            [[nodes]]
+            id = "two_days"
+            kind = "wait"
+            at = "10:00"
+            after_days = 2
+            next = "tip"
+            [[nodes]]
+            id = "tip"
+            kind = "message"
+            text = "A tip"
+            next = "soon"
+            [[nodes]]
+            id = "soon"
+            kind = "wait"
+            after = "90m"
+            next = "bye"
+            [[nodes]]
+            id = "bye"
+            kind = "end"
+            text = "Bye"
+            "#,
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        let result = simulate(&dir, "steps", "/follow\n".as_bytes(), &mut out);
+        std::fs::remove_dir_all(&dir).ok();
+        result.unwrap();
+        let out = String::from_utf8(out).unwrap();
+        let expected = "bot: Welcome\n  (at 10:00, 2 days later)\nbot: A tip\n  (after 90m)\nbot: Bye\n";
+        assert_eq!(out.matches(expected).count(), 2, "{out}");
+    }
 }

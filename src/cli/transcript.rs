@@ -7,7 +7,8 @@
 //! [[steps]]
 //! send = "35"                  # or tap = "label", pick = "2027-03-14",
 //!                              # follow = true, tap_card = true
-//! bot = ["郵便番号を…"]         # the bot's messages, in order ([] = silence)
+//! bot = ["郵便番号を…"]         # the bot's messages, in order ([] = silence);
+//!                              # a wait played on shows as "(after 1d)"
 //! choices = ["1", "2"]         # the labels of the question asked
 //! tags = ["answered:…"]        # every tag of the user afterwards
 //! answers = { age = 35 }       # answers recorded so far, by node
@@ -119,17 +120,16 @@ fn run_one(scenarios_dir: &Path, file: &Path) -> Result<Vec<String>, String> {
     let begin = match &transcript.scenario {
         Some(scenario) => {
             let id = crate::ids::ScenarioId::parse(scenario.clone()).map_err(|error| format!("scenario id {error}"))?;
-            Some(
-                engine
-                    .manual_start(&id)
-                    .map_err(|error| format!("{}: scenario {scenario:?}: {error}", file.display()))?,
-            )
+            let start = engine
+                .manual_start(&id)
+                .map_err(|error| format!("{}: scenario {scenario:?}: {error}", file.display()))?;
+            Some((id, start))
         }
         None => None,
     };
     let mut conversation = Conversation::new(engine, START_DEDUP);
-    if let Some(begin) = begin {
-        conversation.begin(begin);
+    if let Some((id, start)) = begin {
+        conversation.begin(&id, start);
     }
     let mut failures = Vec::new();
     for (index, step) in transcript.steps.iter().enumerate() {

@@ -7,11 +7,14 @@ mod render;
 mod start;
 mod typed;
 
-pub(crate) use render::{QuestionRef, Rendered, render_from};
+mod timers;
+
+pub(crate) use render::{QuestionRef, Rendered, TimerPlan, render_from};
 pub(crate) use start::{StartVerdict, start_verdict};
+pub(crate) use timers::{DueTimer, Firing, FiringSeen};
 pub(crate) use typed::{OpenQuestion, TypedDecision};
 
-use crate::ids::{LineUserId, NodeId, ScenarioId, answer_id, scenario_marker_id};
+use crate::ids::{LineUserId, NodeId, RunId, ScenarioId, answer_id, scenario_marker_id};
 use crate::line::messages::Message;
 use crate::line::webhook::{Event, EventKind, MessageContent, Mode, PostbackContent, Source};
 use crate::scenario::postback::{Postback, PostbackError};
@@ -36,6 +39,9 @@ pub(crate) enum Decision {
     /// whether the user has one open (then the text answers it) before the
     /// keyword trigger, if any, may fire.
     Text(TextPlan),
+    /// A follow or an unfollow: recorded on the user; an unfollow cancels the
+    /// user's timers, a follow may start the follow trigger's scenario.
+    Follow(FollowPlan),
     /// The user unsent a message: it must have no effect if it has had none yet.
     Unsend {
         message_id: String,
@@ -100,6 +106,12 @@ pub(crate) struct AnswerPlan {
     /// only while that question is still open, and closes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) closes: Option<QuestionRef>,
+    /// The run the question was asked in (absent for buttons sent before runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) run: Option<RunId>,
+    /// What the follow-up schedules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) timers: Vec<TimerPlan>,
 }
 
 /// "Has this user answered `scenario`, and when was it last started?" — one get
@@ -120,6 +132,11 @@ pub(crate) struct CardTapPlan {
     pub(crate) messages: Vec<Message>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) opens: Option<QuestionRef>,
+    /// The run the tap begins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) run: Option<RunId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) timers: Vec<TimerPlan>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -131,6 +148,20 @@ pub(crate) struct StartPlan {
     pub(crate) messages: Vec<Message>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) opens: Option<QuestionRef>,
+    /// The run the start begins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) run: Option<RunId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) timers: Vec<TimerPlan>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct FollowPlan {
+    pub(crate) user: LineUserId,
+    pub(crate) following: bool,
+    /// The follow trigger's start, if a scenario has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) start: Option<StartPlan>,
 }
 
 /// A text message that may answer an open question. Its text is not here: it is
@@ -179,11 +210,34 @@ pub(crate) enum ManualStartError {
 #[derive(Clone)]
 pub(crate) struct Engine {
     scenarios: Arc<Scenarios>,
+    /// An older version of one scenario, which this engine uses instead of the
+    /// loaded one: a run started on it finishes on it.
+    pinned: Option<Arc<LoadedScenario>>,
 }
 
 impl Engine {
     pub(crate) fn new(scenarios: Arc<Scenarios>) -> Self {
-        Self { scenarios }
+        Self {
+            scenarios,
+            pinned: None,
+        }
+    }
+
+    /// This engine, deciding with `version` in place of the loaded version of
+    /// the same scenario.
+    pub(crate) fn pinned_to(&self, version: Arc<LoadedScenario>) -> Self {
+        Self {
+            scenarios: self.scenarios.clone(),
+            pinned: Some(version),
+        }
+    }
+
+    /// The scenario `id` as this engine knows it (the pinned version first).
+    pub(crate) fn scenario(&self, id: &ScenarioId) -> Option<&LoadedScenario> {
+        match &self.pinned {
+            Some(pinned) if pinned.id() == id => Some(pinned),
+            _ => self.scenarios.get(id),
+        }
     }
 
     pub(crate) fn scenarios(&self) -> &Scenarios {
@@ -209,7 +263,7 @@ impl Engine {
         }
         let acts = matches!(
             event.kind,
-            EventKind::Message { .. } | EventKind::Postback { .. } | EventKind::Follow
+            EventKind::Message { .. } | EventKind::Postback { .. } | EventKind::Follow | EventKind::Unfollow
         );
         if !acts {
             return Err(Ignored::UnhandledType);
@@ -222,17 +276,33 @@ impl Engine {
             return Err(Ignored::NotOneToOne);
         }
         let user = LineUserId::parse(user).map_err(|_| Ignored::InvalidUser)?;
+        // A start begins a run; its id comes from the event, so a redelivery of
+        // the event begins the same run.
+        let run = RunId::begun_by(&event.webhook_event_id);
         match &event.kind {
             EventKind::Follow => {
-                let entry = self.scenarios.follow_trigger().ok_or(Ignored::NoTrigger)?;
-                Ok(Decision::Start(self.start(user, entry)?))
+                let start = self
+                    .scenarios
+                    .follow_trigger()
+                    .map(|entry| self.start(user.clone(), entry, run))
+                    .transpose()?;
+                Ok(Decision::Follow(FollowPlan {
+                    user,
+                    following: true,
+                    start,
+                }))
             }
+            EventKind::Unfollow => Ok(Decision::Follow(FollowPlan {
+                user,
+                following: false,
+                start: None,
+            })),
             EventKind::Message {
                 message: MessageContent::Text { text, .. },
             } => {
                 let entry = self.scenarios.text_trigger(text);
                 if self.scenarios.takes_typed_answers() {
-                    let keyword = entry.map(|entry| self.start(user.clone(), entry)).transpose()?;
+                    let keyword = entry.map(|entry| self.start(user.clone(), entry, run)).transpose()?;
                     return Ok(Decision::Text(TextPlan {
                         user,
                         keyword,
@@ -240,45 +310,75 @@ impl Engine {
                     }));
                 }
                 let entry = entry.ok_or(Ignored::NoTrigger)?;
-                Ok(Decision::Start(self.start(user, entry)?))
+                Ok(Decision::Start(self.start(user, entry, run)?))
             }
             EventKind::Message { .. } => Err(Ignored::NotText),
             EventKind::Postback { postback: content } => {
-                let postback = Postback::decode(&content.data).map_err(Ignored::ForeignPostback)?;
-                self.postback(user, postback, content)
+                let (postback, asked_in) =
+                    Postback::decode_with_run(&content.data).map_err(Ignored::ForeignPostback)?;
+                self.postback(user, postback, asked_in, run, content)
             }
             _ => Err(Ignored::UnhandledType),
         }
     }
 
-    fn start(&self, user: LineUserId, entry: &Entry) -> Result<StartPlan, Ignored> {
+    fn start(&self, user: LineUserId, entry: &Entry, run: RunId) -> Result<StartPlan, Ignored> {
         let scenario = self.loaded(&entry.scenario)?;
-        let guard = scenario.has_survey.then(|| ScenarioGuard {
+        // A scenario with timers is guarded too: its marker names the current
+        // run, which is how a timer of a replaced run knows to send nothing.
+        let guard = (scenario.has_survey || scenario.has_timers()).then(|| ScenarioGuard {
             scenario: entry.scenario.clone(),
             marker_id: scenario_marker_id(&entry.scenario, &user),
         });
-        let rendered = rendered(scenario, &entry.node)?;
+        let rendered = rendered_in(scenario, &entry.node, Some(&run))?;
         Ok(StartPlan {
             messages: rendered.messages,
             opens: rendered.opens,
             user,
             scenario: entry.scenario.clone(),
             guard,
+            run: Some(run),
+            timers: rendered.timers,
         })
     }
 
     /// The messages an operator's manual send delivers: the scenario from its start,
     /// with no guard at all (re-sending is the point of a manual send).
     pub(crate) fn manual_start(&self, scenario: &ScenarioId) -> Result<Rendered, ManualStartError> {
-        let scenario = self.scenarios.get(scenario).ok_or(ManualStartError::UnknownScenario)?;
+        let scenario = self.scenario(scenario).ok_or(ManualStartError::UnknownScenario)?;
         render_from(scenario, &scenario.start).map_err(ManualStartError::Broken)
     }
 
-    fn loaded(&self, id: &ScenarioId) -> Result<&LoadedScenario, Ignored> {
-        self.scenarios.get(id).ok_or(Ignored::UnknownScenario)
+    /// A manual send's messages to one user, in the run it begins, with the
+    /// scenario version the run is pinned to.
+    pub(crate) fn manual_start_in_run(
+        &self,
+        scenario: &ScenarioId,
+        run: &RunId,
+    ) -> Result<(Rendered, u32), ManualStartError> {
+        let scenario = self.scenario(scenario).ok_or(ManualStartError::UnknownScenario)?;
+        let rendered = render::render_in_run(scenario, &scenario.start, Some(run)).map_err(ManualStartError::Broken)?;
+        Ok((rendered, scenario.scenario.version))
     }
 
-    fn postback(&self, user: LineUserId, postback: Postback, content: &PostbackContent) -> Result<Decision, Ignored> {
+    /// The version a new run of `scenario` is pinned to.
+    pub(crate) fn current_version(&self, scenario: &ScenarioId) -> Option<u32> {
+        self.scenario(scenario).map(|loaded| loaded.scenario.version)
+    }
+
+    fn loaded(&self, id: &ScenarioId) -> Result<&LoadedScenario, Ignored> {
+        self.scenario(id).ok_or(Ignored::UnknownScenario)
+    }
+
+    fn postback(
+        &self,
+        user: LineUserId,
+        postback: Postback,
+        asked: Option<crate::scenario::postback::Asked>,
+        run: RunId,
+        content: &PostbackContent,
+    ) -> Result<Decision, Ignored> {
+        let asked_in = asked.map(|asked| asked.run);
         match postback {
             Postback::Answer { scenario, node, choice } => {
                 let loaded = self.loaded(&scenario)?;
@@ -295,6 +395,7 @@ impl Engine {
                     tags: &picked.tags,
                     next: picked.next.as_ref(),
                     closes: None,
+                    run: asked_in,
                 };
                 Ok(Decision::Answer(answer.plan()?))
             }
@@ -321,6 +422,7 @@ impl Engine {
                     scenario: scenario.clone(),
                     version: loaded.scenario.version,
                     node: node.clone(),
+                    run: asked_in.clone(),
                 };
                 let answer = Answering {
                     loaded,
@@ -331,6 +433,7 @@ impl Engine {
                     tags: &question.tags,
                     next: question.next.as_ref(),
                     closes: Some(closes),
+                    run: asked_in,
                 };
                 Ok(Decision::Answer(answer.plan()?))
             }
@@ -340,7 +443,7 @@ impl Engine {
                     return Err(Ignored::WrongNodeKind);
                 };
                 let target = self.loaded(&card.starts)?;
-                let rendered = rendered(target, &target.start)?;
+                let rendered = rendered_in(target, &target.start, Some(&run))?;
                 Ok(Decision::CardTap(CardTapPlan {
                     guard: ScenarioGuard {
                         scenario: card.starts.clone(),
@@ -351,6 +454,8 @@ impl Engine {
                     user,
                     card_scenario: scenario,
                     card_node: node,
+                    run: Some(run),
+                    timers: rendered.timers,
                 }))
             }
         }
@@ -368,12 +473,14 @@ struct Answering<'a> {
     tags: &'a [String],
     next: Option<&'a NodeId>,
     closes: Option<QuestionRef>,
+    /// The run the question was asked in: the follow-up continues it.
+    run: Option<RunId>,
 }
 
 impl Answering<'_> {
     fn plan(self) -> Result<AnswerPlan, Ignored> {
         let follow_up = match self.next {
-            Some(next) => rendered(self.loaded, next)?,
+            Some(next) => rendered_in(self.loaded, next, self.run.as_ref())?,
             None => Rendered::default(),
         };
         let scenario = self.loaded.id().clone();
@@ -393,6 +500,8 @@ impl Answering<'_> {
             follow_up: follow_up.messages,
             opens: follow_up.opens,
             closes: self.closes,
+            run: self.run,
+            timers: follow_up.timers,
             user: self.user,
             scenario,
             node: self.node,
@@ -400,8 +509,8 @@ impl Answering<'_> {
     }
 }
 
-fn rendered(scenario: &LoadedScenario, from: &NodeId) -> Result<Rendered, Ignored> {
-    render_from(scenario, from).map_err(|problem| Ignored::BrokenScenario {
+fn rendered_in(scenario: &LoadedScenario, from: &NodeId, run: Option<&RunId>) -> Result<Rendered, Ignored> {
+    render::render_in_run(scenario, from, run).map_err(|problem| Ignored::BrokenScenario {
         scenario: scenario.id().clone(),
         problem,
     })

@@ -1,8 +1,8 @@
 //! Turning scenario nodes into LINE messages.
 
-use crate::ids::{NodeId, ScenarioId};
+use crate::ids::{NodeId, RunId, ScenarioId, TimerKind};
 use crate::line::messages::{Action, FlexBubble, FlexImage, Message, QuickReply, QuickReplyItem, Template};
-use crate::scenario::postback::Postback;
+use crate::scenario::postback::{Asked, Postback};
 use crate::scenario::{Choice, DateMode, DateQuestionNode, LoadedScenario, Node, SurveyNode, SurveyStyle, WalkError};
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +16,21 @@ pub(crate) struct Rendered {
     /// The text or date question these messages ask (the last node of a chain).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) opens: Option<QuestionRef>,
+    /// What the commit that sends these messages schedules: a wait's step, or
+    /// the reminder and expiry of the question they ask. Only in a run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) timers: Vec<TimerPlan>,
+}
+
+/// A timer to schedule, before its due time is computed (at commit).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct TimerPlan {
+    pub(crate) kind: TimerKind,
+    pub(crate) scenario: ScenarioId,
+    pub(crate) version: u32,
+    pub(crate) run: RunId,
+    /// The wait node (a step) or the question (a reminder, an expiry).
+    pub(crate) node: NodeId,
 }
 
 /// A text or date question of one scenario version: what a user's open question
@@ -25,6 +40,9 @@ pub(crate) struct QuestionRef {
     pub(crate) scenario: ScenarioId,
     pub(crate) version: u32,
     pub(crate) node: NodeId,
+    /// The run that asked it: its answer continues that run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) run: Option<RunId>,
 }
 
 /// The messages sent when the scenario reaches `from`: the chain of nodes up to
@@ -32,19 +50,69 @@ pub(crate) struct QuestionRef {
 /// point walk to at most five messages; an error here is still an error, never a
 /// panic, since input chooses where a walk starts.
 pub(crate) fn render_from(scenario: &LoadedScenario, from: &NodeId) -> Result<Rendered, WalkError> {
+    render_in_run(scenario, from, None)
+}
+
+/// Like [`render_from`], in `run`: buttons carry the run, and the timers the
+/// chain's last node asks for are planned.
+pub(crate) fn render_in_run(
+    scenario: &LoadedScenario,
+    from: &NodeId,
+    run: Option<&RunId>,
+) -> Result<Rendered, WalkError> {
     let nodes = crate::scenario::walk_nodes(scenario, from)?;
+    let timers = match (run, nodes.last()) {
+        (Some(run), Some(last)) => timers_of(scenario, last, run),
+        _ => Vec::new(),
+    };
     let opens = nodes.last().and_then(|node| match node {
         Node::TextQuestion(_) | Node::DateQuestion(_) => Some(QuestionRef {
             scenario: scenario.id().clone(),
             version: scenario.scenario.version,
             node: node.id().clone(),
+            run: run.cloned(),
         }),
         _ => None,
     });
     Ok(Rendered {
-        messages: nodes.into_iter().filter_map(|node| render(scenario, node)).collect(),
+        messages: nodes
+            .into_iter()
+            .filter_map(|node| render(scenario, node, run))
+            .collect(),
         opens,
+        timers,
     })
+}
+
+/// The message a question node sends again (a reminder), in `run`.
+pub(crate) fn render_question(scenario: &LoadedScenario, node: &Node, run: &RunId) -> Option<Message> {
+    render(scenario, node, Some(run))
+}
+
+/// The timers reaching `last` schedules: a wait's step; a question's reminder
+/// and expiry.
+fn timers_of(scenario: &LoadedScenario, last: &Node, run: &RunId) -> Vec<TimerPlan> {
+    let plan = |kind| TimerPlan {
+        kind,
+        scenario: scenario.id().clone(),
+        version: scenario.scenario.version,
+        run: run.clone(),
+        node: last.id().clone(),
+    };
+    if let Node::Wait(_) = last {
+        return vec![plan(TimerKind::Step)];
+    }
+    let Some(timers) = scenario.question_timers(last.id()) else {
+        return Vec::new();
+    };
+    let mut planned = Vec::new();
+    if timers.remind_after.is_some() {
+        planned.push(plan(TimerKind::Remind));
+    }
+    if timers.expire_after.is_some() {
+        planned.push(plan(TimerKind::Expire));
+    }
+    planned
 }
 
 fn text(text: &str) -> Message {
@@ -54,14 +122,19 @@ fn text(text: &str) -> Message {
     }
 }
 
-fn render(scenario: &LoadedScenario, node: &Node) -> Option<Message> {
+fn render(scenario: &LoadedScenario, node: &Node, run: Option<&RunId>) -> Option<Message> {
+    let asked = run.map(|run| Asked {
+        run: run.clone(),
+        version: Some(scenario.scenario.version),
+    });
+    let asked = asked.as_ref();
     match node {
-        Node::Trigger(_) => None,
+        Node::Trigger(_) | Node::Wait(_) => None,
         Node::Message(message) => Some(text(&message.text)),
         Node::End(end) => end.text.as_deref().map(text),
         Node::TextQuestion(question) => Some(text(&question.text)),
-        Node::Survey(survey) => Some(render_survey(scenario.id(), survey)),
-        Node::DateQuestion(question) => Some(render_date(scenario.id(), question)),
+        Node::Survey(survey) => Some(render_survey(scenario.id(), survey, asked)),
+        Node::DateQuestion(question) => Some(render_date(scenario.id(), question, asked)),
         Node::FlexImage(card) => Some(Message::Flex {
             alt_text: card.alt_text.clone(),
             contents: FlexBubble {
@@ -85,7 +158,7 @@ fn render(scenario: &LoadedScenario, node: &Node) -> Option<Message> {
     }
 }
 
-fn choice_action(scenario: &ScenarioId, survey: &SurveyNode, choice: &Choice) -> Action {
+fn choice_action(scenario: &ScenarioId, survey: &SurveyNode, choice: &Choice, asked: Option<&Asked>) -> Action {
     Action::Postback {
         label: Some(choice.label.clone()),
         data: Postback::Answer {
@@ -93,16 +166,16 @@ fn choice_action(scenario: &ScenarioId, survey: &SurveyNode, choice: &Choice) ->
             node: survey.id.clone(),
             choice: choice.value.clone(),
         }
-        .encode(),
+        .encode_in_run(asked),
         display_text: Some(choice.display_text.clone().unwrap_or_else(|| choice.label.clone())),
     }
 }
 
-fn render_survey(scenario: &ScenarioId, survey: &SurveyNode) -> Message {
+fn render_survey(scenario: &ScenarioId, survey: &SurveyNode, asked: Option<&Asked>) -> Message {
     let actions = survey
         .choices
         .iter()
-        .map(|choice| choice_action(scenario, survey, choice));
+        .map(|choice| choice_action(scenario, survey, choice, asked));
     match survey.style {
         SurveyStyle::Buttons => Message::Template {
             alt_text: survey.alt_text.clone().unwrap_or_else(|| survey.text.clone()),
@@ -121,7 +194,7 @@ fn render_survey(scenario: &ScenarioId, survey: &SurveyNode) -> Message {
     }
 }
 
-fn render_date(scenario: &ScenarioId, question: &DateQuestionNode) -> Message {
+fn render_date(scenario: &ScenarioId, question: &DateQuestionNode, asked: Option<&Asked>) -> Message {
     let mode = match question.mode {
         DateMode::Date => "date",
         DateMode::Time => "time",
@@ -141,7 +214,7 @@ fn render_date(scenario: &ScenarioId, question: &DateQuestionNode) -> Message {
                     scenario: scenario.clone(),
                     node: question.id.clone(),
                 }
-                .encode(),
+                .encode_in_run(asked),
                 mode: mode.to_owned(),
                 min: question.min.clone(),
                 max: question.max.clone(),

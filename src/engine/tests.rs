@@ -108,7 +108,6 @@ fn each_reason_to_ignore_an_event() {
             with(text("survey"), "source", json!({"type": "user", "userId": "U\u{0}1"})),
             Ignored::InvalidUser,
         ),
-        ("unfollow", event(json!({"type": "unfollow"})), Ignored::UnhandledType),
         (
             "beacon",
             event(json!({"type": "beacon", "beacon": {"hwid": "x", "type": "enter"}})),
@@ -177,10 +176,33 @@ fn each_kind_of_plan() {
     assert_eq!(keyword(&text("hello there")), None, "no trigger matches");
     assert_eq!(hours.guard, None, "no survey, no guard read");
 
-    let Decision::Start(welcome) = decide(&event(json!({"type": "follow"}))) else {
-        panic!("follow starts the welcome")
+    let Decision::Follow(FollowPlan {
+        following: true,
+        start: Some(welcome),
+        ..
+    }) = decide(&event(json!({"type": "follow"})))
+    else {
+        panic!("follow is recorded and starts the welcome")
     };
     assert_eq!(welcome.scenario.as_str(), "welcome");
+    let Decision::Follow(FollowPlan {
+        following: false,
+        start: None,
+        ..
+    }) = decide(&event(json!({"type": "unfollow"})))
+    else {
+        panic!("an unfollow is recorded, and starts nothing")
+    };
+    let Some(started) = keyword(&text(" Survey ")) else {
+        panic!("a keyword starts its scenario")
+    };
+    let run = started.run.clone().expect("a start begins a run");
+    assert_eq!(
+        keyword(&text(" Survey ")),
+        Some(started),
+        "the same event (a redelivery) begins the same run"
+    );
+    assert!(run.as_str().len() == 16);
 
     let Decision::Answer(answer) = decide(&postback(&answer("satisfaction", "rating", "5"))) else {
         panic!("a survey button is an answer")
@@ -301,6 +323,7 @@ fn open(node: &str, attempts: u32) -> OpenQuestion {
             scenario: ScenarioId::parse("ja_profile").expect("valid"),
             version: 1,
             node: NodeId::parse(node).expect("valid"),
+            run: None,
         },
         attempts,
         opened_at_ms: 1_000_000,

@@ -3,7 +3,7 @@
 //! the kept text, and commits conditional on the question as read.
 
 use super::render::{QuestionRef, Rendered};
-use super::{Answering, Engine, Ignored, rendered};
+use super::{Answering, Engine, Ignored, rendered_in};
 use crate::ids::LineUserId;
 use crate::line::messages::Message;
 use crate::scenario::Node;
@@ -50,7 +50,7 @@ impl Engine {
     /// race whose winner asked the next question, answers nothing) and within
     /// the scenario's answer window.
     pub(crate) fn is_open_at(&self, open: &OpenQuestion, event_ms: i64) -> bool {
-        let Some(loaded) = self.scenarios.get(&open.question.scenario) else {
+        let Some(loaded) = self.scenario(&open.question.scenario) else {
             return false;
         };
         let window_ms = i64::try_from(loaded.answer_window.as_millis()).unwrap_or(i64::MAX);
@@ -59,8 +59,7 @@ impl Engine {
 
     /// Whether `open` takes typed text (a text question, not a date question).
     pub(crate) fn takes_text(&self, open: &OpenQuestion) -> bool {
-        self.scenarios
-            .get(&open.question.scenario)
+        self.scenario(&open.question.scenario)
             .and_then(|loaded| loaded.node(&open.question.node))
             .is_some_and(|node| matches!(node, Node::TextQuestion(_)))
     }
@@ -73,7 +72,7 @@ impl Engine {
         text: &str,
         event_ms: i64,
     ) -> Result<TypedDecision, Ignored> {
-        let Some(loaded) = self.scenarios.get(&open.question.scenario) else {
+        let Some(loaded) = self.scenario(&open.question.scenario) else {
             return Ok(TypedDecision::NotOpen);
         };
         if !self.is_open_at(open, event_ms) {
@@ -102,6 +101,7 @@ impl Engine {
                     tags: &question.tags,
                     next: question.next.as_ref(),
                     closes: Some(open.question.clone()),
+                    run: open.question.run.clone(),
                 };
                 return Ok(TypedDecision::Answer(Box::new(answer.plan()?)));
             }
@@ -110,7 +110,7 @@ impl Engine {
         let attempts = open.attempts.saturating_add(1);
         if attempts >= question.max_attempts {
             let then = match &question.on_give_up {
-                Some(next) => rendered(loaded, next)?,
+                Some(next) => rendered_in(loaded, next, open.question.run.as_ref())?,
                 None => Rendered::default(),
             };
             return Ok(TypedDecision::GiveUp { reason, then });

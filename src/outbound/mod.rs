@@ -45,6 +45,12 @@ impl ActionKey {
         })
     }
 
+    /// What a timer's firing sends: each firing (each reminder) is its own
+    /// action, keyed by the timer and the time it was due.
+    pub(crate) fn timer(timer_id: &str, due_ms: i64) -> Self {
+        Self(deterministic_id(&["timer", timer_id, &due_ms.to_string()]))
+    }
+
     pub(crate) fn as_str(&self) -> &str {
         &self.0
     }

@@ -31,7 +31,26 @@ impl Processor {
             return Ok(Processed::AlreadyAnswered);
         }
         let mut follow_up = self.stage_follow_up(hold, work, plan)?;
+        let timers = self.schedule(&plan.user, &plan.timers).await?;
         for _ in 0..COMMIT_ROUNDS {
+            // The question's own reminder and expiry: an expiry that fired
+            // first closed it; the answer cancels the pending ones.
+            let cancels = match self
+                .question_timers(
+                    &plan.scenario,
+                    plan.scenario_version,
+                    &plan.node,
+                    &plan.user,
+                    plan.run.as_ref(),
+                )
+                .await?
+            {
+                Ok(pending) => pending,
+                Err(()) => {
+                    self.done_without_effect(hold)?;
+                    return Ok(Processed::QuestionExpired);
+                }
+            };
             let question = match &plan.closes {
                 None => plan
                     .opens
@@ -47,6 +66,8 @@ impl Processor {
             };
             let record = AnswerRecord {
                 question,
+                timers: &timers,
+                cancels: &cancels,
                 ..answer_record(work, plan)
             };
             if let Some(staged) = follow_up.as_mut() {
@@ -97,7 +118,11 @@ impl Processor {
             return Ok(None);
         };
         let same = open.question.scenario == closes.scenario && open.question.node == closes.node;
-        let fresh = self.engine.is_open_at(&open, event_ms);
+        let engine = self
+            .versions
+            .engine_for(&open.question.scenario, open.question.version)
+            .await?;
+        let fresh = engine.is_open_at(&open, event_ms);
         Ok((same && fresh).then_some(read.version))
     }
 }

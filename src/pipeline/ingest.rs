@@ -23,7 +23,8 @@ use tracing::Instrument;
 
 #[derive(Clone)]
 pub(crate) struct Ingest {
-    engine: Engine,
+    /// The engines: the loaded scenarios, and older versions for pinned runs.
+    versions: Arc<super::versions::Versions>,
     store: Store,
     pipeline: Arc<Pipeline>,
     metrics: Arc<Metrics>,
@@ -44,9 +45,14 @@ pub(crate) struct RetryLater {
 }
 
 impl Ingest {
-    pub(crate) fn new(engine: Engine, store: Store, pipeline: Arc<Pipeline>, metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn new(
+        versions: Arc<super::versions::Versions>,
+        store: Store,
+        pipeline: Arc<Pipeline>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         Self {
-            engine,
+            versions,
             store,
             pipeline,
             metrics,
@@ -126,7 +132,8 @@ impl Ingest {
         turn: super::Turn,
         after: Option<&InboxKey>,
     ) -> Result<Option<InboxKey>, StoreError> {
-        let decision = match self.engine.decide(&event) {
+        let engine = self.engine_for(&event).await?;
+        let decision = match engine.decide(&event) {
             Decision::Text(plan) => self.text_decision(plan, event.timestamp).await,
             decision => decision,
         };
@@ -215,7 +222,7 @@ impl Ingest {
                     self.pipeline.processor.sweep_soon.notify_one();
                 }
                 if let Some(slot) = slot {
-                    slot.send(Job::Event(EventJob {
+                    slot.send(Job::Event(Box::new(EventJob {
                         key: key.clone(),
                         version,
                         work,
@@ -224,7 +231,7 @@ impl Ingest {
                         recovered: false,
                         claim_round_trips: Some(round_trips),
                         turn,
-                    }));
+                    })));
                 }
                 tracing::info!(
                     inbox.id = key.as_str(),
@@ -250,7 +257,21 @@ impl Ingest {
                 return Decision::Text(plan);
             }
         };
-        let answers = open.filter(|open| self.engine.is_open_at(open, event_ms) && self.engine.takes_text(open));
+        let engine = match &open {
+            Some(open) => match self
+                .versions
+                .engine_for(&open.question.scenario, open.question.version)
+                .await
+            {
+                Ok(engine) => engine,
+                Err(error) => {
+                    tracing::warn!(error = %error, "could not read the question's scenario version; the text is kept for the worker");
+                    return Decision::Text(plan);
+                }
+            },
+            None => self.versions.current().clone(),
+        };
+        let answers = open.filter(|open| engine.is_open_at(open, event_ms) && engine.takes_text(open));
         match (answers, plan.keyword) {
             (Some(open), keyword) => Decision::Text(TextPlan {
                 keyword,
@@ -260,6 +281,18 @@ impl Ingest {
             (None, Some(start)) => Decision::Start(start),
             (None, None) => Decision::Ignore(Ignored::NoTrigger),
         }
+    }
+
+    /// The engine that decides `event`: for a button of a run pinned to an
+    /// older scenario version, that version's (read once from Firestore).
+    async fn engine_for(&self, event: &Event) -> Result<Engine, StoreError> {
+        if let crate::line::webhook::EventKind::Postback { postback } = &event.kind
+            && let Ok((tapped, Some(asked))) = crate::scenario::postback::Postback::decode_with_run(&postback.data)
+            && let Some(version) = asked.version
+        {
+            return self.versions.engine_for(tapped.scenario(), version).await;
+        }
+        Ok(self.versions.current().clone())
     }
 
     fn remember_unanswered(&self, key: &InboxKey) {
@@ -307,7 +340,7 @@ impl Ingest {
                     outcome = "adopted",
                     "a claim whose answer was lost is taken up"
                 );
-                slot.send(Job::Event(EventJob {
+                slot.send(Job::Event(Box::new(EventJob {
                     key,
                     version,
                     work,
@@ -316,7 +349,7 @@ impl Ingest {
                     recovered: false,
                     claim_round_trips: None,
                     turn: super::Turn::default(),
-                }));
+                })));
             }
             Ok(None) => {}
             Err(error) => {

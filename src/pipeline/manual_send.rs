@@ -8,10 +8,10 @@
 //! drops it. The first call with a key records what it asked for: the same key
 //! with another request is refused.
 
-use crate::engine::{Engine, ManualStartError, Rendered};
-use crate::ids::{LineUserId, ScenarioId};
+use crate::engine::{Engine, ManualStartError};
+use crate::ids::{LineUserId, RunId, ScenarioId, scenario_marker_id};
 use crate::outbound::{ActionKey, Courier, Delivery, Origin, OutboundAction};
-use crate::store::{LedgerState, Recorded, RequestCheck, Settlement, Store, StoreError};
+use crate::store::{LedgerState, Recorded, RequestCheck, RunRecord, Settlement, Store, StoreError};
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
 use std::time::Duration;
@@ -90,7 +90,7 @@ impl ManualSender {
         scenario: &ScenarioId,
         users: &[LineUserId],
     ) -> Result<Vec<(LineUserId, UserSend)>, ManualSendError> {
-        let rendered = self.engine.manual_start(scenario).map_err(|error| match error {
+        self.engine.manual_start(scenario).map_err(|error| match error {
             ManualStartError::UnknownScenario => ManualSendError::UnknownScenario(scenario.to_string()),
             ManualStartError::Broken(problem) => {
                 ManualSendError::BrokenScenario(scenario.to_string(), problem.to_string())
@@ -108,10 +108,9 @@ impl ManualSender {
             RequestCheck::Conflict => return Err(ManualSendError::KeyReused),
             RequestCheck::First | RequestCheck::Repeat => {}
         }
-        let rendered = &rendered;
         let results = futures::stream::iter(users.iter().zip(keys))
             .map(|(user, key)| async move {
-                let result = self.send_one(key, scenario, user, rendered).await;
+                let result = self.send_one(key, scenario, user).await;
                 tracing::info!(scenario.id = %scenario, user.id = %user, send.result = result.as_str(), "manual send");
                 (user.clone(), result)
             })
@@ -126,13 +125,22 @@ impl ManualSender {
 
     /// Records the push in the ledger, then sends it unless an earlier call with the
     /// same key already did.
-    async fn send_one(
-        &self,
-        key: ActionKey,
-        scenario: &ScenarioId,
-        user: &LineUserId,
-        rendered: &Rendered,
-    ) -> UserSend {
+    async fn send_one(&self, key: ActionKey, scenario: &ScenarioId, user: &LineUserId) -> UserSend {
+        // Each send begins a run of its own: its buttons and timers belong to it.
+        let run = RunId::begun_by(key.as_str());
+        let (rendered, version) = match self.engine.manual_start_in_run(scenario, &run) {
+            Ok(started) => started,
+            Err(error) => return UserSend::Failed(error.to_string()),
+        };
+        let timers = super::timers::schedule(&self.engine, user, &rendered.timers);
+        let marker_id = scenario_marker_id(scenario, user);
+        let run_record = RunRecord {
+            marker_id: &marker_id,
+            scenario_id: scenario.as_str(),
+            user: user.as_str(),
+            run: run.as_str(),
+            run_version: version,
+        };
         // A typed or date question the scenario asks opens with the ledger entry.
         let question = rendered
             .opens
@@ -154,7 +162,13 @@ impl ManualSender {
         };
         let (doc, version, origin) = match self
             .store
-            .record_outbound(&staged.ledger_id, &staged.doc, question.as_ref())
+            .record_outbound(
+                &staged.ledger_id,
+                &staged.doc,
+                question.as_ref(),
+                Some(&run_record),
+                &timers,
+            )
             .await
         {
             Ok(Recorded::New { version }) => (staged.doc, version, Origin::Fresh),

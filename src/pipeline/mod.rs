@@ -20,7 +20,9 @@ pub(crate) mod replay;
 mod retries;
 mod start;
 mod sweeper;
+mod timers;
 mod typed;
+mod versions;
 mod work;
 mod worker;
 
@@ -39,9 +41,11 @@ use work::Work;
 
 /// One unit of work.
 pub(crate) enum Job {
-    Event(EventJob),
+    Event(Box<EventJob>),
     /// A recorded outbound action to send (recovered, or a retry that is due).
     Outbound(OutboundJob),
+    /// A timer that fell due, claimed by this instance.
+    Timer(timers::TimerJob),
 }
 
 impl Job {
@@ -49,6 +53,7 @@ impl Job {
         match self {
             Job::Event(job) => job.key.as_str(),
             Job::Outbound(job) => &job.id,
+            Job::Timer(job) => &job.id,
         }
     }
 }

@@ -28,6 +28,11 @@ pub(crate) enum Processed {
     GaveUp,
     /// A date picked for a question that is not open (answered, replaced, lapsed).
     QuestionNotOpen,
+    /// An answer to a question whose expiry fired first: recorded nothing.
+    QuestionExpired,
+    /// A follow or an unfollow recorded on the user (no trigger to start).
+    Followed,
+    Unfollowed,
 }
 
 impl Processed {
@@ -44,6 +49,9 @@ impl Processed {
             Processed::InvalidAnswer => "invalid_answer",
             Processed::GaveUp => "gave_up",
             Processed::QuestionNotOpen => "question_not_open",
+            Processed::QuestionExpired => "question_expired",
+            Processed::Followed => "followed",
+            Processed::Unfollowed => "unfollowed",
         }
     }
 
@@ -64,6 +72,9 @@ impl Processed {
             Processed::InvalidAnswer => "invalid_typed_answer",
             Processed::GaveUp => "typed_answer_given_up",
             Processed::QuestionNotOpen => "answer_to_closed_question",
+            Processed::QuestionExpired => "answer_to_expired_question",
+            Processed::Followed => "follow",
+            Processed::Unfollowed => "unfollow",
         }
     }
 }

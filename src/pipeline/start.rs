@@ -12,8 +12,10 @@ use super::processed::Processed;
 use super::typed::opening;
 use super::work::Work;
 use super::worker::Processor;
-use crate::engine::{CardTapPlan, FLEX_TAP_TAG, QuestionRef, ScenarioGuard, StartPlan, StartVerdict, start_verdict};
-use crate::ids::{LineUserId, ScenarioId};
+use crate::engine::{
+    CardTapPlan, FLEX_TAP_TAG, QuestionRef, ScenarioGuard, StartPlan, StartVerdict, TimerPlan, start_verdict,
+};
+use crate::ids::{LineUserId, RunId, ScenarioId};
 use crate::line::messages::Message;
 use crate::outbound::{ActionKey, StagedAction};
 use crate::store::{Effect, EffectWrites, InboxState, MessageKey, StartRecord, StoreError};
@@ -34,6 +36,9 @@ struct Starting<'a> {
     /// A text message's kept text: it goes with the commit, or before the event
     /// is done without one.
     forget_text: Option<&'a MessageKey>,
+    /// The run the start begins, and what its messages schedule.
+    run: Option<&'a RunId>,
+    timers: &'a [TimerPlan],
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +70,8 @@ impl Processor {
             opens: plan.opens.as_ref(),
             tag: None,
             forget_text,
+            run: plan.run.as_ref(),
+            timers: &plan.timers,
         };
         Ok(match self.carry_out(hold, work, starting).await? {
             Ended::Verdict(StartVerdict::Start) if plan.guard.is_some() => Processed::StartedGuarded,
@@ -84,6 +91,8 @@ impl Processor {
             opens: plan.opens.as_ref(),
             tag: Some(FLEX_TAP_TAG),
             forget_text: None,
+            run: plan.run.as_ref(),
+            timers: &plan.timers,
         };
         Ok(match self.carry_out(hold, work, starting).await? {
             Ended::Verdict(StartVerdict::Start) => Processed::CardTapped,
@@ -112,6 +121,9 @@ impl Processor {
             )
             .map(|action| action.stage(&self.store))
             .transpose()?;
+        let timers = self.schedule(starting.user, starting.timers).await?;
+        let run = starting.run.map(RunId::as_str).unwrap_or_default();
+        let run_version = self.engine.current_version(starting.scenario).unwrap_or_default();
         for _ in 0..ROUNDS {
             let verdict = match &progress {
                 Some(progress) => start_verdict(
@@ -136,6 +148,8 @@ impl Processor {
                     started_at: firestore::FirestoreInstant::from_millisecond(work.event_time_ms)
                         .unwrap_or_else(|_| firestore::FirestoreInstant::now()),
                     started_by: hold.key.as_str(),
+                    run,
+                    run_version,
                 }),
                 _ => None,
             };
@@ -152,6 +166,7 @@ impl Processor {
                     .opens
                     .filter(|_| starts)
                     .map(|opens| opening(user, opens, None)),
+                timers: if starts { &timers } else { &[] },
                 action: action.map(StagedAction::entry),
             };
             match self.store.commit_effects(&hold.key, hold.version, &effects).await {

@@ -18,6 +18,11 @@ use tokio_util::sync::CancellationToken;
 /// Records looked at per sweep and kind, at most.
 const BATCH: usize = 64;
 
+/// Due timers claimed per idle worker and sweep, and per sweep at most: a
+/// claimed timer waits in the queue, and its claim must outlast the wait.
+const TIMERS_PER_WORKER: usize = 4;
+const MAX_TIMERS: usize = 256;
+
 /// A sweep that found nothing spends at most about this share of the sweeper's
 /// time: when its queries are slow (the emulator scans a whole collection for
 /// one, so their cost grows with the data) the next sweep waits longer, up to
@@ -55,7 +60,19 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, settings: PipelineSettings, shu
                 }
             }
         }
-        // Events: no more than can start at once.
+        // Timers that fell due (a few per idle worker: a claim is one write of a
+        // batch, and a timer's firing is short), then events: no more than can
+        // start at once.
+        let timers = (pipeline.idle_workers() * TIMERS_PER_WORKER).min(MAX_TIMERS);
+        if timers > 0 {
+            match sweep_timers(&pipeline, timers).await {
+                Ok(found) => busy |= found > 0,
+                Err(error) => {
+                    busy = true;
+                    tracing::warn!(error = %error, "sweep of due timers failed");
+                }
+            }
+        }
         let events = pipeline.idle_workers().min(BATCH);
         if events > 0 {
             match sweep_events(&pipeline, &settings, events).await {
@@ -185,7 +202,7 @@ async fn take_event(
     };
     let attempt = record.doc.attempts + 1;
     tracing::info!(inbox.id = key.as_str(), event.id = %record.doc.webhook_event_id, attempt, "taking over an expired event");
-    slot.send(Job::Event(EventJob {
+    slot.send(Job::Event(Box::new(EventJob {
         key,
         version,
         work,
@@ -194,7 +211,7 @@ async fn take_event(
         recovered: true,
         claim_round_trips: None,
         turn: super::Turn::default(),
-    }));
+    })));
     Ok(Step::Took)
 }
 
@@ -207,6 +224,48 @@ async fn park_plan(store: &Store, key: &InboxKey, record: &Stored<InboxDoc>, rea
     );
     store.park_event(key, record.version, &record.doc, reason).await?;
     Ok(Step::Skipped)
+}
+
+/// Claims up to `budget` timers that fell due, in one `BatchWrite`, and queues
+/// the ones won; how many were due.
+async fn sweep_timers(pipeline: &Pipeline, budget: usize) -> Result<usize, StoreError> {
+    let store = pipeline.processor.store();
+    // Claimed timers are not due again until their claim runs out: the query
+    // does not return what this instance holds.
+    let found = store.due_timers(u32::try_from(budget).unwrap_or(u32::MAX)).await?;
+    let count = found.len();
+    let mut due = Vec::new();
+    for swept in found {
+        if due.len() >= budget {
+            break;
+        }
+        match swept {
+            Swept::Readable(timer) if pipeline.in_hand.contains(&timer.id) => {}
+            Swept::Readable(timer) => due.push(timer),
+            Swept::Unreadable { id, version, error } => {
+                tracing::error!(timer.id = %id, error = %error, outcome = "skipped", "a timer cannot be read");
+                store
+                    .end_timer(&id, version, crate::store::TimerState::Skipped, "unreadable")
+                    .await?;
+            }
+        }
+    }
+    let mut slots = Vec::new();
+    for _ in 0..due.len() {
+        match pipeline.try_reserve() {
+            Some(slot) => slots.push(slot),
+            None => break,
+        }
+    }
+    due.truncate(slots.len());
+    let lease_until = super::lease_deadline(store.lease());
+    let claimed = store.claim_timers(&due).await?;
+    for ((timer, version), slot) in due.into_iter().zip(claimed).zip(slots) {
+        if let Some(version) = version {
+            slot.send(Job::Timer(super::timers::job(timer, version, lease_until)));
+        }
+    }
+    Ok(count)
 }
 
 /// Takes over up to `budget` pending actions that are due; how many were due.

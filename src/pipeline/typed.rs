@@ -45,6 +45,7 @@ fn opened_at(
             node_id: question.node.to_string(),
             opened_at: at,
             attempts,
+            run: question.run.as_ref().map(ToString::to_string),
         },
         read,
     }
@@ -70,6 +71,7 @@ pub(crate) fn open_question(doc: &OpenQuestionDoc) -> Option<OpenQuestion> {
             scenario: ScenarioId::parse(doc.scenario_id.clone()).ok()?,
             version: doc.scenario_version,
             node: NodeId::parse(doc.node_id.clone()).ok()?,
+            run: doc.run.clone().and_then(|run| crate::ids::RunId::parse(run).ok()),
         },
         attempts: doc.attempts,
         opened_at_ms: doc.opened_at.as_millisecond(),
@@ -112,7 +114,12 @@ impl Processor {
                 tracing::warn!("the kept text is gone (expired); the text is handled as an ordinary one");
                 return self.ordinary_text(hold, work, plan, Some(message)).await;
             };
-            let decision = match self.engine.typed_answer(&plan.user, &open, &text, work.event_time_ms) {
+            // The run's own scenario version decides, even after a newer one was deployed.
+            let engine = self
+                .versions
+                .engine_for(&open.question.scenario, open.question.version)
+                .await?;
+            let decision = match engine.typed_answer(&plan.user, &open, &text, work.event_time_ms) {
                 Ok(decision) => decision,
                 Err(reason) => {
                     tracing::error!(reason = %reason, "a typed answer cannot be planned");
@@ -144,6 +151,7 @@ impl Processor {
                         key,
                         scenario,
                         processed: Processed::InvalidAnswer,
+                        timers: &[],
                     };
                     self.react(hold, work, message, outcome).await?
                 }
@@ -156,6 +164,7 @@ impl Processor {
                         key: ActionKey::event(hold.key.as_str()),
                         scenario: &open.question.scenario,
                         processed: Processed::GaveUp,
+                        timers: &then.timers,
                     };
                     self.react(hold, work, message, outcome).await?
                 }
@@ -209,9 +218,11 @@ impl Processor {
         if let Some(staged) = follow_up.as_mut() {
             staged.renew_lease(&self.store);
         }
+        let timers = self.schedule(&plan.user, &plan.timers).await?;
         let record = AnswerRecord {
             question: Some(change),
             message: Some(message),
+            timers: &timers,
             ..answer_record(work, plan)
         };
         let entry = follow_up.as_ref().map(StagedAction::entry);
@@ -268,10 +279,12 @@ impl Processor {
         if let Some(staged) = staged.as_mut() {
             staged.renew_lease(&self.store);
         }
+        let timers = self.schedule(work.plan.user(), reaction.timers).await?;
         let effects = EffectWrites {
             message: Some(message),
             forget_text: Some(message),
             question: Some(reaction.change),
+            timers: &timers,
             action: staged.as_ref().map(StagedAction::entry),
             ..EffectWrites::default()
         };
@@ -337,6 +350,8 @@ struct Reaction<'a> {
     key: ActionKey,
     scenario: &'a ScenarioId,
     processed: Processed,
+    /// What the sent chain schedules (giving up may lead on).
+    timers: &'a [crate::engine::TimerPlan],
 }
 
 /// The answer as the store records it.
@@ -354,5 +369,7 @@ pub(super) fn answer_record<'a>(work: &'a Work, plan: &'a AnswerPlan) -> AnswerR
         webhook_event_id: &work.webhook_event_id,
         question: None,
         message: None,
+        timers: &[],
+        cancels: &[],
     }
 }

@@ -3,7 +3,7 @@
 //! message text (a text trigger's plan says which scenario it starts, not what
 //! the user typed).
 
-use crate::engine::{AnswerPlan, CardTapPlan, Decision, StartPlan, TextPlan};
+use crate::engine::{AnswerPlan, CardTapPlan, Decision, FollowPlan, StartPlan, TextPlan};
 use crate::ids::LineUserId;
 use crate::line::messages::Message;
 use crate::line::webhook::{Event, EventKind, MessageContent};
@@ -19,6 +19,7 @@ pub(crate) enum Plan {
     CardTap(CardTapPlan),
     Start(StartPlan),
     Text(TextPlan),
+    Follow(FollowPlan),
 }
 
 impl Plan {
@@ -29,6 +30,7 @@ impl Plan {
             Decision::CardTap(plan) => Some(Plan::CardTap(plan)),
             Decision::Start(plan) => Some(Plan::Start(plan)),
             Decision::Text(plan) => Some(Plan::Text(plan)),
+            Decision::Follow(plan) => Some(Plan::Follow(plan)),
             Decision::Ignore(_) | Decision::Unsend { .. } => None,
         }
     }
@@ -39,6 +41,7 @@ impl Plan {
             Plan::CardTap(plan) => &plan.user,
             Plan::Start(plan) => &plan.user,
             Plan::Text(plan) => &plan.user,
+            Plan::Follow(plan) => &plan.user,
         }
     }
 }

@@ -37,6 +37,8 @@ pub(crate) struct Processor {
     /// Told when work is left for a sweeper (released for a retry, or stored
     /// while the queue was full): it sweeps at its shortest interval again.
     pub(super) sweep_soon: tokio::sync::Notify,
+    /// Engines for runs pinned to older scenario versions.
+    pub(super) versions: Arc<super::versions::Versions>,
 }
 
 impl Processor {
@@ -48,6 +50,7 @@ impl Processor {
         settings: ProcessorSettings,
     ) -> Self {
         Self {
+            versions: Arc::new(super::versions::Versions::new(engine.clone(), store.clone())),
             engine,
             store,
             courier,
@@ -66,6 +69,10 @@ impl Processor {
         &self.courier
     }
 
+    pub(crate) fn versions(&self) -> Arc<super::versions::Versions> {
+        self.versions.clone()
+    }
+
     pub(crate) async fn run(&self, job: Job) {
         match job {
             Job::Event(mut job) => {
@@ -73,13 +80,14 @@ impl Processor {
                 let predecessor_done = turn.wait(self.store.lease() / 2).await;
                 let span = event_span(&job.work, job.key.as_str());
                 let fresh = job.claim_round_trips;
-                let (result, round_trips) = counted(self.attempt(job, predecessor_done).instrument(span)).await;
+                let (result, round_trips) = counted(self.attempt(*job, predecessor_done).instrument(span)).await;
                 turn.finish(result.is_ok());
                 // Counted for events whose whole life this instance saw (not recoveries).
                 if let (Ok(processed), Some(claim)) = (result, fresh) {
                     self.metrics.record(processed.metric_kind(), claim + round_trips);
                 }
             }
+            Job::Timer(job) => self.fire_timer(job).await,
             Job::Outbound(job) => {
                 // A send that waited in the queue for more than half its lease
                 // renews it first (conditionally): the call must not outlive it.
@@ -223,6 +231,7 @@ impl Processor {
             Plan::CardTap(plan) => self.card_tap(hold, work, plan).await,
             Plan::Start(plan) => self.start(hold, work, plan).await,
             Plan::Text(plan) => self.text(hold, work, plan).await,
+            Plan::Follow(plan) => self.follow(hold, work, plan).await,
         }
     }
 
@@ -264,6 +273,8 @@ impl Processor {
                 .await
                 .map(|_| ()),
             Job::Outbound(job) => self.store.hand_back_outbound(&job.id, job.version).await.map(|_| ()),
+            // Its claim runs out and any instance takes it then.
+            Job::Timer(_) => Ok(()),
         };
         if let Err(error) = result {
             tracing::warn!(error = %error, "could not hand work back; its lease will run out");

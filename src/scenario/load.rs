@@ -53,7 +53,7 @@ pub fn load_dir(dir: &Path) -> Result<Scenarios, LoadError> {
     for path in paths {
         let text = std::fs::read_to_string(&path).map_err(io(&path))?;
         match toml::from_str::<Scenario>(&text) {
-            Ok(scenario) => parsed.push((scenario, path)),
+            Ok(scenario) => parsed.push((scenario, path, text)),
             Err(error) => unreadable.push(ScenarioError {
                 file: path,
                 scenario: None,
@@ -70,19 +70,44 @@ pub fn load_dir(dir: &Path) -> Result<Scenarios, LoadError> {
     }
 }
 
-fn from_parsed(parsed: Vec<(Scenario, PathBuf)>) -> Result<Scenarios, LoadError> {
+/// Checks and indexes parsed files: each is the scenario, its path and its text
+/// as read.
+/// One recorded version of a scenario (the content of its file then), checked
+/// on its own: a run pinned to an old version reads it back with this.
+pub fn load_version(text: &str, source: PathBuf) -> Result<LoadedScenario, LoadError> {
+    let scenario = toml::from_str::<Scenario>(text).map_err(|error| {
+        LoadError::Invalid(vec![ScenarioError {
+            file: source.clone(),
+            scenario: None,
+            node: None,
+            problem: format!("not a valid scenario file: {error}"),
+        }])
+    })?;
+    let mut report = Report::new(&source, scenario.id.as_str());
+    check_scenario(&scenario, &mut report);
+    if !report.errors.is_empty() {
+        return Err(LoadError::Invalid(report.errors));
+    }
+    LoadedScenario::try_new(scenario, source, text.to_owned()).map_err(|error| LoadError::Invalid(vec![error]))
+}
+
+fn from_parsed(parsed: Vec<(Scenario, PathBuf, String)>) -> Result<Scenarios, LoadError> {
     let mut errors = Vec::new();
-    for (scenario, path) in &parsed {
+    for (scenario, path, _) in &parsed {
         let mut report = Report::new(path, scenario.id.as_str());
         check_scenario(scenario, &mut report);
         errors.extend(report.errors);
     }
-    errors.extend(check_set(&parsed));
+    let files: Vec<(&Scenario, &Path)> = parsed
+        .iter()
+        .map(|(scenario, path, _)| (scenario, path.as_path()))
+        .collect();
+    errors.extend(check_set(&files));
     if !errors.is_empty() {
         return Err(LoadError::Invalid(errors));
     }
     let mut scenarios = Scenarios::default();
-    for (scenario, path) in parsed {
+    for (scenario, path, content) in parsed {
         for node in &scenario.nodes {
             let Node::Trigger(trigger) = node else {
                 continue;
@@ -104,7 +129,7 @@ fn from_parsed(parsed: Vec<(Scenario, PathBuf)>) -> Result<Scenarios, LoadError>
             }
         }
         scenarios.takes_typed_answers |= scenario.nodes.iter().any(|node| matches!(node, Node::TextQuestion(_)));
-        match LoadedScenario::try_new(scenario, path) {
+        match LoadedScenario::try_new(scenario, path, content) {
             Ok(loaded) => {
                 scenarios.by_id.insert(loaded.id().clone(), loaded);
             }
@@ -129,6 +154,7 @@ mod tests {
                 (
                     toml::from_str::<Scenario>(text).expect("test file parses"),
                     PathBuf::from(name),
+                    (*text).to_owned(),
                 )
             })
             .collect();
@@ -293,6 +319,294 @@ mod tests {
                 "expected {expected:?} in {found:?}"
             );
         }
+    }
+
+    const STEPS: &str = r#"
+        id = "steps"
+        time_zone = "America/New_York"
+        quiet_hours = "21:00-09:00"
+        max_lateness = "2h"
+        [[nodes]]
+        id = "hello"
+        kind = "trigger"
+        on = "text"
+        keywords = ["steps"]
+        next = "intro"
+        [[nodes]]
+        id = "intro"
+        kind = "message"
+        text = "Hi"
+        next = "later"
+        [[nodes]]
+        id = "later"
+        kind = "wait"
+        after = "90m"
+        next = "ask"
+        [[nodes]]
+        id = "ask"
+        kind = "survey"
+        text = "Q?"
+        choices = [{ label = "A", value = "a", next = "tomorrow" }]
+        remind_after = "1d"
+        remind_text = "Still there?"
+        max_reminders = 2
+        expire_after = "3d"
+        on_expire = "closed"
+        [[nodes]]
+        id = "tomorrow"
+        kind = "wait"
+        at = "10:00"
+        after_days = 1
+        next = "age"
+        [[nodes]]
+        id = "age"
+        kind = "text_question"
+        text = "Age?"
+        expire_after = "2h"
+        next = "when"
+        [[nodes]]
+        id = "when"
+        kind = "date_question"
+        text = "When?"
+        remind_after = "1h"
+        next = "closed"
+        [[nodes]]
+        id = "closed"
+        kind = "end"
+        text = "Closed"
+    "#;
+
+    #[test]
+    fn waits_and_question_timers_compile() {
+        use super::super::{Delay, QuestionTimers, QuietHours, parse_clock};
+        use std::time::Duration;
+        let scenarios = load(&[("s.toml", STEPS)]).unwrap_or_else(|error| panic!("{error}"));
+        let steps = scenarios.get(&crate::ids::ScenarioId::parse("steps").unwrap()).unwrap();
+        let node = |id: &str| crate::ids::NodeId::parse(id).unwrap();
+        let timing = steps.timing();
+        assert_eq!(timing.zone, chrono_tz::America::New_York);
+        assert_eq!(
+            timing.quiet_hours,
+            Some(QuietHours {
+                start: parse_clock("21:00").unwrap(),
+                end: parse_clock("09:00").unwrap(),
+            })
+        );
+        assert_eq!(timing.max_lateness, Duration::from_secs(2 * 3600));
+        assert_eq!(
+            steps.delay(&node("later")),
+            Some(&Delay::After(Duration::from_secs(90 * 60)))
+        );
+        assert_eq!(
+            steps.delay(&node("tomorrow")),
+            Some(&Delay::At {
+                time: parse_clock("10:00").unwrap(),
+                days: 1
+            })
+        );
+        assert_eq!(steps.delay(&node("ask")), None);
+        assert_eq!(
+            steps.question_timers(&node("ask")),
+            Some(&QuestionTimers {
+                remind_after: Some(Duration::from_secs(24 * 3600)),
+                remind_text: Some("Still there?".to_owned()),
+                max_reminders: 2,
+                expire_after: Some(Duration::from_secs(3 * 24 * 3600)),
+                on_expire: Some(node("closed")),
+            })
+        );
+        let age = steps.question_timers(&node("age")).unwrap();
+        assert_eq!(
+            (age.remind_after, age.expire_after),
+            (None, Some(Duration::from_secs(2 * 3600)))
+        );
+        assert_eq!(age.max_reminders, 1, "the default");
+        let when = steps.question_timers(&node("when")).unwrap();
+        assert_eq!(
+            (when.remind_after, when.expire_after),
+            (Some(Duration::from_secs(3600)), None)
+        );
+        assert!(steps.has_timers());
+        // A wait stops the walk and sends nothing.
+        let walked: Vec<&str> = crate::scenario::walk_nodes(steps, &node("intro"))
+            .unwrap()
+            .iter()
+            .map(|node| node.id().as_str())
+            .collect();
+        assert_eq!(walked, ["intro", "later"]);
+        assert_eq!(steps.content, STEPS);
+        assert_eq!(
+            steps.content_hash,
+            hex::encode(<sha2::Sha256 as sha2::Digest>::digest(STEPS.as_bytes()))
+        );
+        assert_eq!(steps.content_hash.len(), 64);
+
+        let lunch = load(&[("lunch.toml", SURVEY)]).unwrap();
+        let lunch = lunch.iter().next().unwrap();
+        assert!(!lunch.has_timers());
+        assert_eq!(lunch.question_timers(&node("ask")), None);
+        assert_eq!(lunch.timing(), &super::super::Timing::default());
+        assert_eq!(lunch.timing().zone, chrono_tz::Asia::Tokyo);
+        assert_eq!(lunch.timing().max_lateness, Duration::from_secs(6 * 3600));
+    }
+
+    #[test]
+    fn step_delivery_mistakes_are_named() {
+        let scenario_key = |key: &str, value: &str| {
+            STEPS
+                .lines()
+                .map(|line| {
+                    if line.trim_start().starts_with(&format!("{key} = ")) {
+                        format!("{key} = {value}")
+                    } else {
+                        line.to_owned()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let six_messages = format!(
+            "{}\n{}",
+            STEPS.replace(
+                r#"after = "90m"
+        next = "ask""#,
+                r#"after = "90m"
+        next = "m1""#
+            ),
+            messages("m", 6, None)
+        );
+        let cases: Vec<(String, &str)> = vec![
+            (
+                scenario_key("time_zone", r#""Asia/Tokio""#),
+                r#"s.toml: scenario "steps": time_zone "Asia/Tokio" is not an IANA time zone name"#,
+            ),
+            (
+                scenario_key("quiet_hours", r#""21:00""#),
+                r#"scenario "steps": quiet_hours "21:00" is not a range of local times"#,
+            ),
+            (
+                scenario_key("quiet_hours", r#""9:00-09:00""#),
+                r#"quiet_hours "9:00-09:00" starts and ends at the same time"#,
+            ),
+            (
+                scenario_key("quiet_hours", r#""25:00-09:00""#),
+                r#"quiet_hours "25:00" is not a 24-hour time"#,
+            ),
+            (
+                scenario_key("max_lateness", r#""late""#),
+                r#"scenario "steps": max_lateness "late" is not a duration"#,
+            ),
+            (
+                STEPS.replace(r#"after = "90m""#, r#"after = "soon""#),
+                r#"node "later": after "soon" is not a duration"#,
+            ),
+            (
+                STEPS.replace(r#"after = "90m""#, r#"after = "100000d""#),
+                r#"node "later": after "100000d" is longer than 3650 days"#,
+            ),
+            (
+                STEPS.replace(r#"after = "90m""#, "after = \"90m\"\nat = \"10:00\""),
+                r#"node "later": set either `after` or `at`, not both"#,
+            ),
+            (STEPS.replace(r#"after = "90m""#, ""), r#"node "later": needs `after`"#),
+            (
+                STEPS.replace(r#"after = "90m""#, "after = \"90m\"\nafter_days = 2"),
+                r#"node "later": after_days goes with `at`"#,
+            ),
+            (
+                STEPS.replace(r#"at = "10:00""#, r#"at = "10am""#),
+                r#"node "tomorrow": at "10am" is not a 24-hour time"#,
+            ),
+            (
+                STEPS.replace(r#"at = "10:00""#, r#"at = "24:00""#),
+                r#"node "tomorrow": at "24:00" is not a 24-hour time"#,
+            ),
+            (
+                STEPS.replace("after_days = 1", "after_days = 5000"),
+                r#"node "tomorrow": after_days is 5000; at most 3650"#,
+            ),
+            (
+                STEPS.replace(r#"next = "ask""#, r#"next = "nowhere""#),
+                r#"node "later": `next` names node "nowhere", which does not exist"#,
+            ),
+            (
+                STEPS.replace(r#"on_expire = "closed""#, r#"on_expire = "nowhere""#),
+                r#"node "ask": `next` names node "nowhere", which does not exist"#,
+            ),
+            (
+                STEPS.replace(r#"on_expire = "closed""#, r#"on_expire = "hello""#),
+                r#"node "ask": `next` leads to trigger node "hello""#,
+            ),
+            (
+                six_messages,
+                r#"node "later": the message chain would send 6 messages at once"#,
+            ),
+            (
+                STEPS.replace(r#"expire_after = "3d""#, ""),
+                r#"node "ask": on_expire needs expire_after"#,
+            ),
+            (
+                STEPS.replace(r#"remind_after = "1d""#, ""),
+                r#"node "ask": remind_text needs remind_after"#,
+            ),
+            (
+                STEPS.replace(r#"remind_after = "1d""#, ""),
+                r#"node "ask": max_reminders needs remind_after"#,
+            ),
+            (
+                STEPS.replace("max_reminders = 2", "max_reminders = 0"),
+                r#"node "ask": max_reminders is 0; it must be 1 to 10"#,
+            ),
+            (
+                STEPS.replace("max_reminders = 2", "max_reminders = 11"),
+                "max_reminders is 11; it must be 1 to 10",
+            ),
+            (
+                STEPS.replace(r#"remind_after = "1d""#, r#"remind_after = "3d""#),
+                r#"node "ask": remind_after must be shorter than expire_after"#,
+            ),
+            (
+                STEPS.replace(
+                    r#"remind_text = "Still there?""#,
+                    &format!("remind_text = \"{}a\"", "🍎".repeat(2500)),
+                ),
+                r#"node "ask": remind_text is 5001 characters; LINE allows at most 5000"#,
+            ),
+            (
+                STEPS.replace(r#"remind_text = "Still there?""#, r#"remind_text = " ""#),
+                r#"node "ask": remind_text is empty"#,
+            ),
+            (
+                STEPS.replace(r#"expire_after = "2h""#, r#"expire_after = "0s""#),
+                r#"node "age": expire_after "0s" is zero"#,
+            ),
+            (
+                STEPS.replace(r#"remind_after = "1h""#, r#"remind_after = "later""#),
+                r#"node "when": remind_after "later" is not a duration"#,
+            ),
+        ];
+        let failed: Vec<String> = cases
+            .into_iter()
+            .filter_map(|(file, expected)| {
+                let found = problems(&[("s.toml", &file)]);
+                let ok = found.iter().any(|problem| problem.contains(expected));
+                (!ok).then(|| format!("expected {expected:?} in {found:?}"))
+            })
+            .collect();
+        assert!(failed.is_empty(), "{}", failed.join("\n"));
+        // 2,500 emoji fill a reminder exactly.
+        let at_limit = STEPS.replace(
+            r#"remind_text = "Still there?""#,
+            &format!("remind_text = \"{}\"", "🍎".repeat(2500)),
+        );
+        assert!(problems(&[("s.toml", &at_limit)]).is_empty());
+        // A wait after five messages is fine: it sends nothing.
+        let five_then_wait = format!(
+            "id = \"five\"\n{}[[nodes]]\nid = \"w\"\nkind = \"wait\"\nafter = \"1d\"\nnext = \"bye\"\n\
+             [[nodes]]\nid = \"bye\"\nkind = \"end\"\ntext = \"bye\"\n",
+            messages("m", 5, Some("w"))
+        );
+        assert!(problems(&[("f.toml", &five_then_wait)]).is_empty());
     }
 
     #[test]
@@ -483,12 +797,12 @@ mod tests {
         for text in [only_trigger, long.as_str()] {
             let scenario = toml::from_str::<Scenario>(text).expect("test file parses");
             assert!(
-                LoadedScenario::try_new(scenario, PathBuf::from("x.toml")).is_err(),
+                LoadedScenario::try_new(scenario, PathBuf::from("x.toml"), text.to_owned()).is_err(),
                 "{text}"
             );
         }
         let five = toml::from_str::<Scenario>(&format!("id = \"ok\"\n{}", messages("m", 5, None))).unwrap();
-        let loaded = LoadedScenario::try_new(five, PathBuf::from("ok.toml")).unwrap();
+        let loaded = LoadedScenario::try_new(five, PathBuf::from("ok.toml"), String::new()).unwrap();
         assert_eq!(loaded.start.as_str(), "m1");
     }
 
@@ -496,7 +810,7 @@ mod tests {
     fn the_sample_scenarios_load() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
         let scenarios = load_dir(&dir).unwrap_or_else(|error| panic!("{error}"));
-        assert_eq!(scenarios.len(), 5);
+        assert_eq!(scenarios.len(), 6);
         for loaded in scenarios.iter() {
             assert!(
                 crate::scenario::walk_nodes(loaded, &loaded.start).is_ok(),

@@ -2,17 +2,19 @@
 //!
 //! A scenario is a small graph of nodes. Triggers (follow, text) enter it; message
 //! nodes chain with `next`; a survey node asks a question with buttons and waits;
-//! a Flex image card shows an image whose tap starts a survey scenario; an end node
-//! closes it. See the README for the file format.
+//! a Flex image card shows an image whose tap starts a survey scenario; a wait
+//! node pauses the scenario until a later time (a step of step delivery); an end
+//! node closes it. See the README for the file format.
 
 mod limits;
 mod load;
 pub mod postback;
+pub mod schedule;
 pub mod typed;
 mod validate;
 mod walk;
 
-pub use load::{LoadError, load_dir};
+pub use load::{LoadError, load_dir, load_version};
 pub use validate::ScenarioError;
 pub use walk::WalkError;
 
@@ -51,6 +53,19 @@ pub struct Scenario {
     /// "24h", "90m" or "3d". Defaults to 24 hours.
     #[serde(default)]
     pub answer_window: Option<String>,
+    /// The IANA time zone that `at` times and `quiet_hours` are read in, such as
+    /// "Asia/Tokyo" (the default) or "America/New_York".
+    #[serde(default)]
+    pub time_zone: Option<String>,
+    /// Local hours in which no step or reminder is sent, such as "21:00-09:00"
+    /// (may wrap midnight). One that falls due inside them is moved to the end of
+    /// the window. Expiry is not moved.
+    #[serde(default)]
+    pub quiet_hours: Option<String>,
+    /// How late a step or reminder may still be sent, such as "6h" (the
+    /// default). One found later than that is skipped and recorded, not sent.
+    #[serde(default)]
+    pub max_lateness: Option<String>,
     pub nodes: Vec<Node>,
 }
 
@@ -60,6 +75,23 @@ fn first_version() -> u32 {
 
 /// The open question's default answer window.
 pub const DEFAULT_ANSWER_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The time zone of a scenario that names none.
+pub const DEFAULT_TIME_ZONE: chrono_tz::Tz = chrono_tz::Asia::Tokyo;
+
+/// How late a step may be sent when the scenario sets no `max_lateness`.
+pub const DEFAULT_MAX_LATENESS: Duration = Duration::from_secs(6 * 60 * 60);
+
+/// How many reminders a question with `remind_after` sends when it sets no
+/// `max_reminders`.
+pub const DEFAULT_MAX_REMINDERS: u32 = 1;
+
+/// The most reminders one question may send.
+pub const MAX_REMINDERS: u32 = 10;
+
+/// The longest wait, reminder or expiry delay a scenario may set (about ten
+/// years): a typo such as "100000d" is refused instead of scheduled.
+pub const MAX_DELAY: Duration = Duration::from_secs(3650 * 24 * 60 * 60);
 
 impl Scenario {
     /// The tag every answer adds (`None`: the operator turned it off).
@@ -81,6 +113,7 @@ pub enum Node {
     TextQuestion(TextQuestionNode),
     DateQuestion(DateQuestionNode),
     FlexImage(FlexImageNode),
+    Wait(WaitNode),
     End(EndNode),
 }
 
@@ -140,6 +173,24 @@ pub struct SurveyNode {
     #[serde(default)]
     pub alt_text: Option<String>,
     pub choices: Vec<Choice>,
+    /// Sends a reminder this long after the question if it is still unanswered,
+    /// such as "1d".
+    #[serde(default)]
+    pub remind_after: Option<String>,
+    /// The reminder's text (at most 5000 characters); needs `remind_after`.
+    #[serde(default)]
+    pub remind_text: Option<String>,
+    /// How many reminders at most, 1 (the default) to 10; needs `remind_after`.
+    #[serde(default)]
+    pub max_reminders: Option<u32>,
+    /// Closes the question this long after it was asked, such as "3d"; later
+    /// taps on its buttons record nothing.
+    #[serde(default)]
+    pub expire_after: Option<String>,
+    /// Where the scenario goes when the question expires; needs `expire_after`.
+    /// Without it, expiry ends the scenario quietly.
+    #[serde(default)]
+    pub on_expire: Option<NodeId>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -183,6 +234,24 @@ pub struct TextQuestionNode {
     /// scenario ends quietly.
     #[serde(default)]
     pub on_give_up: Option<NodeId>,
+    /// Sends a reminder this long after the question if it is still unanswered,
+    /// such as "1d".
+    #[serde(default)]
+    pub remind_after: Option<String>,
+    /// The reminder's text (at most 5000 characters); needs `remind_after`.
+    #[serde(default)]
+    pub remind_text: Option<String>,
+    /// How many reminders at most, 1 (the default) to 10; needs `remind_after`.
+    #[serde(default)]
+    pub max_reminders: Option<u32>,
+    /// Closes the question this long after it was asked, such as "3d"; a later
+    /// answer records nothing.
+    #[serde(default)]
+    pub expire_after: Option<String>,
+    /// Where the scenario goes when the question expires; needs `expire_after`.
+    /// Without it, expiry ends the scenario quietly.
+    #[serde(default)]
+    pub on_expire: Option<NodeId>,
 }
 
 fn default_max_attempts() -> u32 {
@@ -254,6 +323,24 @@ pub struct DateQuestionNode {
     pub tags: Vec<String>,
     #[serde(default)]
     pub next: Option<NodeId>,
+    /// Sends a reminder this long after the question if it is still unanswered,
+    /// such as "1d".
+    #[serde(default)]
+    pub remind_after: Option<String>,
+    /// The reminder's text (at most 5000 characters); needs `remind_after`.
+    #[serde(default)]
+    pub remind_text: Option<String>,
+    /// How many reminders at most, 1 (the default) to 10; needs `remind_after`.
+    #[serde(default)]
+    pub max_reminders: Option<u32>,
+    /// Closes the question this long after it was asked, such as "3d"; a later
+    /// answer records nothing.
+    #[serde(default)]
+    pub expire_after: Option<String>,
+    /// Where the scenario goes when the question expires; needs `expire_after`.
+    /// Without it, expiry ends the scenario quietly.
+    #[serde(default)]
+    pub on_expire: Option<NodeId>,
 }
 
 fn default_date_mode() -> DateMode {
@@ -277,6 +364,28 @@ fn default_aspect_ratio() -> String {
     "20:13".to_owned()
 }
 
+/// Pauses the scenario: `next` is sent later, by push, either `after` a delay or
+/// `at` a local time of day (`after_days` days later). Set exactly one of
+/// `after` and `at`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitNode {
+    pub id: NodeId,
+    /// How long to wait, such as "90m", "1d" or "3d".
+    #[serde(default)]
+    pub after: Option<String>,
+    /// The local time (24-hour "HH:MM", in the scenario's `time_zone`) to send
+    /// `next` at: today's if still ahead, else tomorrow's, or `after_days` days
+    /// later.
+    #[serde(default)]
+    pub at: Option<String>,
+    /// With `at`: how many days later (default 0, the next such time).
+    #[serde(default)]
+    pub after_days: Option<u32>,
+    /// What is sent when the wait is over.
+    pub next: NodeId,
+}
+
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EndNode {
@@ -294,6 +403,7 @@ impl Node {
             Node::TextQuestion(node) => &node.id,
             Node::DateQuestion(node) => &node.id,
             Node::FlexImage(node) => &node.id,
+            Node::Wait(node) => &node.id,
             Node::End(node) => &node.id,
         }
     }
@@ -303,6 +413,236 @@ impl Node {
     /// Whether the node asks a question whose answer is recorded (guard 1).
     pub fn is_question(&self) -> bool {
         matches!(self, Node::Survey(_) | Node::TextQuestion(_) | Node::DateQuestion(_))
+    }
+
+    /// A question's reminder and expiry settings as written (`None` for nodes
+    /// that are not questions).
+    pub(crate) fn timer_spec(&self) -> Option<TimerSpec<'_>> {
+        macro_rules! spec {
+            ($node:expr) => {
+                TimerSpec {
+                    remind_after: $node.remind_after.as_deref(),
+                    remind_text: $node.remind_text.as_deref(),
+                    max_reminders: $node.max_reminders,
+                    expire_after: $node.expire_after.as_deref(),
+                    on_expire: $node.on_expire.as_ref(),
+                }
+            };
+        }
+        match self {
+            Node::Survey(node) => Some(spec!(node)),
+            Node::TextQuestion(node) => Some(spec!(node)),
+            Node::DateQuestion(node) => Some(spec!(node)),
+            _ => None,
+        }
+    }
+}
+
+/// The five reminder and expiry fields every question kind has.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct TimerSpec<'a> {
+    pub remind_after: Option<&'a str>,
+    pub remind_text: Option<&'a str>,
+    pub max_reminders: Option<u32>,
+    pub expire_after: Option<&'a str>,
+    pub on_expire: Option<&'a NodeId>,
+}
+
+/// When a scenario's steps and reminders may be sent, compiled from its
+/// `time_zone`, `quiet_hours` and `max_lateness`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timing {
+    pub zone: chrono_tz::Tz,
+    pub quiet_hours: Option<QuietHours>,
+    pub max_lateness: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Self {
+            zone: DEFAULT_TIME_ZONE,
+            quiet_hours: None,
+            max_lateness: DEFAULT_MAX_LATENESS,
+        }
+    }
+}
+
+/// Local hours `[start, end)` in which nothing is sent; wraps midnight when
+/// `start > end`. `start != end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuietHours {
+    pub start: chrono::NaiveTime,
+    pub end: chrono::NaiveTime,
+}
+
+/// A wait node's delay, compiled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delay {
+    /// This long after the wait is reached.
+    After(Duration),
+    /// At this local time, `days` days after the day the wait is reached (0: the
+    /// next such time).
+    At { time: chrono::NaiveTime, days: u32 },
+}
+
+/// A question's reminders and expiry, compiled. Exists only for questions with
+/// `remind_after` or `expire_after`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuestionTimers {
+    pub remind_after: Option<Duration>,
+    pub remind_text: Option<String>,
+    /// At least 1 (the default), at most [`MAX_REMINDERS`]; meaningful only with
+    /// `remind_after`.
+    pub max_reminders: u32,
+    pub expire_after: Option<Duration>,
+    pub on_expire: Option<NodeId>,
+}
+
+/// Parses a 24-hour local time "HH:MM" (such as "09:00" or "21:30").
+pub fn parse_clock(text: &str) -> Result<chrono::NaiveTime, String> {
+    let bad = || format!("{text:?} is not a 24-hour time such as \"09:00\" or \"21:30\"");
+    let (hours, minutes) = text.trim().split_once(':').ok_or_else(bad)?;
+    let digits = |part: &str, len: std::ops::RangeInclusive<usize>| {
+        len.contains(&part.len()) && part.bytes().all(|b| b.is_ascii_digit())
+    };
+    if !digits(hours, 1..=2) || !digits(minutes, 2..=2) {
+        return Err(bad());
+    }
+    let (hours, minutes) = (hours.parse().map_err(|_| bad())?, minutes.parse().map_err(|_| bad())?);
+    chrono::NaiveTime::from_hms_opt(hours, minutes, 0).ok_or_else(bad)
+}
+
+/// Parses quiet hours such as "21:00-09:00" (wrapping midnight) or "12:00-13:00".
+pub fn parse_quiet_hours(text: &str) -> Result<QuietHours, String> {
+    let (start, end) = text
+        .split_once('-')
+        .ok_or_else(|| format!("{text:?} is not a range of local times such as \"21:00-09:00\""))?;
+    let start = parse_clock(start)?;
+    let end = parse_clock(end)?;
+    if start == end {
+        return Err(format!("{text:?} starts and ends at the same time"));
+    }
+    Ok(QuietHours { start, end })
+}
+
+/// Parses an IANA time zone name such as "Asia/Tokyo".
+pub fn parse_time_zone(name: &str) -> Result<chrono_tz::Tz, String> {
+    name.trim()
+        .parse::<chrono_tz::Tz>()
+        .map_err(|_| format!("{name:?} is not an IANA time zone name such as \"Asia/Tokyo\""))
+}
+
+/// Parses a delay of a wait, reminder or expiry: a duration that is not zero and
+/// at most [`MAX_DELAY`].
+pub(crate) fn parse_delay(text: &str) -> Result<Duration, String> {
+    let duration = parse_duration(text)?;
+    if duration > MAX_DELAY {
+        return Err(format!("{text:?} is longer than 3650 days"));
+    }
+    Ok(duration)
+}
+
+impl Scenario {
+    /// The scenario's `time_zone`, `quiet_hours` and `max_lateness`, compiled.
+    /// `Err` names the key at fault.
+    pub(crate) fn compile_timing(&self) -> Result<Timing, String> {
+        let zone = match &self.time_zone {
+            None => DEFAULT_TIME_ZONE,
+            Some(name) => parse_time_zone(name).map_err(|problem| format!("time_zone {problem}"))?,
+        };
+        let quiet_hours = match &self.quiet_hours {
+            None => None,
+            Some(text) => Some(parse_quiet_hours(text).map_err(|problem| format!("quiet_hours {problem}"))?),
+        };
+        let max_lateness = match &self.max_lateness {
+            None => DEFAULT_MAX_LATENESS,
+            Some(text) => parse_duration(text).map_err(|problem| format!("max_lateness {problem}"))?,
+        };
+        Ok(Timing {
+            zone,
+            quiet_hours,
+            max_lateness,
+        })
+    }
+}
+
+impl WaitNode {
+    /// The wait's delay, compiled. `Err` names the key at fault.
+    pub(crate) fn compile_delay(&self) -> Result<Delay, String> {
+        match (&self.after, &self.at) {
+            (Some(_), Some(_)) => Err("set either `after` or `at`, not both".to_owned()),
+            (None, None) => Err("needs `after` (such as \"1d\") or `at` (such as \"10:00\")".to_owned()),
+            (Some(_), None) if self.after_days.is_some() => {
+                Err("after_days goes with `at`; with `after`, put the days in it (such as \"3d\")".to_owned())
+            }
+            (Some(after), None) => parse_delay(after)
+                .map(Delay::After)
+                .map_err(|problem| format!("after {problem}")),
+            (None, Some(at)) => {
+                let time = parse_clock(at).map_err(|problem| format!("at {problem}"))?;
+                let days = self.after_days.unwrap_or(0);
+                if days > 3650 {
+                    return Err(format!("after_days is {days}; at most 3650"));
+                }
+                Ok(Delay::At { time, days })
+            }
+        }
+    }
+}
+
+impl TimerSpec<'_> {
+    /// Whether the question has a reminder or an expiry.
+    pub(crate) fn is_set(&self) -> bool {
+        self.remind_after.is_some() || self.expire_after.is_some()
+    }
+
+    /// Compiles the question's timers; `Ok(None)` when it has none. Lists every
+    /// problem.
+    pub(crate) fn compile(&self) -> Result<Option<QuestionTimers>, Vec<String>> {
+        let mut problems = Vec::new();
+        let mut delay = |key: &str, text: Option<&str>| {
+            text.and_then(|text| match parse_delay(text) {
+                Ok(delay) => Some(delay),
+                Err(problem) => {
+                    problems.push(format!("{key} {problem}"));
+                    None
+                }
+            })
+        };
+        let remind_after = delay("remind_after", self.remind_after);
+        let expire_after = delay("expire_after", self.expire_after);
+        if self.remind_after.is_none() {
+            if self.remind_text.is_some() {
+                problems.push("remind_text needs remind_after".to_owned());
+            }
+            if self.max_reminders.is_some() {
+                problems.push("max_reminders needs remind_after".to_owned());
+            }
+        }
+        if self.expire_after.is_none() && self.on_expire.is_some() {
+            problems.push("on_expire needs expire_after".to_owned());
+        }
+        let max_reminders = self.max_reminders.unwrap_or(DEFAULT_MAX_REMINDERS);
+        if !(1..=MAX_REMINDERS).contains(&max_reminders) {
+            problems.push(format!(
+                "max_reminders is {max_reminders}; it must be 1 to {MAX_REMINDERS}"
+            ));
+        }
+        if let (Some(remind), Some(expire)) = (remind_after, expire_after)
+            && remind >= expire
+        {
+            problems.push("remind_after must be shorter than expire_after".to_owned());
+        }
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        Ok(self.is_set().then(|| QuestionTimers {
+            remind_after,
+            remind_text: self.remind_text.map(str::to_owned),
+            max_reminders,
+            expire_after,
+            on_expire: self.on_expire.cloned(),
+        }))
     }
 }
 
@@ -340,13 +680,23 @@ pub struct LoadedScenario {
     pub answer_tag: Option<String>,
     /// Each text question's compiled rule.
     rules: HashMap<NodeId, typed::Rule>,
+    timing: Timing,
+    /// Each wait node's delay.
+    delays: HashMap<NodeId, Delay>,
+    /// The reminders and expiry of each question that has either.
+    timers: HashMap<NodeId, QuestionTimers>,
+    /// The file's text, as read.
+    pub content: String,
+    /// Hex SHA-256 of the file's bytes as read (of `content`).
+    pub content_hash: String,
 }
 
 impl LoadedScenario {
     /// Indexes a validated scenario. Refuses (rather than panics on) a scenario
     /// without a node to start at or whose chain from `start` cannot be sent, so a
     /// `LoadedScenario` always has a `start` that [`walk_nodes`] accepts.
-    pub(super) fn try_new(scenario: Scenario, source: PathBuf) -> Result<Self, ScenarioError> {
+    /// `content` is the file's text, as read.
+    pub(super) fn try_new(scenario: Scenario, source: PathBuf, content: String) -> Result<Self, ScenarioError> {
         let Some(start) = effective_start(&scenario).cloned() else {
             return Err(ScenarioError {
                 file: source,
@@ -390,6 +740,33 @@ impl LoadedScenario {
                 rules.insert(question.id.clone(), rule);
             }
         }
+        let timing = scenario.compile_timing().map_err(|problem| ScenarioError {
+            file: source.clone(),
+            scenario: Some(scenario.id.to_string()),
+            node: None,
+            problem,
+        })?;
+        let mut delays = HashMap::new();
+        let mut timers = HashMap::new();
+        for node in &scenario.nodes {
+            let problem = |problem: String| ScenarioError {
+                file: source.clone(),
+                scenario: Some(scenario.id.to_string()),
+                node: Some(node.id().to_string()),
+                problem,
+            };
+            if let Node::Wait(wait) = node {
+                delays.insert(wait.id.clone(), wait.compile_delay().map_err(problem)?);
+            } else if let Some(spec) = node.timer_spec()
+                && let Some(compiled) = spec.compile().map_err(|problems| problem(problems.join("; ")))?
+            {
+                timers.insert(node.id().clone(), compiled);
+            }
+        }
+        let content_hash = {
+            use sha2::Digest;
+            hex::encode(sha2::Sha256::digest(content.as_bytes()))
+        };
         let loaded = Self {
             scenario,
             source,
@@ -399,6 +776,11 @@ impl LoadedScenario {
             answer_window,
             answer_tag,
             rules,
+            timing,
+            delays,
+            timers,
+            content,
+            content_hash,
         };
         if let Err(problem) = walk_nodes(&loaded, &loaded.start) {
             return Err(ScenarioError {
@@ -422,6 +804,28 @@ impl LoadedScenario {
     /// The compiled rule of text question `id` (`None` for other nodes).
     pub fn rule(&self, id: &NodeId) -> Option<&typed::Rule> {
         self.rules.get(id)
+    }
+
+    /// The scenario's time zone, quiet hours and maximum lateness.
+    pub fn timing(&self) -> &Timing {
+        &self.timing
+    }
+
+    /// The delay of wait node `wait` (`None` for other nodes).
+    pub fn delay(&self, wait: &NodeId) -> Option<&Delay> {
+        self.delays.get(wait)
+    }
+
+    /// The reminders and expiry of question `question`; `None` unless it sets
+    /// `remind_after` or `expire_after`.
+    pub fn question_timers(&self, question: &NodeId) -> Option<&QuestionTimers> {
+        self.timers.get(question)
+    }
+
+    /// Whether the scenario schedules anything: a wait node, or a question with
+    /// a reminder or an expiry.
+    pub fn has_timers(&self) -> bool {
+        !self.delays.is_empty() || !self.timers.is_empty()
     }
 }
 

@@ -33,6 +33,20 @@ struct Wire {
     n: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     c: Option<String>,
+    /// The run the button was sent in (absent on buttons sent before runs existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    r: Option<String>,
+    /// The scenario version the button was rendered from: the run is pinned to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sv: Option<u32>,
+}
+
+/// Where a button was sent: the run it belongs to and the scenario version it
+/// was rendered from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Asked {
+    pub run: crate::ids::RunId,
+    pub version: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,8 +72,28 @@ pub enum PostbackError {
     },
 }
 
+/// The characters a run adds to postback data at most (`&r=` and its id,
+/// `&sv=` and a version).
+pub const RUN_FIELD_CHARS: usize = 3 + 16 + 4 + 10;
+
 impl Postback {
+    /// The scenario the button or card belongs to.
+    pub fn scenario(&self) -> &ScenarioId {
+        match self {
+            Postback::Answer { scenario, .. }
+            | Postback::CardTap { scenario, .. }
+            | Postback::Date { scenario, .. } => scenario,
+        }
+    }
+
     pub fn encode(&self) -> String {
+        self.encode_in_run(None)
+    }
+
+    /// The data of a button sent in `run`: its answer continues that run.
+    pub fn encode_in_run(&self, asked: Option<&Asked>) -> String {
+        let run = asked.map(|asked| &asked.run);
+        let sv = asked.and_then(|asked| asked.version);
         let wire = match self {
             Postback::Answer { scenario, node, choice } => Wire {
                 v: FORMAT_VERSION,
@@ -67,6 +101,8 @@ impl Postback {
                 s: scenario.to_string(),
                 n: node.to_string(),
                 c: Some(choice.clone()),
+                r: run.map(ToString::to_string),
+                sv,
             },
             Postback::CardTap { scenario, node } => Wire {
                 v: FORMAT_VERSION,
@@ -74,6 +110,8 @@ impl Postback {
                 s: scenario.to_string(),
                 n: node.to_string(),
                 c: None,
+                r: None,
+                sv: None,
             },
             Postback::Date { scenario, node } => Wire {
                 v: FORMAT_VERSION,
@@ -81,12 +119,19 @@ impl Postback {
                 s: scenario.to_string(),
                 n: node.to_string(),
                 c: None,
+                r: run.map(ToString::to_string),
+                sv,
             },
         };
         serde_urlencoded::to_string(&wire).expect("a flat struct of strings always encodes")
     }
 
     pub fn decode(data: &str) -> Result<Self, PostbackError> {
+        Self::decode_with_run(data).map(|(postback, _)| postback)
+    }
+
+    /// The postback and the run its button was sent in, if it names one.
+    pub fn decode_with_run(data: &str) -> Result<(Self, Option<Asked>), PostbackError> {
         // The parser's message can quote the data: it is not kept, so no log
         // line repeats what another system put into a postback.
         let wire: Wire = serde_urlencoded::from_str(data)
@@ -96,15 +141,22 @@ impl Postback {
         }
         let scenario = ScenarioId::parse(wire.s).map_err(|problem| PostbackError::BadField { field: "s", problem })?;
         let node = NodeId::parse(wire.n).map_err(|problem| PostbackError::BadField { field: "n", problem })?;
-        match (wire.k, wire.c) {
+        let run = wire
+            .r
+            .map(crate::ids::RunId::parse)
+            .transpose()
+            .map_err(|problem| PostbackError::BadField { field: "r", problem })?
+            .map(|run| Asked { run, version: wire.sv });
+        let postback = match (wire.k, wire.c) {
             (Kind::Answer, Some(choice)) => {
                 crate::ids::check_id(&choice).map_err(|problem| PostbackError::BadField { field: "c", problem })?;
-                Ok(Postback::Answer { scenario, node, choice })
+                Postback::Answer { scenario, node, choice }
             }
-            (Kind::Answer, None) => Err(PostbackError::Foreign("an answer without a choice".to_owned())),
-            (Kind::CardTap, _) => Ok(Postback::CardTap { scenario, node }),
-            (Kind::Date, _) => Ok(Postback::Date { scenario, node }),
-        }
+            (Kind::Answer, None) => return Err(PostbackError::Foreign("an answer without a choice".to_owned())),
+            (Kind::CardTap, _) => Postback::CardTap { scenario, node },
+            (Kind::Date, _) => Postback::Date { scenario, node },
+        };
+        Ok((postback, run))
     }
 }
 
@@ -136,6 +188,19 @@ mod tests {
         };
         assert_eq!(Postback::decode(&date.encode()), Ok(date.clone()));
         assert_ne!(date.encode(), tap.encode());
+    }
+
+    #[test]
+    fn a_run_rides_along_and_old_data_has_none() {
+        let a = answer("lunch", "ask", "great");
+        let asked = Asked {
+            run: crate::ids::RunId::begun_by("inbox-1"),
+            version: Some(u32::MAX),
+        };
+        let data = a.encode_in_run(Some(&asked));
+        assert_eq!(Postback::decode_with_run(&data), Ok((a.clone(), Some(asked))));
+        assert_eq!(Postback::decode_with_run(&a.encode()), Ok((a, None)));
+        assert!(data.len() <= answer("lunch", "ask", "great").encode().len() + RUN_FIELD_CHARS);
     }
 
     #[test]

@@ -4,7 +4,10 @@
 use super::limits::*;
 use super::postback::Postback;
 use super::walk::{WalkError, walk};
-use super::{Node, Scenario, SurveyNode, SurveyStyle, TriggerOn, effective_start, normalize_keyword, parse_duration};
+use super::{
+    Node, Scenario, SurveyNode, SurveyStyle, TriggerOn, effective_start, normalize_keyword, parse_duration,
+    parse_quiet_hours, parse_time_zone,
+};
 use crate::ids::{NodeId, check_id};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -101,6 +104,21 @@ pub(super) fn check_scenario(scenario: &Scenario, report: &mut Report<'_>) {
     {
         report.scenario_problem(format!("answer_window {problem}"));
     }
+    if let Some(zone) = &scenario.time_zone
+        && let Err(problem) = parse_time_zone(zone)
+    {
+        report.scenario_problem(format!("time_zone {problem}"));
+    }
+    if let Some(quiet) = &scenario.quiet_hours
+        && let Err(problem) = parse_quiet_hours(quiet)
+    {
+        report.scenario_problem(format!("quiet_hours {problem}"));
+    }
+    if let Some(lateness) = &scenario.max_lateness
+        && let Err(problem) = parse_duration(lateness)
+    {
+        report.scenario_problem(format!("max_lateness {problem}"));
+    }
     let mut seen = HashSet::new();
     for node in &scenario.nodes {
         let id = node.id();
@@ -115,7 +133,8 @@ pub(super) fn check_scenario(scenario: &Scenario, report: &mut Report<'_>) {
     let by_id: HashMap<&NodeId, &Node> = scenario.nodes.iter().map(|node| (node.id(), node)).collect();
     let lookup = |id: &NodeId| by_id.get(id).copied();
     // Every place the scenario can be entered from must lead to a finite chain of
-    // at most five messages: the triggers, the `next` links the runtime follows,
+    // at most five messages: the triggers, the `next` links the runtime follows
+    // (a wait's `next` and a question's `on_expire` too, sent later by push),
     // and the start (manual sends and Flex card taps). Each problem is reported
     // once per entry point, on the node the link belongs to.
     let mut walked = HashSet::new();
@@ -158,6 +177,13 @@ pub(super) fn start_chain_problem(start: &NodeId, problem: &WalkError) -> String
 
 /// The `next` links out of a node that the runtime follows.
 fn entry_targets(node: &Node) -> Vec<&NodeId> {
+    let on_expire = node.timer_spec().and_then(|spec| spec.on_expire);
+    let mut targets = links(node);
+    targets.extend(on_expire);
+    targets
+}
+
+fn links(node: &Node) -> Vec<&NodeId> {
     match node {
         Node::Trigger(trigger) => vec![&trigger.next],
         Node::Message(message) => message.next.iter().collect(),
@@ -168,11 +194,22 @@ fn entry_targets(node: &Node) -> Vec<&NodeId> {
             .collect(),
         Node::TextQuestion(question) => question.next.iter().chain(&question.on_give_up).collect(),
         Node::DateQuestion(question) => question.next.iter().collect(),
+        Node::Wait(wait) => vec![&wait.next],
         Node::FlexImage(_) | Node::End(_) => Vec::new(),
     }
 }
 
 fn check_node(scenario: &Scenario, node: &Node, report: &mut Report<'_>) {
+    if let Some(spec) = node.timer_spec() {
+        if let Err(problems) = spec.compile() {
+            for problem in problems {
+                report.node_problem(node.id(), problem);
+            }
+        }
+        if let Some(text) = spec.remind_text {
+            report.text(node.id(), "remind_text", text, MAX_TEXT_MESSAGE_CHARS);
+        }
+    }
     match node {
         Node::Trigger(trigger) => {
             if trigger.on == TriggerOn::Follow && !trigger.keywords.is_empty() {
@@ -232,7 +269,7 @@ fn check_node(scenario: &Scenario, node: &Node, report: &mut Report<'_>) {
                 scenario: scenario.id.clone(),
                 node: question.id.clone(),
             }
-            .encode();
+            .encode_in_run(Some(&longest_asked()));
             check_postback_length(report, &question.id, &data);
         }
         Node::FlexImage(card) => {
@@ -255,6 +292,11 @@ fn check_node(scenario: &Scenario, node: &Node, report: &mut Report<'_>) {
             }
             .encode();
             check_postback_length(report, &card.id, &data);
+        }
+        Node::Wait(wait) => {
+            if let Err(problem) = wait.compile_delay() {
+                report.node_problem(&wait.id, problem);
+            }
         }
         Node::End(end) => {
             if let Some(text) = &end.text {
@@ -331,8 +373,17 @@ fn check_survey(scenario: &Scenario, survey: &SurveyNode, report: &mut Report<'_
             node: survey.id.clone(),
             choice: choice.value.clone(),
         }
-        .encode();
+        .encode_in_run(Some(&longest_asked()));
         check_postback_length(report, &survey.id, &data);
+    }
+}
+
+/// The longest run and version a button can carry: postback data must fit
+/// with them.
+fn longest_asked() -> crate::scenario::postback::Asked {
+    crate::scenario::postback::Asked {
+        run: crate::ids::RunId::begun_by("any"),
+        version: Some(u32::MAX),
     }
 }
 
@@ -364,7 +415,7 @@ fn is_aspect_ratio(ratio: &str) -> bool {
 
 /// Rules that span scenarios: unique ids, Flex cards that start existing survey
 /// scenarios, and triggers that never compete for the same input.
-pub(super) fn check_set(scenarios: &[(Scenario, PathBuf)]) -> Vec<ScenarioError> {
+pub(super) fn check_set(scenarios: &[(&Scenario, &Path)]) -> Vec<ScenarioError> {
     let mut errors = Vec::new();
     let mut problem = |file: &Path, scenario: &str, node: Option<&NodeId>, text: String| {
         errors.push(ScenarioError {
@@ -375,7 +426,7 @@ pub(super) fn check_set(scenarios: &[(Scenario, PathBuf)]) -> Vec<ScenarioError>
         })
     };
     let mut files_by_id: HashMap<&str, &Path> = HashMap::new();
-    for (scenario, file) in scenarios {
+    for &(scenario, file) in scenarios {
         if let Some(first) = files_by_id.insert(scenario.id.as_str(), file) {
             problem(
                 file,
@@ -387,10 +438,10 @@ pub(super) fn check_set(scenarios: &[(Scenario, PathBuf)]) -> Vec<ScenarioError>
     }
     let by_id: HashMap<&str, &Scenario> = scenarios
         .iter()
-        .map(|(scenario, _)| (scenario.id.as_str(), scenario))
+        .map(|&(scenario, _)| (scenario.id.as_str(), scenario))
         .collect();
     let mut claimed: HashMap<String, String> = HashMap::new();
-    for (scenario, file) in scenarios {
+    for &(scenario, file) in scenarios {
         for node in &scenario.nodes {
             match node {
                 Node::FlexImage(card) => match by_id.get(card.starts.as_str()) {

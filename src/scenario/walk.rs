@@ -19,8 +19,8 @@ pub enum WalkError {
     TooManyMessages(usize),
 }
 
-/// The nodes that speak, in order, from `from` until one waits (a question, a Flex card)
-/// or the chain ends. At most [`MAX_MESSAGES_PER_REQUEST`] of them produce a message.
+/// The nodes that speak, in order, from `from` until one waits (a question, a Flex card,
+/// a wait node, which is then the last and speaks nothing) or the chain ends. At most [`MAX_MESSAGES_PER_REQUEST`] of them produce a message.
 pub fn walk<'a>(lookup: impl Fn(&NodeId) -> Option<&'a Node>, from: &NodeId) -> Result<Vec<&'a Node>, WalkError> {
     let mut visited = HashSet::new();
     let mut spoken = Vec::new();
@@ -33,7 +33,12 @@ pub fn walk<'a>(lookup: impl Fn(&NodeId) -> Option<&'a Node>, from: &NodeId) -> 
         current = match node {
             Node::Trigger(_) => return Err(WalkError::IntoTrigger(id)),
             Node::Message(message) => message.next.clone(),
-            Node::Survey(_) | Node::TextQuestion(_) | Node::DateQuestion(_) | Node::FlexImage(_) | Node::End(_) => None,
+            Node::Survey(_)
+            | Node::TextQuestion(_)
+            | Node::DateQuestion(_)
+            | Node::FlexImage(_)
+            | Node::Wait(_)
+            | Node::End(_) => None,
         };
         spoken.push(node);
     }
@@ -44,7 +49,8 @@ pub fn walk<'a>(lookup: impl Fn(&NodeId) -> Option<&'a Node>, from: &NodeId) -> 
     Ok(spoken)
 }
 
-/// Whether a node produces a message (an end node without text is silent).
+/// Whether a node produces a message (an end node without text and a wait node
+/// are silent).
 pub fn speaks(node: &Node) -> bool {
-    !matches!(node, Node::End(end) if end.text.is_none())
+    !matches!(node, Node::End(end) if end.text.is_none()) && !matches!(node, Node::Wait(_))
 }

@@ -16,6 +16,8 @@ pub(crate) mod collections {
     pub(crate) const OPEN_QUESTIONS: &str = "open_questions";
     pub(crate) const ADMIN_REQUESTS: &str = "admin_requests";
     pub(crate) const DEAD_LETTERS: &str = "dead_letters";
+    pub(crate) const TIMERS: &str = "timers";
+    pub(crate) const SCENARIO_VERSIONS: &str = "scenario_versions";
 }
 
 /// `survey_responses/{answerId}`: one user's answer to one survey node.

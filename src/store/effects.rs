@@ -11,6 +11,7 @@ use super::docs::{AnswerDoc, LedgerDoc};
 use super::inbox::InboxKey;
 use super::messages::MessageKey;
 use super::questions::QuestionChange;
+use super::timers::TimerDoc;
 use super::writes::{CommitOutcome, Expect, array_union, create, expecting, maximum, merge, minimum};
 use super::{Store, StoreError, Version};
 use crate::scenario::typed::AnswerValue;
@@ -35,6 +36,12 @@ pub(crate) struct AnswerRecord<'a> {
     pub(crate) question: Option<QuestionChange>,
     /// A typed answer's message: its mark names the answer, and its kept text goes.
     pub(crate) message: Option<&'a MessageKey>,
+    /// The timers the follow-up schedules.
+    pub(crate) timers: &'a [(String, TimerDoc)],
+    /// The question's own pending timers (reminder, expiry), cancelled by the
+    /// answer conditional on the version read: an expiry that fires first makes
+    /// the answer record nothing.
+    pub(crate) cancels: &'a [(String, Version)],
 }
 
 /// A guarded start (guards 2 and 3): recorded on the user's marker, conditional
@@ -49,6 +56,19 @@ pub(crate) struct StartRecord<'a> {
     pub(crate) started_at: FirestoreInstant,
     /// The inbox record of the starting event.
     pub(crate) started_by: &'a str,
+    /// The run this start begins, and the scenario version it is pinned to.
+    pub(crate) run: &'a str,
+    pub(crate) run_version: u32,
+}
+
+/// An unguarded start of a run (a manual send): the marker names the run, so
+/// the timers of an earlier run find themselves superseded.
+pub(crate) struct RunRecord<'a> {
+    pub(crate) marker_id: &'a str,
+    pub(crate) scenario_id: &'a str,
+    pub(crate) user: &'a str,
+    pub(crate) run: &'a str,
+    pub(crate) run_version: u32,
 }
 
 /// The effects of a trigger or a card tap.
@@ -64,6 +84,8 @@ pub(crate) struct EffectWrites<'a> {
     pub(crate) forget_text: Option<&'a MessageKey>,
     /// The question the messages ask, or the change to the open one.
     pub(crate) question: Option<QuestionChange>,
+    /// The timers the messages schedule.
+    pub(crate) timers: &'a [(String, TimerDoc)],
     /// The ledger entry of what to send (always the last write).
     pub(crate) action: Option<(&'a str, &'a LedgerDoc)>,
 }
@@ -166,6 +188,12 @@ impl Store {
         if let Some(change) = &answer.question {
             writes.push(self.question_write(change)?);
         }
+        for (timer_id, read) in answer.cancels {
+            writes.push(self.timer_cancel_write(timer_id, *read, "answered")?);
+        }
+        for (timer_id, doc) in answer.timers {
+            writes.push(self.timer_write(timer_id, doc)?);
+        }
         if let Some((ledger_id, entry)) = follow_up {
             writes.push(self.ledger_create_write(ledger_id, entry)?);
         }
@@ -211,12 +239,16 @@ impl Store {
                 #[serde(with = "firestore::serialize_as_timestamp")]
                 last_started_at: FirestoreInstant,
                 last_started_by: &'a str,
+                run: &'a str,
+                run_version: u32,
             }
             let started = Started {
                 scenario_id: start.scenario_id,
                 line_user_id: start.user,
                 last_started_at: start.started_at,
                 last_started_by: start.started_by,
+                run: start.run,
+                run_version: start.run_version,
             };
             let expect = start.read.map_or(Expect::Absent, Expect::At);
             writes.push(expecting(
@@ -231,10 +263,36 @@ impl Store {
         if let Some((user, tag)) = effects.tag {
             writes.push(self.user_write(user, &[tag.to_owned()], FirestoreInstant::now())?);
         }
+        for (timer_id, doc) in effects.timers {
+            writes.push(self.timer_write(timer_id, doc)?);
+        }
         if let Some((ledger_id, entry)) = effects.action {
             writes.push(self.ledger_create_write(ledger_id, entry)?);
         }
         Ok(writes)
+    }
+
+    /// The marker write of a run started without a guard (a manual send).
+    pub(crate) fn run_write(&self, run: &RunRecord<'_>) -> Result<Write, StoreError> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Run<'a> {
+            scenario_id: &'a str,
+            line_user_id: &'a str,
+            run: &'a str,
+            run_version: u32,
+        }
+        let fields = Run {
+            scenario_id: run.scenario_id,
+            line_user_id: run.user,
+            run: run.run,
+            run_version: run.run_version,
+        };
+        Ok(merge(
+            self.document_path(SCENARIO_ANSWERS, run.marker_id),
+            &fields,
+            Vec::new(),
+        )?)
     }
 
     /// `users/{lineUserId}`: adds `tags` without reading the document and keeps

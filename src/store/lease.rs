@@ -51,6 +51,20 @@ pub(crate) enum Swept<T> {
     },
 }
 
+/// A document found by a sweep, decoded if it can be.
+pub(super) fn swept<T: DeserializeOwned>(document: Document) -> Swept<T> {
+    let id = document_id(&document.name).to_owned();
+    let version = Version::new(document.update_time.unwrap_or_default());
+    match Stored::decode(document) {
+        Ok(stored) => Swept::Readable(stored),
+        Err(error) => Swept::Unreadable {
+            id,
+            version,
+            error: error.to_string(),
+        },
+    }
+}
+
 pub(super) fn document_id(name: &str) -> &str {
     name.rsplit('/').next().unwrap_or_default()
 }
@@ -101,21 +115,7 @@ impl Store {
             }
         }
         due.truncate(limit as usize);
-        Ok(due
-            .into_iter()
-            .map(|document| {
-                let id = document_id(&document.name).to_owned();
-                let version = Version::new(document.update_time.unwrap_or_default());
-                match Stored::decode(document) {
-                    Ok(stored) => Swept::Readable(stored),
-                    Err(error) => Swept::Unreadable {
-                        id,
-                        version,
-                        error: error.to_string(),
-                    },
-                }
-            })
-            .collect())
+        Ok(due.into_iter().map(swept).collect())
     }
 
     /// Pending records in id order, from `start` and before `end` when given.

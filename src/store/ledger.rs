@@ -215,6 +215,8 @@ impl Store {
         ledger_id: &str,
         doc: &LedgerDoc,
         question: Option<&QuestionChange>,
+        run: Option<&super::RunRecord<'_>>,
+        timers: &[(String, super::TimerDoc)],
     ) -> Result<Recorded, StoreError> {
         let mut last_error = None;
         for _ in 0..3 {
@@ -222,6 +224,12 @@ impl Store {
             let mut writes = vec![self.ledger_create_write(ledger_id, doc)?];
             if let Some(question) = question {
                 writes.push(self.question_write(question)?);
+            }
+            if let Some(run) = run {
+                writes.push(self.run_write(run)?);
+            }
+            for (timer_id, timer) in timers {
+                writes.push(self.timer_write(timer_id, timer)?);
             }
             match self.commit(writes).await {
                 CommitOutcome::Committed(versions) => {

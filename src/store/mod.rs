@@ -10,7 +10,8 @@
 //! Collections (names are part of the data contract, see the README):
 //! `survey_responses`, `users`, `scenario_answers` (per user and scenario: answered,
 //! last started), `webhook_inbox`, `outbound_ledger`, `message_marks`,
-//! `admin_requests` and `dead_letters`.
+//! `admin_requests`, `dead_letters`, `open_questions`, `message_texts`, `timers`
+//! and `scenario_versions`.
 
 mod claimer;
 mod dead_letters;
@@ -26,16 +27,22 @@ mod questions;
 mod reads;
 pub(crate) mod round_trips;
 mod settler;
+mod timers;
+mod users;
+mod versions;
 mod writes;
 
 pub(crate) use docs::{DeadLetterDoc, DeadLetterKind, InboxDoc, InboxState, LedgerDoc, LedgerState, RouteDoc};
-pub(crate) use effects::{AnswerRecord, Effect, EffectWrites, StartRecord};
+pub(crate) use effects::{AnswerRecord, Effect, EffectWrites, RunRecord, StartRecord};
 pub(crate) use idempotency::RequestCheck;
 pub(crate) use inbox::{Claim, InboxKey, NewEvent};
 pub(crate) use lease::{Stored, Swept};
 pub(crate) use ledger::{Attempted, NewAction, Recorded, SettleWrite, Settlement};
 pub(crate) use messages::{MessageKey, UnsendOutcome};
 pub(crate) use questions::{OpenQuestionDoc, QuestionChange};
+pub(crate) use timers::{FiringWrites, TimerDoc, TimerEnd, TimerState, still_held};
+pub(crate) use versions::VersionCheck;
+pub(crate) use writes::CommitOutcome;
 
 use claimer::Claimer;
 use firestore::errors::FirestoreError;

@@ -37,6 +37,9 @@ pub(crate) struct OpenQuestionDoc {
     /// Invalid answers so far.
     #[serde(default)]
     pub(crate) attempts: u32,
+    /// The run that asked it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) run: Option<String>,
 }
 
 /// `message_texts/{messageKey}`.

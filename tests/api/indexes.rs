@@ -23,6 +23,37 @@ fn the_sweeper_needs_no_composite_index_on_its_collections() {
 }
 
 #[test]
+fn due_timers_are_found_with_one_composite_index() {
+    let indexes = indexes();
+    let timers: Vec<Vec<(String, String)>> = indexes["indexes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|index| index["collectionGroup"] == "timers")
+        .map(|index| {
+            index["fields"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|field| {
+                    (
+                        field["fieldPath"].as_str().unwrap().to_owned(),
+                        field["order"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        timers,
+        [vec![
+            ("state".to_owned(), "ASCENDING".to_owned()),
+            ("wakeAtMs".to_owned(), "ASCENDING".to_owned())
+        ]]
+    );
+}
+
+#[test]
 fn monotonic_fields_no_query_uses_are_exempt_from_indexing() {
     let indexes = indexes();
     let exempt: Vec<(String, String)> = indexes["fieldOverrides"]
@@ -66,6 +97,16 @@ fn monotonic_fields_no_query_uses_are_exempt_from_indexing() {
         // A kept text is only ever read by id; never index what users type.
         ("message_texts", "text"),
         ("message_texts", "expireAt"),
+        // Timers are found by `state` and `wakeAtMs` (a composite index) and
+        // listed by `lineUserId`; their other times are never queried.
+        ("timers", "dueAt"),
+        ("timers", "scheduledAt"),
+        ("timers", "endedAt"),
+        ("users", "followedAt"),
+        ("users", "unfollowedAt"),
+        // Whole scenario files, read by id only.
+        ("scenario_versions", "content"),
+        ("scenario_versions", "recordedAt"),
     ];
     for (collection, field) in expected {
         assert!(

@@ -19,4 +19,5 @@ mod recovery;
 mod round_trips;
 mod rules;
 mod scenarios;
+mod steps;
 mod typed;

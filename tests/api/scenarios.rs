@@ -22,6 +22,7 @@ fn the_sample_scenarios_load_and_use_every_node_kind() {
                 Node::DateQuestion(question) => format!("date_question:{:?}", question.mode),
                 Node::FlexImage(_) => "flex_image".to_owned(),
                 Node::End(_) => "end".to_owned(),
+                Node::Wait(_) => "wait".to_owned(),
             });
         }
     }
@@ -38,7 +39,8 @@ fn the_sample_scenarios_load_and_use_every_node_kind() {
             "text_question:number",
             "text_question:postal_code_jp",
             "trigger:Follow",
-            "trigger:Text"
+            "trigger:Text",
+            "wait"
         ]
     );
 }
@@ -70,6 +72,58 @@ async fn start_up_error(name: &str, file: &str) -> String {
         .to_string();
     std::fs::remove_dir_all(dir).unwrap();
     error
+}
+
+/// Builds the service for `project` with `files` as its scenarios.
+async fn build_with(project: &str, files: &[(&str, &str)]) -> anyhow::Result<Application> {
+    let dir = std::env::temp_dir().join(format!("scenarios-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, file) in files {
+        std::fs::write(dir.join(name), file).unwrap();
+    }
+    let line = LineStandIn::start().await;
+    let mut config = test_config(project, &line.uri(), &TestOptions::default());
+    config.scenarios_dir = dir.clone();
+    let built = Application::build(config).await;
+    std::fs::remove_dir_all(dir).unwrap();
+    built
+}
+
+#[tokio::test]
+async fn a_scenario_changed_without_a_new_version_stops_start_up_naming_the_file() {
+    let project = crate::helpers::new_project_id();
+    let v1 = "id = \"news\"\nversion = 1\n[[nodes]]\nid = \"hello\"\nkind = \"message\"\ntext = \"Hello\"\n";
+    build_with(&project, &[("news.toml", v1)])
+        .await
+        .expect("the first version loads");
+    build_with(&project, &[("news.toml", v1)])
+        .await
+        .expect("the same content loads again");
+
+    let changed = v1.replace("Hello", "Hello again");
+    let error = build_with(&project, &[("news.toml", &changed)])
+        .await
+        .err()
+        .expect("changed content under the same version is refused")
+        .to_string();
+    assert!(error.contains("news.toml"), "{error}");
+    assert!(error.contains(r#"scenario "news" version 1"#), "{error}");
+
+    let bumped = changed.replace("version = 1", "version = 2");
+    build_with(&project, &[("news.toml", &bumped)])
+        .await
+        .expect("a new version loads");
+    let firestore = crate::helpers::firestore_rest::FirestoreRest::new(&crate::helpers::emulator_host(), &project);
+    let v1_doc = firestore
+        .get("scenario_versions", "news@1")
+        .await
+        .expect("v1 is recorded");
+    assert_eq!(
+        crate::helpers::firestore_rest::string_field(&v1_doc, "content").as_deref(),
+        Some(v1),
+        "the first content is kept"
+    );
+    assert!(firestore.get("scenario_versions", "news@2").await.is_some());
 }
 
 #[tokio::test]

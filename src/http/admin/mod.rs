@@ -1,8 +1,9 @@
-//! Operator API: manual sends, dead letters and metrics. Off unless `ADMIN_TOKEN`
+//! Operator API: manual sends, dead letters, users' timers and metrics. Off unless `ADMIN_TOKEN`
 //! is set; every route checks the bearer token first, in constant time.
 
 pub(crate) mod dead_letters;
 pub(crate) mod send;
+pub(crate) mod timers;
 
 use super::{AppState, error_body};
 use crate::store::StoreError;
@@ -22,6 +23,8 @@ pub(crate) enum AdminError {
     UnknownScenario(String),
     #[error("no dead letter with id {0:?}")]
     UnknownDeadLetter(String),
+    #[error("the user has no timer with id {0:?}")]
+    UnknownTimer(String),
     /// The record is not in a state the call can act on.
     #[error("{message}")]
     Conflict { message: String, state: &'static str },
@@ -40,7 +43,9 @@ impl ResponseError for AdminError {
         match self {
             AdminError::Unauthorized => StatusCode::UNAUTHORIZED,
             AdminError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            AdminError::UnknownScenario(_) | AdminError::UnknownDeadLetter(_) => StatusCode::NOT_FOUND,
+            AdminError::UnknownScenario(_) | AdminError::UnknownDeadLetter(_) | AdminError::UnknownTimer(_) => {
+                StatusCode::NOT_FOUND
+            }
             AdminError::Conflict { .. } => StatusCode::CONFLICT,
             AdminError::KeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             AdminError::Upstream(_) => StatusCode::BAD_GATEWAY,

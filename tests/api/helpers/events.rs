@@ -96,6 +96,10 @@ pub fn follow(user: &str) -> Value {
     event_from("follow.json", user)
 }
 
+pub fn unfollow(user: &str) -> Value {
+    event_from("unfollow.json", user)
+}
+
 /// Postback data of a survey button, as the service renders it.
 pub fn answer_data(scenario: &str, node: &str, choice: &str) -> String {
     Postback::Answer {

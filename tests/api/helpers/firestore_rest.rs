@@ -185,6 +185,31 @@ impl FirestoreRest {
         assert!(status.is_success(), "patching a document failed: {status}");
     }
 
+    /// Writes whole documents (`(collection, id, REST fields)`), 500 per
+    /// `batchWrite` request, each on its own (not atomic): for seeding.
+    pub async fn write_all(&self, documents: &[(String, String, Value)]) {
+        let database = self.documents.trim_end_matches("/documents");
+        let name_prefix = self.documents.trim_start_matches(&format!("{}/v1/", self.emulator));
+        for chunk in documents.chunks(500) {
+            let writes: Vec<Value> = chunk
+                .iter()
+                .map(|(collection, id, fields)| {
+                    serde_json::json!({ "update": { "name": format!("{name_prefix}/{collection}/{id}"), "fields": fields } })
+                })
+                .collect();
+            let status = self
+                .http
+                .post(format!("{database}/documents:batchWrite"))
+                .bearer_auth("owner")
+                .json(&serde_json::json!({ "writes": writes }))
+                .send()
+                .await
+                .expect("emulator reachable")
+                .status();
+            assert!(status.is_success(), "seeding documents failed: {status}");
+        }
+    }
+
     /// Loads security rules for this project only (the emulator keeps rules per project).
     pub async fn load_rules(&self, rules: &str) {
         let status = self

@@ -1,0 +1,122 @@
+//! `GET /admin/users/{id}/timers` lists a user's scheduled steps, reminders and
+//! expiries; `DELETE /admin/users/{id}/timers/{timerId}` cancels one that has
+//! not fired.
+
+use super::{AdminError, require_admin};
+use crate::http::AppState;
+use crate::ids::LineUserId;
+use crate::store::{Stored, TimerDoc, TimerState};
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde::{Deserialize, Serialize};
+
+/// Timers looked at per user, at most.
+const MAX_LISTED: u32 = 500;
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ListQuery {
+    /// Also list timers that fired, were skipped or cancelled.
+    #[serde(default)]
+    all: bool,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Listed {
+    timer_id: String,
+    kind: &'static str,
+    scenario_id: String,
+    scenario_version: u32,
+    node_id: String,
+    run: String,
+    /// RFC 3339, UTC.
+    due_at: String,
+    state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outcome: Option<String>,
+    reminders: u32,
+}
+
+impl From<Stored<TimerDoc>> for Listed {
+    fn from(timer: Stored<TimerDoc>) -> Self {
+        let due_at = chrono::DateTime::from_timestamp_millis(timer.doc.due_at.as_millisecond())
+            .map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+            .unwrap_or_default();
+        Self {
+            timer_id: timer.id,
+            kind: timer.doc.kind.as_str(),
+            scenario_id: timer.doc.scenario_id,
+            scenario_version: timer.doc.scenario_version,
+            node_id: timer.doc.node_id,
+            run: timer.doc.run,
+            due_at,
+            state: timer.doc.state.as_str(),
+            outcome: timer.doc.outcome,
+            reminders: timer.doc.reminders,
+        }
+    }
+}
+
+fn user_id(raw: String) -> Result<LineUserId, AdminError> {
+    LineUserId::parse(raw).map_err(|problem| AdminError::BadRequest(format!("the user id {problem}")))
+}
+
+pub(crate) async fn list(
+    request: HttpRequest,
+    path: web::Path<String>,
+    query: web::Query<ListQuery>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, AdminError> {
+    require_admin(&request, &state)?;
+    let user = user_id(path.into_inner())?;
+    let timers: Vec<Listed> = state
+        .store
+        .user_timers(user.as_str(), MAX_LISTED)
+        .await?
+        .into_iter()
+        .filter(|timer| query.all || timer.doc.state == TimerState::Pending)
+        .map(Listed::from)
+        .collect();
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "userId": user.as_str(), "timers": timers })))
+}
+
+pub(crate) async fn cancel(
+    request: HttpRequest,
+    path: web::Path<(String, String)>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, AdminError> {
+    require_admin(&request, &state)?;
+    let (user, timer_id) = path.into_inner();
+    let user = user_id(user)?;
+    let unknown = || AdminError::UnknownTimer(timer_id.clone());
+    if crate::ids::check_id(&timer_id).is_err() || timer_id.contains('/') {
+        return Err(unknown());
+    }
+    // A timer claimed meanwhile changes its version: read and try again.
+    for _ in 0..3 {
+        let timer = state
+            .store
+            .timer(&timer_id)
+            .await?
+            .filter(|timer| timer.doc.line_user_id == user.as_str())
+            .ok_or_else(unknown)?;
+        if timer.doc.state != TimerState::Pending {
+            let state = timer.doc.state.as_str();
+            return Err(AdminError::Conflict {
+                message: format!("the timer is no longer pending: it is {state}"),
+                state,
+            });
+        }
+        if state
+            .store
+            .end_timer(&timer_id, timer.version, TimerState::Cancelled, "cancelled_by_operator")
+            .await?
+        {
+            tracing::info!(timer.id = %timer_id, user.id = %user, outcome = "cancelled", "timer cancelled by an operator");
+            return Ok(HttpResponse::Ok().json(serde_json::json!({ "timerId": timer_id, "state": "cancelled" })));
+        }
+    }
+    Err(AdminError::Conflict {
+        message: "the timer kept changing; try again".to_owned(),
+        state: "pending",
+    })
+}

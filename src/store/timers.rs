@@ -1,0 +1,466 @@
+//! Timers: scheduled steps, reminders and expiries, one document each.
+//!
+//! - `timers/{timerId}`: the id hashes scenario, node, user, run and kind, so
+//!   the commit that schedules a timer can be retried without making a second
+//!   one. A timer is written in the same atomic commit as the step that
+//!   schedules it.
+//! - A timer is due when `wakeAtMs` (its due time, then the end of a claim's
+//!   lease) has passed and it is still `pending`. Any instance claims a due
+//!   timer with an update-time precondition, so exactly one holds it; a crash
+//!   leaves the lease to run out and another instance claims it again.
+//! - Firing is one commit conditional on the timer as claimed (and on the
+//!   user's scenario marker as read), so a cancel, an answer or a new run that
+//!   lands first makes a late firing change nothing.
+//!
+//! The due query (`state == pending`, `wakeAtMs <= now`, ordered by `wakeAtMs`)
+//! needs the composite index in `firestore.indexes.json`.
+
+use super::docs::collections::{OPEN_QUESTIONS, SCENARIO_ANSWERS, SURVEY_RESPONSES, TIMERS, USERS};
+use super::lease::{Stored, Swept, swept};
+use super::questions::QuestionChange;
+use super::writes::{CommitOutcome, Expect, batch_write, code, expecting, merge, set};
+use super::{LedgerDoc, OpenQuestionDoc, Store, StoreError, Version, classify, later};
+use crate::ids::TimerKind;
+use firestore::FirestoreInstant;
+use gcloud_sdk::google::firestore::v1::{Document, Write};
+use serde::{Deserialize, Serialize};
+
+/// `timers/{timerId}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TimerDoc {
+    pub(crate) line_user_id: String,
+    pub(crate) scenario_id: String,
+    /// The scenario version of the run that scheduled it.
+    pub(crate) scenario_version: u32,
+    /// The user's pass through the scenario that scheduled it.
+    pub(crate) run: String,
+    /// The wait node (a step) or the question (a reminder, an expiry).
+    pub(crate) node_id: String,
+    pub(crate) kind: TimerKind,
+    /// When it is meant to fire.
+    #[serde(with = "firestore::serialize_as_timestamp")]
+    pub(crate) due_at: FirestoreInstant,
+    /// When an instance may take it: its due time, then the end of a claim's lease.
+    pub(crate) wake_at_ms: i64,
+    pub(crate) state: TimerState,
+    /// Why it ended (`sent`, `answered`, `unfollowed`, `superseded`, `late`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) outcome: Option<String>,
+    /// Reminders already sent (a reminder timer is re-armed after each).
+    #[serde(default)]
+    pub(crate) reminders: u32,
+    /// Claims so far.
+    #[serde(default)]
+    pub(crate) attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) lease_owner: Option<String>,
+    /// The ledger entry of the message its firing sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) ledger_id: Option<String>,
+    #[serde(with = "firestore::serialize_as_timestamp")]
+    pub(crate) scheduled_at: FirestoreInstant,
+    #[serde(
+        default,
+        with = "firestore::serialize_as_optional_timestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub(crate) ended_at: Option<FirestoreInstant>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum TimerState {
+    Pending,
+    /// Fired: its message was recorded for sending.
+    Done,
+    /// Found without a reason to fire (answered, unfollowed, superseded, late).
+    Skipped,
+    /// Stopped before it fired (an unfollow, an operator, an answer).
+    Cancelled,
+}
+
+impl TimerState {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            TimerState::Pending => "pending",
+            TimerState::Done => "done",
+            TimerState::Skipped => "skipped",
+            TimerState::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// What a timer's firing needs to know about the user, read in one round trip.
+#[derive(Debug, Clone)]
+pub(crate) struct TimerContext {
+    /// The user's marker of the timer's scenario, with its version.
+    pub(crate) marker: Option<(MarkerRun, Version)>,
+    /// `false` only when the user unfollowed last.
+    pub(crate) following: bool,
+    /// Whether the question (of a reminder or an expiry) has an answer.
+    pub(crate) answered: bool,
+    /// The user's open question, with its version.
+    pub(crate) open_question: Option<Stored<OpenQuestionDoc>>,
+}
+
+/// The run a marker names.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct MarkerRun {
+    #[serde(default)]
+    pub(crate) run: Option<String>,
+}
+
+/// How a timer ends, as its firing commit writes it.
+pub(crate) struct TimerEnd<'a> {
+    pub(crate) state: TimerState,
+    pub(crate) outcome: &'a str,
+    pub(crate) ledger_id: Option<&'a str>,
+    /// A reminder that goes on: its next due time and the reminders sent.
+    pub(crate) rearm: Option<(FirestoreInstant, u32)>,
+}
+
+/// The writes of one timer's firing, beside the timer's own change.
+#[derive(Default)]
+pub(crate) struct FiringWrites<'a> {
+    /// The marker id and its version as read: a start or an answer in between
+    /// makes the firing change nothing.
+    pub(crate) marker: Option<(&'a str, Version)>,
+    pub(crate) question: Option<QuestionChange>,
+    pub(crate) timers: &'a [(String, TimerDoc)],
+    pub(crate) action: Option<(&'a str, &'a LedgerDoc)>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TimerChange<'a> {
+    state: TimerState,
+    outcome: &'a str,
+    #[serde(with = "firestore::serialize_as_timestamp")]
+    ended_at: FirestoreInstant,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ledger_id: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Rearm<'a> {
+    #[serde(with = "firestore::serialize_as_timestamp")]
+    due_at: FirestoreInstant,
+    wake_at_ms: i64,
+    reminders: u32,
+    ledger_id: Option<&'a str>,
+    outcome: &'a str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Claim<'a> {
+    wake_at_ms: i64,
+    lease_owner: &'a str,
+    attempts: u32,
+}
+
+impl Store {
+    /// The write that schedules a timer (inside the commit of the step that
+    /// schedules it). A set, not a create: the same question asked again in the
+    /// same run re-arms its timer, and a firing holding the old one then finds
+    /// it changed.
+    pub(crate) fn timer_write(&self, id: &str, doc: &TimerDoc) -> Result<Write, StoreError> {
+        Ok(set(self.document_path(TIMERS, id), doc)?)
+    }
+
+    /// One timer with its version.
+    pub(crate) async fn timer(&self, id: &str) -> Result<Option<Stored<TimerDoc>>, StoreError> {
+        self.get_stored(TIMERS, id).await
+    }
+
+    /// Pending timers whose wake time has passed, earliest first, up to `limit`.
+    pub(crate) async fn due_timers(&self, limit: u32) -> Result<Vec<Swept<TimerDoc>>, StoreError> {
+        super::round_trips::count();
+        let now_ms = FirestoreInstant::now().as_millisecond();
+        let documents: Vec<Document> = self
+            .db
+            .fluent()
+            .select()
+            .from(TIMERS)
+            .filter(|q| {
+                q.for_all([
+                    q.field("state").eq(TimerState::Pending.as_str()),
+                    q.field("wakeAtMs").less_than_or_equal(now_ms),
+                ])
+            })
+            .order(|o| o.fields([o.field("wakeAtMs").ascending()]))
+            .limit(limit)
+            .query()
+            .await
+            .map_err(classify)?;
+        Ok(documents.into_iter().map(swept).collect())
+    }
+
+    /// Claims due timers for this instance, each conditional on the version it
+    /// was found at, in one `BatchWrite`: `Some(new version)` for each one won.
+    /// The claim pushes the wake time to the end of the lease, so a crashed
+    /// holder's timer is due again then.
+    pub(crate) async fn claim_timers(&self, timers: &[Stored<TimerDoc>]) -> Result<Vec<Option<Version>>, StoreError> {
+        if timers.is_empty() {
+            return Ok(Vec::new());
+        }
+        let wake = later(FirestoreInstant::now(), self.options.lease).as_millisecond();
+        let writes = timers
+            .iter()
+            .map(|timer| {
+                let claim = Claim {
+                    wake_at_ms: wake,
+                    lease_owner: &self.options.instance_id,
+                    attempts: timer.doc.attempts.saturating_add(1),
+                };
+                Ok(expecting(
+                    merge(self.document_path(TIMERS, &timer.id), &claim, Vec::new())?,
+                    Expect::At(timer.version),
+                ))
+            })
+            .collect::<Result<Vec<Write>, StoreError>>()?;
+        super::round_trips::count();
+        // A claim whose answer was lost is not taken: its lease runs out and the
+        // timer is due again then (never two holders).
+        let statuses = batch_write(&self.db, writes, self.options.request_timeout).await?;
+        Ok(statuses
+            .into_iter()
+            .map(|status| (status.code == code::OK).then_some(status.version).flatten())
+            .collect())
+    }
+
+    /// What the firing of `timer` must know, in one round trip: the scenario
+    /// marker (which run is current), whether the user follows, whether the
+    /// question has an answer (`answer_id`), and the user's open question.
+    pub(crate) async fn timer_context(
+        &self,
+        timer: &TimerDoc,
+        marker_id: &str,
+        answer_id: Option<&str>,
+    ) -> Result<TimerContext, StoreError> {
+        let mut paths = vec![
+            self.document_path(SCENARIO_ANSWERS, marker_id),
+            self.document_path(USERS, &timer.line_user_id),
+            self.document_path(OPEN_QUESTIONS, &timer.line_user_id),
+        ];
+        if let Some(answer_id) = answer_id {
+            paths.push(self.document_path(SURVEY_RESPONSES, answer_id));
+        }
+        let mut found = self.get_many(paths).await?.into_iter();
+        let marker = match found.next().flatten() {
+            Some(document) => {
+                let stored = Stored::<MarkerRun>::decode(document)?;
+                Some((stored.doc, stored.version))
+            }
+            None => None,
+        };
+        #[derive(Deserialize)]
+        struct Following {
+            #[serde(default)]
+            following: Option<bool>,
+        }
+        let following = match found.next().flatten() {
+            Some(document) => Stored::<Following>::decode(document)?.doc.following != Some(false),
+            None => true,
+        };
+        let open_question = found.next().flatten().map(Stored::decode).transpose()?;
+        let answered = found.next().flatten().is_some();
+        Ok(TimerContext {
+            marker,
+            following,
+            answered,
+            open_question,
+        })
+    }
+
+    /// The firing commit: the timer's end (or re-arm) conditional on the claim,
+    /// the marker conditional on the version read, the question change, the
+    /// timers it schedules and the ledger entry of what it sends.
+    pub(crate) async fn commit_firing(
+        &self,
+        id: &str,
+        claimed: Version,
+        end: &TimerEnd<'_>,
+        firing: &FiringWrites<'_>,
+    ) -> CommitOutcome {
+        match self.firing_writes(id, claimed, end, firing) {
+            Ok(writes) => self.commit(writes).await,
+            Err(error) => CommitOutcome::Failed(error),
+        }
+    }
+
+    fn firing_writes(
+        &self,
+        id: &str,
+        claimed: Version,
+        end: &TimerEnd<'_>,
+        firing: &FiringWrites<'_>,
+    ) -> Result<Vec<Write>, StoreError> {
+        let mut writes = vec![self.timer_end_write(id, claimed, end)?];
+        if let Some((marker_id, read)) = firing.marker {
+            #[derive(Serialize)]
+            #[serde(rename_all = "camelCase")]
+            struct Touched {
+                last_timer_id: String,
+            }
+            let touched = Touched {
+                last_timer_id: id.to_owned(),
+            };
+            writes.push(expecting(
+                merge(self.document_path(SCENARIO_ANSWERS, marker_id), &touched, Vec::new())?,
+                Expect::At(read),
+            ));
+        }
+        if let Some(change) = &firing.question {
+            writes.push(self.question_write(change)?);
+        }
+        for (timer_id, doc) in firing.timers {
+            writes.push(self.timer_write(timer_id, doc)?);
+        }
+        if let Some((ledger_id, entry)) = firing.action {
+            writes.push(self.ledger_create_write(ledger_id, entry)?);
+        }
+        Ok(writes)
+    }
+
+    fn timer_end_write(&self, id: &str, claimed: Version, end: &TimerEnd<'_>) -> Result<Write, StoreError> {
+        let path = self.document_path(TIMERS, id);
+        let write = match end.rearm {
+            Some((due_at, reminders)) => merge(
+                path,
+                &Rearm {
+                    due_at,
+                    wake_at_ms: due_at.as_millisecond(),
+                    reminders,
+                    ledger_id: end.ledger_id,
+                    outcome: end.outcome,
+                },
+                Vec::new(),
+            )?,
+            None => merge(
+                path,
+                &TimerChange {
+                    state: end.state,
+                    outcome: end.outcome,
+                    ended_at: FirestoreInstant::now(),
+                    ledger_id: end.ledger_id,
+                },
+                Vec::new(),
+            )?,
+        };
+        Ok(expecting(write, Expect::At(claimed)))
+    }
+
+    /// Cancels a timer read at `version`, inside another commit.
+    pub(crate) fn timer_cancel_write(&self, id: &str, version: Version, outcome: &str) -> Result<Write, StoreError> {
+        let end = TimerEnd {
+            state: TimerState::Cancelled,
+            outcome,
+            ledger_id: None,
+            rearm: None,
+        };
+        self.timer_end_write(id, version, &end)
+    }
+
+    /// Timers by id, each with its version (`None` when absent), in one round trip.
+    pub(crate) async fn timers(&self, ids: &[String]) -> Result<Vec<Option<Stored<TimerDoc>>>, StoreError> {
+        let paths = ids.iter().map(|id| self.document_path(TIMERS, id)).collect();
+        self.get_many(paths)
+            .await?
+            .into_iter()
+            .map(|found| found.map(Stored::decode).transpose())
+            .collect()
+    }
+
+    /// Ends a timer at `version` without sending anything (skipped or
+    /// cancelled). `Ok(false)` when it had moved on.
+    pub(crate) async fn end_timer(
+        &self,
+        id: &str,
+        version: Version,
+        state: TimerState,
+        outcome: &str,
+    ) -> Result<bool, StoreError> {
+        let end = TimerEnd {
+            state,
+            outcome,
+            ledger_id: None,
+            rearm: None,
+        };
+        let write = self.timer_end_write(id, version, &end)?;
+        Ok(self.commit(vec![write]).await.first_version()?.is_some())
+    }
+
+    /// The user's timers, pending first then the most recent, at most `limit`.
+    pub(crate) async fn user_timers(&self, user: &str, limit: u32) -> Result<Vec<Stored<TimerDoc>>, StoreError> {
+        super::round_trips::count();
+        let documents: Vec<Document> = self
+            .db
+            .fluent()
+            .select()
+            .from(TIMERS)
+            .filter(|q| q.for_all([q.field("lineUserId").eq(user)]))
+            .limit(limit)
+            .query()
+            .await
+            .map_err(classify)?;
+        let mut timers = documents
+            .into_iter()
+            .map(Stored::decode)
+            .collect::<Result<Vec<Stored<TimerDoc>>, StoreError>>()?;
+        timers.sort_by_key(|timer| {
+            (
+                timer.doc.state != TimerState::Pending,
+                timer.doc.due_at.as_millisecond(),
+            )
+        });
+        Ok(timers)
+    }
+
+    /// Cancels every pending timer of `user` (an unfollow), each conditional on
+    /// the version read; one that changed meanwhile is read and cancelled again.
+    /// Returns how many were cancelled.
+    pub(crate) async fn cancel_user_timers(&self, user: &str, outcome: &str) -> Result<usize, StoreError> {
+        let mut cancelled = 0;
+        for _ in 0..3 {
+            let pending: Vec<Stored<TimerDoc>> = self
+                .user_timers(user, 500)
+                .await?
+                .into_iter()
+                .filter(|timer| timer.doc.state == TimerState::Pending)
+                .collect();
+            if pending.is_empty() {
+                return Ok(cancelled);
+            }
+            let end = TimerEnd {
+                state: TimerState::Cancelled,
+                outcome,
+                ledger_id: None,
+                rearm: None,
+            };
+            let writes = pending
+                .iter()
+                .map(|timer| self.timer_end_write(&timer.id, timer.version, &end))
+                .collect::<Result<Vec<Write>, StoreError>>()?;
+            super::round_trips::count();
+            let statuses = batch_write(&self.db, writes, self.options.request_timeout).await?;
+            let missed = statuses.iter().filter(|status| status.code != code::OK).count();
+            cancelled += statuses.len() - missed;
+            if missed == 0 {
+                return Ok(cancelled);
+            }
+        }
+        Err(StoreError::Unavailable(
+            "the user's timers kept changing while being cancelled".into(),
+        ))
+    }
+}
+
+/// Whether `commit` definitely did not land and the timer is still held (a
+/// conflict elsewhere), as opposed to the timer itself having moved on.
+pub(crate) fn still_held(found: Option<&Stored<TimerDoc>>, claimed: Version) -> bool {
+    found.is_some_and(|timer| timer.version == claimed && timer.doc.state == TimerState::Pending)
+}

@@ -1,0 +1,94 @@
+//! `users/{lineUserId}`: whether the user follows the account. Follow and
+//! unfollow events can arrive late or twice; the event time decides, so the
+//! newest of them wins whatever order they are processed in.
+
+use super::docs::collections::USERS;
+use super::writes::{CommitOutcome, Expect, expecting, merge};
+use super::{Store, StoreError};
+use firestore::FirestoreInstant;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Relationship {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    following: Option<bool>,
+    #[serde(
+        default,
+        with = "firestore::serialize_as_optional_timestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
+    followed_at: Option<FirestoreInstant>,
+    #[serde(
+        default,
+        with = "firestore::serialize_as_optional_timestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
+    unfollowed_at: Option<FirestoreInstant>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RelationshipWrite<'a> {
+    line_user_id: &'a str,
+    following: bool,
+    #[serde(
+        with = "firestore::serialize_as_optional_timestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
+    followed_at: Option<FirestoreInstant>,
+    #[serde(
+        with = "firestore::serialize_as_optional_timestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
+    unfollowed_at: Option<FirestoreInstant>,
+}
+
+/// Rounds of read and conditional write before giving up for this attempt.
+const ROUNDS: usize = 4;
+
+impl Store {
+    /// Records a follow (`following`) or an unfollow at `event_ms`, unless a
+    /// newer event of the same kind is recorded already. `following` changes
+    /// only when this event is newer than the last one of the other kind.
+    pub(crate) async fn record_following(&self, user: &str, following: bool, event_ms: i64) -> Result<(), StoreError> {
+        let at = FirestoreInstant::from_millisecond(event_ms)
+            .map_err(|_| StoreError::Unavailable("the event time is out of range".into()))?;
+        for _ in 0..ROUNDS {
+            let read = self.get_stored::<Relationship>(USERS, user).await?;
+            let (current, version) = match read {
+                Some(stored) => (stored.doc, Some(stored.version)),
+                None => (Relationship::default(), None),
+            };
+            let (same, other) = if following {
+                (current.followed_at, current.unfollowed_at)
+            } else {
+                (current.unfollowed_at, current.followed_at)
+            };
+            if same.is_some_and(|recorded| recorded.as_millisecond() >= event_ms) {
+                return Ok(());
+            }
+            let newest = other.is_none_or(|other| event_ms > other.as_millisecond());
+            let write = RelationshipWrite {
+                line_user_id: user,
+                following: if newest {
+                    following
+                } else {
+                    current.following.unwrap_or(!following)
+                },
+                followed_at: if following { Some(at) } else { None },
+                unfollowed_at: if following { None } else { Some(at) },
+            };
+            let expect = version.map_or(Expect::Absent, Expect::At);
+            let write = expecting(merge(self.document_path(USERS, user), &write, Vec::new())?, expect);
+            match self.commit(vec![write]).await {
+                CommitOutcome::Committed(_) => return Ok(()),
+                // Changed meanwhile (an answer's tags, another event), or the
+                // outcome is unknown: read again; the write is idempotent.
+                CommitOutcome::Changed | CommitOutcome::AlreadyExists | CommitOutcome::Unknown(_) => {}
+                CommitOutcome::Failed(error) => return Err(error),
+            }
+        }
+        Err(StoreError::Unavailable("the user's record kept changing".into()))
+    }
+}

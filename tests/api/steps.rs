@@ -1,0 +1,660 @@
+//! Step delivery: waits, reminders and expiry as Firestore timers that fire
+//! once, follow and unfollow, the operators' view of a user's timers, and
+//! timers shared by several instances. Scenarios: tests/fixtures/steps.
+
+use crate::helpers::events::{self, envelope, follow, postback, text};
+use crate::helpers::firestore_rest::{FirestoreRest, document_id, string_field};
+use crate::helpers::line_stand_in::{Call, LineStandIn};
+use crate::helpers::process::ServiceProcess;
+use crate::helpers::{TestApp, TestOptions, emulator_host, new_project_id, spawn_app_with, wait_until};
+use line_survey::config::Config;
+use line_survey::ids::{LineUserId, NodeId, RunId, ScenarioId, TimerKind, scenario_marker_id, timer_id};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+fn steps_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/steps")
+}
+
+fn step_scenarios(config: &mut Config) {
+    config.scenarios_dir = steps_dir();
+}
+
+async fn app() -> TestApp {
+    spawn_app_with(TestOptions {
+        adjust: step_scenarios,
+        ..TestOptions::default()
+    })
+    .await
+}
+
+/// Accepted pushes to `user` carrying `text`.
+fn pushes_with(line: &LineStandIn, user: &str, text: &str) -> Vec<Call> {
+    line.accepted()
+        .into_iter()
+        .filter(|call| call.to() == Some(user) && call.texts().iter().any(|t| t == text))
+        .collect()
+}
+
+/// Everything accepted for `user` (replies are matched by their texts' order
+/// only, so this is pushes), as texts in order.
+fn pushed_texts(line: &LineStandIn, user: &str) -> Vec<String> {
+    line.accepted()
+        .into_iter()
+        .filter(|call| call.to() == Some(user))
+        .flat_map(|call| call.texts())
+        .collect()
+}
+
+/// The user's timers as stored: (kind, node, state, outcome).
+async fn timers_of(firestore: &FirestoreRest, user: &str) -> Vec<(String, String, String, String)> {
+    let mut found: Vec<_> = firestore
+        .list("timers")
+        .await
+        .into_iter()
+        .filter(|timer| string_field(timer, "lineUserId").as_deref() == Some(user))
+        .map(|timer| {
+            (
+                string_field(&timer, "kind").unwrap_or_default(),
+                string_field(&timer, "nodeId").unwrap_or_default(),
+                string_field(&timer, "state").unwrap_or_default(),
+                string_field(&timer, "outcome").unwrap_or_default(),
+            )
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+async fn wait_for_timers(
+    firestore: &FirestoreRest,
+    user: &str,
+    limit: Duration,
+    done: impl Fn(&[(String, String, String, String)]) -> bool,
+) -> Vec<(String, String, String, String)> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let timers = timers_of(firestore, user).await;
+        if done(&timers) {
+            return timers;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timers of {user} after {limit:?}: {timers:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn timer(kind: &str, node: &str, state: &str, outcome: &str) -> (String, String, String, String) {
+    (kind.to_owned(), node.to_owned(), state.to_owned(), outcome.to_owned())
+}
+
+#[tokio::test]
+async fn a_three_step_sequence_arrives_in_order_at_its_times() {
+    let app = app().await;
+    let user = events::new_user();
+    let started = Instant::now();
+    app.deliver(&text(&user, "steps")).await;
+    assert_eq!(app.line.accepted_with_text("Step 1"), 1, "the first step is the reply");
+
+    wait_until(Duration::from_secs(30), || {
+        pushes_with(&app.line, &user, "Step 3").len() == 1
+    })
+    .await;
+    assert_eq!(
+        pushed_texts(&app.line, &user),
+        ["Step 2", "Step 3"],
+        "in order, once each"
+    );
+    let second = pushes_with(&app.line, &user, "Step 2")[0].answered_at();
+    let third = pushes_with(&app.line, &user, "Step 3")[0].answered_at();
+    // Each wait is 2 s from the commit that scheduled it, which comes before its
+    // own message is sent: never early.
+    assert!(
+        second.duration_since(started) >= Duration::from_secs(2),
+        "{:?}",
+        second - started
+    );
+    assert!(
+        third.duration_since(started) >= Duration::from_secs(4),
+        "{:?}",
+        third - started
+    );
+    let timers = wait_for_timers(&app.firestore, &user, Duration::from_secs(10), |timers| {
+        timers.iter().all(|t| t.2 == "done")
+    })
+    .await;
+    assert_eq!(
+        timers,
+        [
+            timer("step", "wait1", "done", "sent"),
+            timer("step", "wait2", "done", "sent")
+        ]
+    );
+    // The pushes carry retry keys; nothing was sent twice.
+    assert!(app.line.calls().iter().all(|call| call.is_accepted()));
+}
+
+#[tokio::test]
+async fn a_reminder_reaches_who_did_not_answer_and_expiry_closes_the_question() {
+    let app = app().await;
+    let (answering, silent) = (events::new_user(), events::new_user());
+    app.post_webhook(&envelope(vec![text(&answering, "remind"), text(&silent, "remind")]))
+        .await;
+    app.settled().await;
+    // Tapped from the button as sent, so the answer names the run it was asked in.
+    let answer = button_data(&app, &answering).await;
+    app.deliver(&postback(&answering, &answer)).await;
+    assert_eq!(app.line.accepted_with_text("Thanks!"), 1);
+
+    // The silent user gets the reminder, the question again, then the expiry.
+    wait_until(Duration::from_secs(30), || {
+        pushes_with(&app.line, &silent, "This question is closed.").len() == 1
+    })
+    .await;
+    assert_eq!(
+        pushed_texts(&app.line, &silent),
+        ["Reminder: one tap answers it.", "This question is closed."],
+        "one reminder (with the buttons again), then the expiry message"
+    );
+    assert!(
+        pushed_texts(&app.line, &answering).is_empty(),
+        "no reminder, no expiry for who answered"
+    );
+
+    let answered = wait_for_timers(&app.firestore, &answering, Duration::from_secs(5), |timers| {
+        timers.iter().all(|t| t.2 != "pending")
+    })
+    .await;
+    assert_eq!(
+        answered,
+        [
+            timer("expire", "ask", "cancelled", "answered"),
+            timer("remind", "ask", "cancelled", "answered")
+        ]
+    );
+    let silent_timers = wait_for_timers(&app.firestore, &silent, Duration::from_secs(5), |timers| {
+        timers.iter().all(|t| t.2 != "pending")
+    })
+    .await;
+    assert_eq!(
+        silent_timers,
+        [
+            timer("expire", "ask", "done", "expired"),
+            timer("remind", "ask", "done", "reminded")
+        ]
+    );
+
+    // A tap on the expired question's button records nothing and sends nothing.
+    let late = button_data(&app, &silent).await;
+    app.deliver(&postback(&silent, &late)).await;
+    let answers: Vec<Value> = app.firestore.list("survey_responses").await;
+    let users: Vec<String> = answers
+        .iter()
+        .filter_map(|answer| string_field(answer, "lineUserId"))
+        .collect();
+    assert_eq!(users, std::slice::from_ref(&answering), "only the answer given in time");
+    assert_eq!(app.line.accepted_with_text("Thanks!"), 1);
+}
+
+/// The data of the first button of the "Coming back?" question sent to `user`
+/// (as a reply: matched by the reply token LINE gave the user's event).
+async fn button_data(app: &TestApp, user: &str) -> String {
+    let markers = app.firestore.list("scenario_answers").await;
+    let run = markers
+        .iter()
+        .find(|marker| string_field(marker, "lineUserId").as_deref() == Some(user))
+        .and_then(|marker| string_field(marker, "run"))
+        .expect("the start recorded its run");
+    app.line
+        .accepted()
+        .into_iter()
+        .flat_map(|call| call.messages())
+        .filter_map(|message| message["template"]["actions"][0]["data"].as_str().map(str::to_owned))
+        .find(|data| data.contains(&format!("r={run}")))
+        .expect("the question's button names the run")
+}
+
+#[tokio::test]
+async fn a_typed_question_expires_and_a_late_text_is_not_its_answer() {
+    let app = app().await;
+    let user = events::new_user();
+    app.deliver(&text(&user, "nickname")).await;
+    wait_until(Duration::from_secs(20), || {
+        pushes_with(&app.line, &user, "Too late for a nickname.").len() == 1
+    })
+    .await;
+    assert!(
+        app.firestore.get("open_questions", &user).await.is_none(),
+        "expiry closed it"
+    );
+    app.deliver(&text(&user, "Taro")).await;
+    assert_eq!(app.firestore.count("survey_responses").await, 0);
+    assert_eq!(app.line.accepted_with_text("Nice name!"), 0);
+}
+
+#[tokio::test]
+async fn unfollow_cancels_the_users_steps_and_follow_is_tracked() {
+    let app = app().await;
+    let user = events::new_user();
+    app.deliver(&follow(&user)).await;
+    let followed = app.firestore.get("users", &user).await.expect("the follow is recorded");
+    assert_eq!(followed["fields"]["following"]["booleanValue"], json!(true));
+    assert!(followed["fields"]["followedAt"]["timestampValue"].is_string());
+
+    app.deliver(&text(&user, "steps")).await;
+    let unfollow = events::unfollow(&user);
+    app.deliver(&unfollow).await;
+    let user_doc = app.firestore.get("users", &user).await.unwrap();
+    assert_eq!(user_doc["fields"]["following"]["booleanValue"], json!(false));
+    assert!(user_doc["fields"]["unfollowedAt"]["timestampValue"].is_string());
+    let timers = timers_of(&app.firestore, &user).await;
+    assert_eq!(timers, [timer("step", "wait1", "cancelled", "unfollowed")]);
+
+    // Past the time the step was due: nothing was pushed.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(pushed_texts(&app.line, &user).is_empty());
+
+    // An older follow delivered late does not undo the unfollow.
+    let stale = events::with_timestamp(&follow(&user), events::now_ms() - 60_000);
+    app.deliver(&stale).await;
+    let user_doc = app.firestore.get("users", &user).await.unwrap();
+    assert_eq!(user_doc["fields"]["following"]["booleanValue"], json!(false));
+    // A newer one does.
+    app.deliver(&follow(&user)).await;
+    let user_doc = app.firestore.get("users", &user).await.unwrap();
+    assert_eq!(user_doc["fields"]["following"]["booleanValue"], json!(true));
+}
+
+#[tokio::test]
+async fn a_step_found_seven_hours_late_is_skipped_and_recorded() {
+    let app = app().await;
+    let user = events::new_user();
+    app.deliver(&text(&user, "slow")).await;
+    let timers = app.firestore.list("timers").await;
+    let id = timers.iter().map(document_id).next().expect("the step is scheduled");
+    let now = events::now_ms();
+    let seven_hours_ago = chrono::DateTime::from_timestamp_millis(now - 7 * 3600 * 1000)
+        .unwrap()
+        .to_rfc3339();
+    app.firestore
+        .patch(
+            "timers",
+            &id,
+            &[
+                ("dueAt", json!({ "timestampValue": seven_hours_ago })),
+                ("wakeAtMs", json!({ "integerValue": now.to_string() })),
+            ],
+        )
+        .await;
+    let timers = wait_for_timers(&app.firestore, &user, Duration::from_secs(10), |timers| {
+        timers.iter().all(|t| t.2 != "pending")
+    })
+    .await;
+    assert_eq!(timers, [timer("step", "hour", "skipped", "late")]);
+    assert!(pushed_texts(&app.line, &user).is_empty(), "not sent late");
+}
+
+#[tokio::test]
+async fn operators_list_and_cancel_a_users_timers() {
+    let app = app().await;
+    let user = events::new_user();
+    app.deliver(&text(&user, "slow")).await;
+    let listed: Value = app
+        .get_admin(&format!("/admin/users/{user}/timers"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let timers = listed["timers"].as_array().unwrap();
+    assert_eq!(timers.len(), 1, "{listed}");
+    assert_eq!(timers[0]["kind"], "step");
+    assert_eq!(timers[0]["nodeId"], "hour");
+    assert_eq!(timers[0]["state"], "pending");
+    let id = timers[0]["timerId"].as_str().unwrap().to_owned();
+
+    let cancel = |path: String| {
+        let app = &app;
+        async move {
+            app.http
+                .delete(format!("{}{path}", app.address))
+                .bearer_auth(crate::helpers::ADMIN_TOKEN)
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let response = cancel(format!("/admin/users/{user}/timers/{id}")).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.json::<Value>().await.unwrap()["state"], "cancelled");
+    let listed: Value = app
+        .get_admin(&format!("/admin/users/{user}/timers"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["timers"], json!([]));
+    let all: Value = app
+        .get_admin(&format!("/admin/users/{user}/timers?all=true"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(all["timers"][0]["state"], "cancelled");
+
+    let again = cancel(format!("/admin/users/{user}/timers/{id}")).await;
+    assert_eq!(again.status(), 409);
+    assert_eq!(again.json::<Value>().await.unwrap()["state"], "cancelled");
+    let other_user = events::new_user();
+    assert_eq!(
+        cancel(format!("/admin/users/{other_user}/timers/{id}")).await.status(),
+        404
+    );
+    assert_eq!(cancel(format!("/admin/users/{user}/timers/nope")).await.status(), 404);
+    let too_long = "U".repeat(101);
+    assert_eq!(
+        app.get_admin(&format!("/admin/users/{too_long}/timers")).await.status(),
+        400
+    );
+    let unauthorized = app
+        .http
+        .get(format!("{}/admin/users/{user}/timers", app.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthorized.status(), 401);
+}
+
+/// A due "slow" step for each of `users`, as the start would have scheduled it,
+/// with the marker naming its run.
+async fn seed_due_steps(firestore: &FirestoreRest, users: &[String]) {
+    let scenario = ScenarioId::parse("slow").unwrap();
+    let node = NodeId::parse("hour").unwrap();
+    let now = events::now_ms();
+    let due = chrono::DateTime::from_timestamp_millis(now).unwrap().to_rfc3339();
+    let mut documents = Vec::new();
+    for user in users {
+        let line_user = LineUserId::parse(user.clone()).unwrap();
+        let run = RunId::begun_by(&format!("seed-{user}"));
+        let id = timer_id(&scenario, &node, &line_user, &run, TimerKind::Step);
+        let string = |value: &str| json!({ "stringValue": value });
+        documents.push((
+            "timers".to_owned(),
+            id,
+            json!({
+                "lineUserId": string(user),
+                "scenarioId": string("slow"),
+                "scenarioVersion": { "integerValue": "1" },
+                "run": string(run.as_str()),
+                "nodeId": string("hour"),
+                "kind": string("step"),
+                "dueAt": { "timestampValue": due },
+                "wakeAtMs": { "integerValue": now.to_string() },
+                "state": string("pending"),
+                "reminders": { "integerValue": "0" },
+                "attempts": { "integerValue": "0" },
+                "scheduledAt": { "timestampValue": due },
+            }),
+        ));
+        documents.push((
+            "scenario_answers".to_owned(),
+            scenario_marker_id(&scenario, &line_user),
+            json!({
+                "scenarioId": string("slow"),
+                "lineUserId": string(user),
+                "run": string(run.as_str()),
+            }),
+        ));
+    }
+    firestore.write_all(&documents).await;
+}
+
+/// Accepted "An hour later" pushes per user.
+fn hour_later_per_user(line: &LineStandIn) -> HashMap<String, usize> {
+    let mut per_user = HashMap::new();
+    for call in line.accepted() {
+        if call.texts().iter().any(|text| text == "An hour later")
+            && let Some(to) = call.to()
+        {
+            *per_user.entry(to.to_owned()).or_default() += 1;
+        }
+    }
+    per_user
+}
+
+#[tokio::test]
+async fn three_instances_sharing_5000_due_timers_fire_each_once() {
+    const USERS: usize = 5000;
+    let first = app().await;
+    let beside = || TestOptions {
+        adjust: step_scenarios,
+        ..first.beside()
+    };
+    let _second = spawn_app_with(beside()).await;
+    let _third = spawn_app_with(beside()).await;
+    let users: Vec<String> = (0..USERS).map(|_| events::new_user()).collect();
+    seed_due_steps(&first.firestore, &users).await;
+
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let sent: usize = hour_later_per_user(&first.line).values().sum();
+        if sent >= USERS {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{sent} of {USERS} sent");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    first.settled().await;
+    let per_user = hour_later_per_user(&first.line);
+    assert_eq!(per_user.len(), USERS);
+    assert!(per_user.values().all(|&count| count == 1), "someone got it twice");
+    let timers = first.firestore.list("timers").await;
+    let done = timers
+        .iter()
+        .filter(|timer| string_field(timer, "state").as_deref() == Some("done"))
+        .count();
+    assert_eq!(done, USERS, "every timer ended as fired");
+    // No push was even attempted twice (a retry key repeated would show as 409).
+    assert_eq!(first.line.calls().len(), USERS);
+}
+
+#[tokio::test]
+async fn three_instances_killed_between_claim_and_send_fire_each_timer_once() {
+    const USERS: usize = 30;
+    let project = new_project_id();
+    let line = LineStandIn::start().await;
+    // LINE answers slowly: when the process dies some timers are claimed and
+    // not committed, some committed and being pushed.
+    line.set_latency(Duration::from_millis(1500));
+    let firestore = FirestoreRest::new(&emulator_host(), &project);
+    let users: Vec<String> = (0..USERS).map(|_| events::new_user()).collect();
+    let dir = steps_dir().display().to_string();
+    let settings = [
+        ("SCENARIOS_DIR", dir.as_str()),
+        ("LEASE_MS", "8000"),
+        ("LINE_TIMEOUT_MS", "5000"),
+        ("WORKER_COUNT", "8"),
+    ];
+    let mut first = ServiceProcess::start(&project, &line.uri(), &settings).await;
+    seed_due_steps(&firestore, &users).await;
+    // Killed once the first push reached LINE.
+    wait_until(Duration::from_secs(30), || !line.calls().is_empty()).await;
+    first.kill();
+    let claimed = firestore
+        .list("timers")
+        .await
+        .iter()
+        .filter(|timer| timer["fields"]["attempts"]["integerValue"] != json!("0"))
+        .count();
+    let _restarted = ServiceProcess::start(&project, &line.uri(), &settings).await;
+
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let sent: usize = hour_later_per_user(&line).values().sum();
+        if sent >= USERS {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{sent} of {USERS} sent; log: {}",
+            first.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    firestore.settled(Duration::from_secs(30)).await;
+    let per_user = hour_later_per_user(&line);
+    assert_eq!(per_user.len(), USERS);
+    assert!(per_user.values().all(|&count| count == 1), "{per_user:?}");
+    let done = firestore.in_state("timers", "done").await.len();
+    assert_eq!(done, USERS);
+    println!("{claimed} timers were claimed when the process was killed");
+}
+
+/// A one-question scenario whose texts name `version`, with a reminder after
+/// `remind_after`.
+fn deploy_scenario(version: u32, remind_after: &str) -> String {
+    format!(
+        r#"
+id = "deploy"
+version = {version}
+
+[[nodes]]
+id = "go"
+kind = "trigger"
+on = "text"
+keywords = ["deploy"]
+next = "ask"
+
+[[nodes]]
+id = "ask"
+kind = "survey"
+text = "V{version} question?"
+choices = [{{ label = "A", value = "a", next = "thanks" }}, {{ label = "B", value = "b", next = "thanks" }}]
+remind_after = "{remind_after}"
+remind_text = "V{version} reminder"
+
+[[nodes]]
+id = "thanks"
+kind = "end"
+text = "V{version} thanks"
+"#
+    )
+}
+
+fn scenario_dir(files: &[(&str, String)]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("scenarios-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    dir
+}
+
+/// The data of the first button sent to `user` whose message says `question`.
+fn first_button(line: &LineStandIn, question: &str, run: &str) -> String {
+    line.accepted()
+        .into_iter()
+        .flat_map(|call| call.messages())
+        .filter(|message| message["template"]["text"] == question)
+        .filter_map(|message| message["template"]["actions"][0]["data"].as_str().map(str::to_owned))
+        .find(|data| data.contains(&format!("r={run}")))
+        .unwrap_or_else(|| panic!("no {question:?} button of run {run}"))
+}
+
+async fn run_of(firestore: &FirestoreRest, user: &str) -> String {
+    firestore
+        .list("scenario_answers")
+        .await
+        .iter()
+        .find(|marker| string_field(marker, "lineUserId").as_deref() == Some(user))
+        .and_then(|marker| string_field(marker, "run"))
+        .expect("the start recorded its run")
+}
+
+#[tokio::test]
+async fn a_run_started_on_v1_finishes_on_v1_after_v2_is_deployed() {
+    use crate::helpers::storm::post_event;
+    let project = new_project_id();
+    let line = LineStandIn::start().await;
+    let firestore = FirestoreRest::new(&emulator_host(), &project);
+    let client = reqwest::Client::new();
+    let (midway, newcomer) = (events::new_user(), events::new_user());
+
+    let v1 = scenario_dir(&[("deploy.toml", deploy_scenario(1, "4s"))]);
+    let v1_dir = v1.display().to_string();
+    let mut old = ServiceProcess::start(&project, &line.uri(), &[("SCENARIOS_DIR", v1_dir.as_str())]).await;
+    assert_eq!(
+        post_event(&client, &old.address, &text(&midway, "deploy"))
+            .await
+            .unwrap(),
+        200
+    );
+    firestore.settled(Duration::from_secs(20)).await;
+    old.terminate();
+    old.wait_exit(Duration::from_secs(20)).await.expect("v1 stops");
+
+    // v2 replaces the file; the directory holds only the newest version.
+    let v2 = scenario_dir(&[("deploy.toml", deploy_scenario(2, "4s"))]);
+    let v2_dir = v2.display().to_string();
+    let new = ServiceProcess::start(&project, &line.uri(), &[("SCENARIOS_DIR", v2_dir.as_str())]).await;
+    assert_eq!(
+        post_event(&client, &new.address, &text(&newcomer, "deploy"))
+            .await
+            .unwrap(),
+        200
+    );
+    firestore.settled(Duration::from_secs(20)).await;
+
+    // The v1 user's reminder, fired by the v2 process, is v1's.
+    wait_until(Duration::from_secs(30), || {
+        pushes_with(&line, &midway, "V1 reminder").len() == 1
+    })
+    .await;
+    assert!(pushes_with(&line, &midway, "V2 reminder").is_empty());
+    // Their tap on the v1 button records v1 and gets v1's follow-up.
+    let midway_run = run_of(&firestore, &midway).await;
+    let tap = first_button(&line, "V1 question?", &midway_run);
+    assert_eq!(
+        post_event(&client, &new.address, &postback(&midway, &tap))
+            .await
+            .unwrap(),
+        200
+    );
+    // The newcomer runs v2.
+    let newcomer_run = run_of(&firestore, &newcomer).await;
+    let tap = first_button(&line, "V2 question?", &newcomer_run);
+    assert_eq!(
+        post_event(&client, &new.address, &postback(&newcomer, &tap))
+            .await
+            .unwrap(),
+        200
+    );
+    firestore.settled(Duration::from_secs(20)).await;
+
+    let versions: HashMap<String, String> = firestore
+        .list("survey_responses")
+        .await
+        .iter()
+        .map(|answer| {
+            (
+                string_field(answer, "lineUserId").unwrap_or_default(),
+                answer["fields"]["scenarioVersion"]["integerValue"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(versions.get(&midway).map(String::as_str), Some("1"), "{versions:?}");
+    assert_eq!(versions.get(&newcomer).map(String::as_str), Some("2"), "{versions:?}");
+    assert_eq!(line.accepted_with_text("V1 thanks"), 1);
+    assert_eq!(line.accepted_with_text("V2 thanks"), 1);
+    let timers = timers_of(&firestore, &midway).await;
+    assert_eq!(timers, [timer("remind", "ask", "done", "reminded")]);
+    assert!(new.log_text().contains("an older scenario version was loaded"));
+    std::fs::remove_dir_all(v1).ok();
+    std::fs::remove_dir_all(v2).ok();
+}
