@@ -8,6 +8,8 @@
 # per second (default 400, 16 in flight at most), a table per 30-second window
 # and three PASS/FAIL checks (p99 drift, no 5xx, RSS growth); exit status 1 if
 # one fails. Example: ./scripts/bench.sh --soak 600 --rate 300
+# --timers N seeds N step timers due at once and reports how fast one instance
+# fires them (beside raw emulator creates/s), its memory and round trips.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/emulator.sh

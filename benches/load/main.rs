@@ -17,6 +17,10 @@
 //! requests per second (default 400, 16 in flight at most), reported per
 //! 30-second window with three PASS/FAIL checks (p99 drift, no 5xx, RSS growth);
 //! it exits with 1 when a check fails. No raw-capacity or storm levels run.
+//!
+//! `--timers N` seeds N step timers due in the same second and reports the time
+//! until all are pushed beside the raw creates per second of the same run, the
+//! peak memory above idle and the Firestore round trips per timer (`timers.rs`).
 
 mod catalogue;
 mod driver;
@@ -25,6 +29,7 @@ mod raw;
 mod service;
 mod soak;
 mod stand_in;
+mod timers;
 
 use driver::{ms, quantile, send_all};
 use firestore::{FirestoreDb, FirestoreDbOptions};
@@ -47,9 +52,11 @@ struct Args {
     soak: Option<Duration>,
     /// `--rate N`: the soak's requests per second.
     rate: u32,
+    /// `--timers N`: fire N timers due at once instead of the levels.
+    timers: Option<usize>,
 }
 
-const USAGE: &str = "use --users N --in-flight 32,64 --set NAME=VALUE, or --soak [SECONDS] --rate N";
+const USAGE: &str = "use --users N --in-flight 32,64 --set NAME=VALUE, or --soak [SECONDS] --rate N, or --timers N";
 
 fn args() -> Args {
     let mut args = Args {
@@ -58,6 +65,7 @@ fn args() -> Args {
         settings: Vec::new(),
         soak: None,
         rate: soak::DEFAULT_RATE,
+        timers: None,
     };
     let mut raw = std::env::args().skip(1).peekable();
     while let Some(arg) = raw.next() {
@@ -86,6 +94,10 @@ fn args() -> Args {
                     .and_then(|n| n.parse().ok())
                     .filter(|&n| n > 0)
                     .expect("--rate N (requests per second, above 0)")
+            }
+            "--timers" => {
+                let count = raw.next().and_then(|n| n.parse().ok()).filter(|&n: &usize| n > 0);
+                args.timers = Some(count.expect("--timers N (above 0)"));
             }
             // `cargo bench` passes `--bench` to every benchmark.
             "--bench" => {}
@@ -324,6 +336,7 @@ async fn check_effects(emulator: &str, project: &str, stand_in: &StandIn, users:
         follow_ups: 1,
         news: 0,
         cards: 0,
+        steps: 0,
     };
     let (mut duplicated, mut missing) = (0, 0);
     for user in users {
@@ -452,6 +465,10 @@ async fn main() -> ExitCode {
     // soak too, or its first window would be measured on a cold emulator).
     let warm = raw::creates(&emulator, 64, 3 * RAW_CREATES).await;
     println!("warm-up: {:.0} creates/s (not reported)", warm.per_second);
+    if let Some(count) = args.timers {
+        println!("{count} timers due at once, machine: {}", machine());
+        return timers::run(&emulator, &stand_in, &line_url, &args.settings, count).await;
+    }
     if let Some(duration) = args.soak {
         let options = soak::Options {
             duration,

@@ -21,6 +21,8 @@ pub struct Received {
     pub follow_ups: u32,
     pub news: u32,
     pub cards: u32,
+    /// Steps of a timer (`--timers`).
+    pub steps: u32,
 }
 
 #[derive(Default)]
@@ -33,6 +35,10 @@ struct State {
     /// When the stand-in first accepted a follow-up for each user.
     first_follow_up: HashMap<String, Instant>,
     accepted_calls: u64,
+    /// Timer steps accepted, users who got one more than once, the last one's arrival.
+    steps: u64,
+    repeated_steps: u64,
+    last_step: Option<Instant>,
 }
 
 #[derive(Clone, Default)]
@@ -47,6 +53,18 @@ impl StandIn {
             .unwrap()
             .token_users
             .insert(token.to_owned(), user.to_owned());
+    }
+
+    pub fn steps(&self) -> u64 {
+        self.state.lock().unwrap().steps
+    }
+
+    pub fn repeated_steps(&self) -> u64 {
+        self.state.lock().unwrap().repeated_steps
+    }
+
+    pub fn last_step(&self) -> Option<Instant> {
+        self.state.lock().unwrap().last_step
     }
 
     pub fn accepted_calls(&self) -> u64 {
@@ -126,6 +144,14 @@ async fn handle(request: HttpRequest, body: web::Json<Value>, stand_in: web::Dat
             (Some("text"), Some(NEWS)) => received.news += 1,
             (Some("template"), _) if message["template"]["text"] == FOLLOW_UP => received.follow_ups += 1,
             (Some("flex"), _) => received.cards += 1,
+            (Some("text"), Some(crate::timers::STEP_TEXT)) => {
+                received.steps += 1;
+                state.steps += 1;
+                state.last_step = Some(arrived);
+                if received.steps > 1 {
+                    state.repeated_steps += 1;
+                }
+            }
             _ => {}
         }
     }

@@ -132,9 +132,11 @@ pub(crate) struct CardTapPlan {
     pub(crate) messages: Vec<Message>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) opens: Option<QuestionRef>,
-    /// The run the tap begins.
+    /// The run the tap begins, and the scenario version it is pinned to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) run: Option<RunId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) run_version: Option<u32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) timers: Vec<TimerPlan>,
 }
@@ -148,9 +150,11 @@ pub(crate) struct StartPlan {
     pub(crate) messages: Vec<Message>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) opens: Option<QuestionRef>,
-    /// The run the start begins.
+    /// The run the start begins, and the scenario version it is pinned to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) run: Option<RunId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) run_version: Option<u32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) timers: Vec<TimerPlan>,
 }
@@ -338,6 +342,7 @@ impl Engine {
             scenario: entry.scenario.clone(),
             guard,
             run: Some(run),
+            run_version: Some(scenario.scenario.version),
             timers: rendered.timers,
         })
     }
@@ -455,6 +460,7 @@ impl Engine {
                     card_scenario: scenario,
                     card_node: node,
                     run: Some(run),
+                    run_version: Some(target.scenario.version),
                     timers: rendered.timers,
                 }))
             }

@@ -33,6 +33,10 @@ pub(crate) struct FiringSeen {
     pub(crate) answered: bool,
     /// The user's open (text or date) question.
     pub(crate) open: Option<OpenQuestion>,
+    /// For a reminder: its question's expiry fired already.
+    pub(crate) expired: bool,
+    /// For a reminder: when its question's pending expiry is due.
+    pub(crate) expires_at: Option<DateTime<Utc>>,
 }
 
 /// Why a timer that fell due sends nothing.
@@ -51,6 +55,8 @@ pub(crate) enum Skip {
     NotOpen,
     /// Found later than the scenario's `max_lateness`: not sent late.
     Late,
+    /// A reminder of a question that expired (or is due to).
+    Expired,
 }
 
 impl Skip {
@@ -63,6 +69,7 @@ impl Skip {
             Skip::Answered => "answered",
             Skip::NotOpen => "not_open",
             Skip::Late => "late",
+            Skip::Expired => "expired",
         }
     }
 }
@@ -136,6 +143,9 @@ impl Engine {
             TimerKind::Remind => {
                 let timers = loaded.question_timers(&timer.node).ok_or(Skip::UnknownNode)?;
                 still_asked(node, timer, seen)?;
+                if seen.expired || seen.expires_at.is_some_and(|at| at <= now) {
+                    return Err(Skip::Expired);
+                }
                 if late {
                     return Err(Skip::Late);
                 }
@@ -149,9 +159,11 @@ impl Engine {
                     .collect();
                 messages.extend(render_question(loaded, node, &timer.run));
                 let sent = timer.reminders.saturating_add(1);
+                // No reminder after the question closes.
                 let rearm = (sent < timers.max_reminders)
                     .then(|| schedule::reminder_due(timers, loaded.timing(), now))
-                    .flatten();
+                    .flatten()
+                    .filter(|next| seen.expires_at.is_none_or(|expiry| *next < expiry));
                 Ok(Firing::Fire {
                     messages,
                     timers: Vec::new(),
@@ -238,6 +250,8 @@ mod tests {
             following,
             answered,
             open: None,
+            expired: false,
+            expires_at: None,
         }
     }
 
@@ -325,6 +339,24 @@ mod tests {
                 timer(TimerKind::Expire, "revisit", hours(7)),
                 seen(run, true, false),
                 Ok((vec![], "expired_late")),
+            ),
+            (
+                "a reminder of an expired question",
+                timer(TimerKind::Remind, "revisit", hours(0)),
+                FiringSeen {
+                    expired: true,
+                    ..seen(run, true, false)
+                },
+                Err(Skip::Expired),
+            ),
+            (
+                "a reminder at the expiry's time",
+                timer(TimerKind::Remind, "revisit", hours(0)),
+                FiringSeen {
+                    expires_at: Some(now),
+                    ..seen(run, true, false)
+                },
+                Err(Skip::Expired),
             ),
             (
                 "an expiry of an answered question",

@@ -42,6 +42,7 @@ impl Processor {
                     &plan.node,
                     &plan.user,
                     plan.run.as_ref(),
+                    work.event_time_ms,
                 )
                 .await?
             {

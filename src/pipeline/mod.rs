@@ -43,9 +43,9 @@ use work::Work;
 pub(crate) enum Job {
     Event(Box<EventJob>),
     /// A recorded outbound action to send (recovered, or a retry that is due).
-    Outbound(OutboundJob),
+    Outbound(Box<OutboundJob>),
     /// A timer that fell due, claimed by this instance.
-    Timer(timers::TimerJob),
+    Timer(Box<timers::TimerJob>),
 }
 
 impl Job {
@@ -251,10 +251,16 @@ impl Pipeline {
                 events: queue,
             };
             let workers = tokio::spawn(run_workers(processor, queues, slots, in_hand, shutdown.clone()));
+            let timers = tokio::spawn(sweeper::run_timers(
+                pipeline.clone(),
+                settings.clone(),
+                shutdown.clone(),
+            ));
             let sweeper = tokio::spawn(sweeper::run(pipeline.clone(), settings, shutdown.clone()));
             let timer = tokio::spawn(retries::run(pipeline.clone(), retries, shutdown));
             if let Ok(mut tasks) = pipeline.tasks.try_lock() {
                 tasks.push(workers);
+                tasks.push(timers);
                 tasks.push(sweeper);
                 tasks.push(timer);
             }

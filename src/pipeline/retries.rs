@@ -59,12 +59,12 @@ pub(super) async fn run(
                 while waiting.peek().is_some_and(|due| due.0.due <= Instant::now()) {
                     let Some(Due(mut retry)) = waiting.pop() else { break };
                     match pipeline.try_reserve_send() {
-                        Some(slot) => slot.send(Job::Outbound(OutboundJob {
+                        Some(slot) => slot.send(Job::Outbound(Box::new(OutboundJob {
                             id: retry.ledger_id,
                             doc: retry.doc,
                             version: retry.version,
                             lease_until: lease_deadline(pipeline.processor.store().lease()),
-                        })),
+                        }))),
                         None => {
                             retry.due = Instant::now() + QUEUE_FULL_WAIT;
                             waiting.push(Due(retry));

@@ -38,6 +38,7 @@ struct Starting<'a> {
     forget_text: Option<&'a MessageKey>,
     /// The run the start begins, and what its messages schedule.
     run: Option<&'a RunId>,
+    run_version: Option<u32>,
     timers: &'a [TimerPlan],
 }
 
@@ -71,6 +72,7 @@ impl Processor {
             tag: None,
             forget_text,
             run: plan.run.as_ref(),
+            run_version: plan.run_version,
             timers: &plan.timers,
         };
         Ok(match self.carry_out(hold, work, starting).await? {
@@ -92,6 +94,7 @@ impl Processor {
             tag: Some(FLEX_TAP_TAG),
             forget_text: None,
             run: plan.run.as_ref(),
+            run_version: plan.run_version,
             timers: &plan.timers,
         };
         Ok(match self.carry_out(hold, work, starting).await? {
@@ -123,7 +126,11 @@ impl Processor {
             .transpose()?;
         let timers = self.schedule(starting.user, starting.timers).await?;
         let run = starting.run.map(RunId::as_str).unwrap_or_default();
-        let run_version = self.engine.current_version(starting.scenario).unwrap_or_default();
+        // The version the messages were rendered from (decided at ingest).
+        let run_version = starting
+            .run_version
+            .or_else(|| self.engine.current_version(starting.scenario))
+            .unwrap_or_default();
         for _ in 0..ROUNDS {
             let verdict = match &progress {
                 Some(progress) => start_verdict(

@@ -18,10 +18,20 @@ use tokio_util::sync::CancellationToken;
 /// Records looked at per sweep and kind, at most.
 const BATCH: usize = 64;
 
-/// Due timers claimed per idle worker and sweep, and per sweep at most: a
-/// claimed timer waits in the queue, and its claim must outlast the wait.
-const TIMERS_PER_WORKER: usize = 4;
-const MAX_TIMERS: usize = 256;
+/// Work this instance holds (queued or running) up to which the timer sweeper
+/// claims due timers: a claimed timer waits in the queue, and its claim must
+/// outlast the wait (a firing is a read, a commit and a push: tens of
+/// milliseconds). Large batches matter on the emulator, where every due query
+/// scans the collection.
+const MAX_TIMERS: usize = 500;
+/// Less room than this: the timer sweeper waits for the queue to drain.
+const MIN_TIMER_BATCH: usize = 100;
+/// Between timer sweeps while more timers are due than one sweep took.
+const SOON: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Claims of one timer after which it is given up (skipped and logged): its
+/// firing failed every time.
+const MAX_TIMER_CLAIMS: u32 = 10;
 
 /// A sweep that found nothing spends at most about this share of the sweeper's
 /// time: when its queries are slow (the emulator scans a whole collection for
@@ -60,19 +70,6 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, settings: PipelineSettings, shu
                 }
             }
         }
-        // Timers that fell due (a few per idle worker: a claim is one write of a
-        // batch, and a timer's firing is short), then events: no more than can
-        // start at once.
-        let timers = (pipeline.idle_workers() * TIMERS_PER_WORKER).min(MAX_TIMERS);
-        if timers > 0 {
-            match sweep_timers(&pipeline, timers).await {
-                Ok(found) => busy |= found > 0,
-                Err(error) => {
-                    busy = true;
-                    tracing::warn!(error = %error, "sweep of due timers failed");
-                }
-            }
-        }
         let events = pipeline.idle_workers().min(BATCH);
         if events > 0 {
             match sweep_events(&pipeline, &settings, events).await {
@@ -90,6 +87,39 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, settings: PipelineSettings, shu
                 .elapsed()
                 .saturating_mul(IDLE_COST_FACTOR)
                 .clamp(base, base.saturating_mul(MAX_STRETCH))
+        };
+    }
+}
+
+/// The timer sweeper: claims timers that fell due, in batches, and queues them.
+/// Its own loop, so a backlog of due timers is worked off back to back (and
+/// costs no event or ledger sweeps); otherwise it looks every sweep interval.
+pub(super) async fn run_timers(pipeline: Arc<Pipeline>, settings: PipelineSettings, shutdown: CancellationToken) {
+    let base = settings.sweep_interval;
+    let mut wait = base;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(wait) => {}
+        }
+        let budget = MAX_TIMERS.saturating_sub(pipeline.in_hand.len());
+        if budget < MIN_TIMER_BATCH {
+            wait = SOON;
+            continue;
+        }
+        let (result, round_trips) = crate::store::round_trips::counted(sweep_timers(&pipeline, budget)).await;
+        wait = match result {
+            Ok(swept) => {
+                if swept.found > 0 {
+                    // The query and the batched claims, shared by the timers found.
+                    pipeline.processor.metrics.record("timer_sweep", round_trips);
+                }
+                if swept.more { SOON } else { base }
+            }
+            Err(error) => {
+                tracing::warn!(error = %error, "sweep of due timers failed");
+                base
+            }
         };
     }
 }
@@ -228,26 +258,54 @@ async fn park_plan(store: &Store, key: &InboxKey, record: &Stored<InboxDoc>, rea
 
 /// Claims up to `budget` timers that fell due, in one `BatchWrite`, and queues
 /// the ones won; how many were due.
-async fn sweep_timers(pipeline: &Pipeline, budget: usize) -> Result<usize, StoreError> {
+/// What a timer sweep found.
+struct TimerSweep {
+    found: usize,
+    /// More were due than it asked for.
+    more: bool,
+}
+
+async fn sweep_timers(pipeline: &Pipeline, budget: usize) -> Result<TimerSweep, StoreError> {
     let store = pipeline.processor.store();
     // Claimed timers are not due again until their claim runs out: the query
-    // does not return what this instance holds.
-    let found = store.due_timers(u32::try_from(budget).unwrap_or(u32::MAX)).await?;
+    // does not return what this instance holds. Twice the budget is asked for
+    // and taken from a random point of it, so instances sweeping at once
+    // mostly claim different timers.
+    let limit = u32::try_from(budget.saturating_mul(2)).unwrap_or(u32::MAX);
+    let mut found = store.due_timers(limit).await?;
     let count = found.len();
+    let more = count >= limit as usize;
+    if count > 0 {
+        let offset = (uuid::Uuid::new_v4().as_u128() % count as u128) as usize;
+        found.rotate_left(offset);
+    }
     let mut due = Vec::new();
     for swept in found {
         if due.len() >= budget {
             break;
         }
-        match swept {
-            Swept::Readable(timer) if pipeline.in_hand.contains(&timer.id) => {}
-            Swept::Readable(timer) => due.push(timer),
-            Swept::Unreadable { id, version, error } => {
-                tracing::error!(timer.id = %id, error = %error, outcome = "skipped", "a timer cannot be read");
-                store
-                    .end_timer(&id, version, crate::store::TimerState::Skipped, "unreadable")
-                    .await?;
+        let (id, version, reason) = match swept {
+            Swept::Readable(timer) if pipeline.in_hand.contains(&timer.id) => continue,
+            Swept::Readable(timer) if timer.doc.attempts < MAX_TIMER_CLAIMS => {
+                due.push(timer);
+                continue;
             }
+            Swept::Readable(timer) => (timer.id, timer.version, "failed_repeatedly".to_owned()),
+            Swept::Unreadable { id, version, error } => (id, version, error),
+        };
+        // A timer that cannot be read, or whose firing failed on every claim,
+        // ends (skipped, logged) instead of being claimed for ever.
+        tracing::error!(timer.id = %id, reason = %reason, outcome = "skipped", "a timer was given up");
+        let outcome = if reason == "failed_repeatedly" {
+            "failed_repeatedly"
+        } else {
+            "unreadable"
+        };
+        if let Err(error) = store
+            .end_timer(&id, version, crate::store::TimerState::Skipped, outcome)
+            .await
+        {
+            tracing::warn!(timer.id = %id, error = %error, "could not end the timer; tried again next sweep");
         }
     }
     let mut slots = Vec::new();
@@ -260,12 +318,35 @@ async fn sweep_timers(pipeline: &Pipeline, budget: usize) -> Result<usize, Store
     due.truncate(slots.len());
     let lease_until = super::lease_deadline(store.lease());
     let claimed = store.claim_timers(&due).await?;
-    for ((timer, version), slot) in due.into_iter().zip(claimed).zip(slots) {
-        if let Some(version) = version {
-            slot.send(Job::Timer(super::timers::job(timer, version, lease_until)));
+    let won: Vec<_> = due
+        .into_iter()
+        .zip(claimed)
+        .zip(slots)
+        .filter_map(|((timer, version), slot)| version.map(|version| (timer, version, slot)))
+        .collect();
+    // The users' state for every timer won, in one read: each firing is then
+    // one commit (it reads again only if that commit meets a change).
+    let requests: Vec<_> = won
+        .iter()
+        .filter_map(|(timer, _, _)| super::timers::context_request(&timer.doc))
+        .collect();
+    let contexts = match store.timer_contexts(&requests).await {
+        Ok(contexts) if contexts.len() == won.len() => contexts.into_iter().map(Some).collect(),
+        Ok(_) => vec![None; won.len()],
+        Err(error) => {
+            tracing::warn!(error = %error, "could not read the due timers' context; each firing reads its own");
+            vec![None; won.len()]
         }
+    };
+    for ((timer, version, slot), context) in won.into_iter().zip(contexts) {
+        slot.send(Job::Timer(Box::new(super::timers::job(
+            timer,
+            version,
+            lease_until,
+            context,
+        ))));
     }
-    Ok(count)
+    Ok(TimerSweep { found: count, more })
 }
 
 /// Takes over up to `budget` pending actions that are due; how many were due.
@@ -293,11 +374,11 @@ async fn take_outbound(pipeline: &Pipeline, swept: Swept<LedgerDoc>) -> Result<S
         return Ok(Step::Skipped);
     };
     tracing::info!(ledger.id = %record.id, attempts = record.doc.attempts, "taking over a pending outbound action");
-    slot.send(Job::Outbound(OutboundJob {
+    slot.send(Job::Outbound(Box::new(OutboundJob {
         id: record.id,
         doc: record.doc,
         version,
         lease_until,
-    }));
+    })));
     Ok(Step::Took)
 }

@@ -15,11 +15,13 @@ use crate::engine::{DueTimer, Engine, Firing, FiringSeen, TimerPlan};
 use crate::ids::{LineUserId, NodeId, RunId, ScenarioId, TimerKind, answer_id, scenario_marker_id, timer_id};
 use crate::outbound::{ActionKey, Origin, OutboundAction, StagedAction};
 use crate::store::{
-    CommitOutcome, FiringWrites, QuestionChange, Stored, TimerDoc, TimerEnd, TimerState, Version, still_held,
+    CommitOutcome, ContextRequest, FiringWrites, QuestionChange, Stored, TimerContext, TimerDoc, TimerEnd, TimerState,
+    Version, still_held,
 };
 use chrono::{DateTime, Utc};
 use firestore::FirestoreInstant;
 use std::time::Instant;
+use tracing::Instrument;
 
 /// Read-decide-commit rounds per claim.
 const ROUNDS: usize = 3;
@@ -32,6 +34,28 @@ pub(crate) struct TimerJob {
     pub(crate) version: Version,
     /// When the claim's lease runs out.
     pub(crate) lease_until: Instant,
+    /// The user's state, read for the whole sweep's batch right after the
+    /// claim (`None` when that read failed): the first round uses it.
+    pub(crate) context: Option<TimerContext>,
+}
+
+/// The documents the firing of `doc` reads; `None` when its ids are not ids.
+pub(super) fn context_request(doc: &TimerDoc) -> Option<ContextRequest<'_>> {
+    let due = due_timer(doc)?;
+    let user = LineUserId::parse(doc.line_user_id.clone()).ok()?;
+    // A reminder reads its question's expiry; an expiry ends its reminder.
+    let sibling = match due.kind {
+        TimerKind::Step => None,
+        TimerKind::Remind => Some(TimerKind::Expire),
+        TimerKind::Expire => Some(TimerKind::Remind),
+    };
+    Some(ContextRequest {
+        timer: doc,
+        marker_id: scenario_marker_id(&due.scenario, &user),
+        answer_id: (due.kind != TimerKind::Step).then(|| answer_id(&due.scenario, &due.node, &user)),
+        sibling_id: sibling.map(|kind| timer_id(&due.scenario, &due.node, &user, &due.run, kind)),
+        reads_open_question: due.kind != TimerKind::Step,
+    })
 }
 
 fn instant(at: DateTime<Utc>) -> FirestoreInstant {
@@ -102,6 +126,7 @@ impl Processor {
         node: &NodeId,
         user: &LineUserId,
         run: Option<&RunId>,
+        event_ms: i64,
     ) -> Result<Result<Vec<(String, Version)>, ()>, crate::store::StoreError> {
         let Some(run) = run else {
             return Ok(Ok(Vec::new()));
@@ -118,7 +143,12 @@ impl Processor {
         let found = self.store.timers(&ids).await?;
         let mut pending = Vec::new();
         for timer in found.into_iter().flatten() {
-            if timer.doc.kind == TimerKind::Expire && timer.doc.state == TimerState::Done {
+            // Expired: its expiry fired, or was due before the answer was
+            // given (the expiry, when it fires, sends `on_expire`).
+            let expiry = timer.doc.kind == TimerKind::Expire;
+            let due_before = timer.doc.due_at.as_millisecond() <= event_ms;
+            if expiry && (timer.doc.state == TimerState::Done || (timer.doc.state == TimerState::Pending && due_before))
+            {
                 return Ok(Err(()));
             }
             if timer.doc.state == TimerState::Pending {
@@ -138,11 +168,17 @@ impl Processor {
         work: &super::work::Work,
         plan: &crate::engine::FollowPlan,
     ) -> Result<super::processed::Processed, super::hold::Failure> {
-        self.store
+        let newest = self
+            .store
             .record_following(plan.user.as_str(), plan.following, work.event_time_ms)
             .await?;
-        if !plan.following {
-            let cancelled = self.store.cancel_user_timers(plan.user.as_str(), "unfollowed").await?;
+        // Only the newest unfollow cancels, and only what was scheduled before
+        // it: a late one must not stop the steps of a follow that came after.
+        if !plan.following && newest {
+            let cancelled = self
+                .store
+                .cancel_user_timers(plan.user.as_str(), work.event_time_ms, "unfollowed")
+                .await?;
             tracing::info!(timers.cancelled = cancelled, "the user unfollowed");
         }
         match &plan.start {
@@ -160,6 +196,8 @@ impl Processor {
 
     /// Fires one claimed timer.
     pub(super) async fn fire_timer(&self, job: TimerJob) {
+        // Instrumented, never entered: an entered span held across an await
+        // would stay entered on whatever the thread runs next.
         let span = tracing::info_span!(
             "timer",
             timer.id = %job.id,
@@ -167,7 +205,10 @@ impl Processor {
             user.id = %job.doc.line_user_id,
             scenario.id = %job.doc.scenario_id,
         );
-        let _entered = span.enter();
+        self.fire_claimed(job).instrument(span).await;
+    }
+
+    async fn fire_claimed(&self, mut job: TimerJob) {
         if job.lease_until <= Instant::now() {
             tracing::info!(
                 outcome = "lease_ran_out",
@@ -175,7 +216,10 @@ impl Processor {
             );
             return;
         }
-        match self.try_fire(&job).await {
+        let prefetched = job.context.take();
+        let (result, round_trips) = crate::store::round_trips::counted(self.try_fire(&job, prefetched)).await;
+        self.metrics.record("timer_fired", round_trips);
+        match result {
             Ok(outcome) => tracing::info!(outcome, attempt = job.doc.attempts + 1, "timer fell due"),
             Err(error) => {
                 tracing::warn!(error = %error, outcome = "failed", "timer firing failed; it is due again when its claim runs out")
@@ -183,8 +227,12 @@ impl Processor {
         }
     }
 
-    async fn try_fire(&self, job: &TimerJob) -> Result<&'static str, crate::store::StoreError> {
-        let Some(due) = due_timer(&job.doc) else {
+    async fn try_fire(
+        &self,
+        job: &TimerJob,
+        mut prefetched: Option<TimerContext>,
+    ) -> Result<&'static str, crate::store::StoreError> {
+        let (Some(due), Some(request)) = (due_timer(&job.doc), context_request(&job.doc)) else {
             self.store
                 .end_timer(&job.id, job.version, TimerState::Skipped, "unreadable")
                 .await?;
@@ -192,15 +240,23 @@ impl Processor {
         };
         let user = LineUserId::parse(job.doc.line_user_id.clone())
             .map_err(|_| crate::store::StoreError::Unavailable("the timer's user id is not valid".into()))?;
-        let marker_id = scenario_marker_id(&due.scenario, &user);
+        let marker_id = request.marker_id.clone();
         // The run's own scenario version decides, even after a newer one was deployed.
         let engine = self.versions.engine_for(&due.scenario, due.version).await?;
-        let answer = (due.kind != TimerKind::Step).then(|| answer_id(&due.scenario, &due.node, &user));
         for _ in 0..ROUNDS {
-            let context = self
-                .store
-                .timer_context(&job.doc, &marker_id, answer.as_deref())
-                .await?;
+            let context = match prefetched.take() {
+                Some(context) => context,
+                None => {
+                    let mut read = self.store.timer_contexts(std::slice::from_ref(&request)).await?;
+                    read.pop().ok_or_else(|| {
+                        crate::store::StoreError::Unavailable("the timer's context was not read".into())
+                    })?
+                }
+            };
+            let expiry = context
+                .sibling
+                .as_ref()
+                .filter(|sibling| sibling.doc.kind == TimerKind::Expire);
             let seen = FiringSeen {
                 current_run: context.marker.as_ref().and_then(|(marker, _)| marker.run.clone()),
                 following: context.following,
@@ -209,6 +265,10 @@ impl Processor {
                     .open_question
                     .as_ref()
                     .and_then(|stored| super::typed::open_question(&stored.doc)),
+                expired: expiry.is_some_and(|expiry| expiry.doc.state == TimerState::Done),
+                expires_at: expiry
+                    .filter(|expiry| expiry.doc.state == TimerState::Pending)
+                    .map(|expiry| utc(expiry.doc.due_at)),
             };
             let (messages, timers, opens, closes, rearm, outcome) = match engine.fire(&due, &seen, Utc::now()) {
                 Firing::Skip(skip) => {
@@ -234,8 +294,34 @@ impl Processor {
                     user: user.to_string(),
                     read: read.version,
                 }),
+                // A reminder of a text or date question asks it again: open from
+                // now (a reply to the reminder is in the answer window), and only
+                // if it is still the open question as read.
+                (None, false) if due.kind == TimerKind::Remind => context
+                    .open_question
+                    .as_ref()
+                    .filter(|read| {
+                        read.doc.scenario_id == due.scenario.as_str() && read.doc.node_id == due.node.as_str()
+                    })
+                    .map(|read| QuestionChange::Open {
+                        doc: crate::store::OpenQuestionDoc {
+                            opened_at: FirestoreInstant::now(),
+                            ..read.doc.clone()
+                        },
+                        read: Some(read.version),
+                    }),
                 (None, false) => None,
             };
+            // An expiry ends its question's pending reminder in the same commit.
+            let cancels = context
+                .sibling
+                .as_ref()
+                .filter(|sibling| {
+                    due.kind == TimerKind::Expire
+                        && sibling.doc.kind == TimerKind::Remind
+                        && sibling.doc.state == TimerState::Pending
+                })
+                .map(|sibling| (sibling.id.as_str(), sibling.version));
             let staged = self.stage_timer_action(job, &due, &user, messages)?;
             let end = TimerEnd {
                 state: TimerState::Done,
@@ -249,6 +335,7 @@ impl Processor {
                     .as_ref()
                     .map(|(_, version)| (marker_id.as_str(), *version)),
                 question,
+                cancels,
                 timers: &scheduled,
                 action: staged.as_ref().map(StagedAction::entry),
             };
@@ -324,11 +411,17 @@ fn due_timer(doc: &TimerDoc) -> Option<DueTimer> {
 }
 
 /// A stored timer found due, as a job once claimed.
-pub(super) fn job(timer: Stored<TimerDoc>, version: Version, lease_until: Instant) -> TimerJob {
+pub(super) fn job(
+    timer: Stored<TimerDoc>,
+    version: Version,
+    lease_until: Instant,
+    context: Option<TimerContext>,
+) -> TimerJob {
     TimerJob {
         id: timer.id,
         doc: timer.doc,
         version,
         lease_until,
+        context,
     }
 }

@@ -11,6 +11,9 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+/// Versions remembered per process at most (each a scenario's worth of memory).
+const MAX_REMEMBERED: usize = 256;
+
 pub(crate) struct Versions {
     current: Engine,
     store: Store,
@@ -44,21 +47,30 @@ impl Versions {
         if let Some(engine) = self.pinned.lock().ok().and_then(|pinned| pinned.get(&key).cloned()) {
             return Ok(engine);
         }
-        let Some(content) = self.store.scenario_version_content(scenario.as_str(), version).await? else {
-            tracing::warn!(scenario.id = %scenario, scenario.version = version, "a run's scenario version was never recorded; the loaded version decides");
-            return Ok(self.current.clone());
-        };
-        let source = PathBuf::from(format!("scenario_versions/{}@{version}", scenario.as_str()));
-        let loaded = match load_version(&content, source) {
-            Ok(loaded) => loaded,
-            Err(error) => {
-                tracing::error!(scenario.id = %scenario, scenario.version = version, error = %error, "a recorded scenario version no longer loads; the loaded version decides");
-                return Ok(self.current.clone());
+        let engine = match self.store.scenario_version_content(scenario.as_str(), version).await? {
+            None => {
+                // Postback data can name any version: such a miss is remembered
+                // (within bounds) so it costs one read, not one per event.
+                tracing::warn!(scenario.id = %scenario, scenario.version = version, "a run's scenario version was never recorded; the loaded version decides");
+                self.current.clone()
+            }
+            Some(content) => {
+                let source = PathBuf::from(format!("scenario_versions/{}@{version}", scenario.as_str()));
+                match load_version(&content, source) {
+                    Ok(loaded) => {
+                        tracing::info!(scenario.id = %scenario, scenario.version = version, "an older scenario version was loaded for its runs");
+                        self.current.pinned_to(Arc::new(loaded))
+                    }
+                    Err(error) => {
+                        tracing::error!(scenario.id = %scenario, scenario.version = version, error = %error, "a recorded scenario version no longer loads; the loaded version decides");
+                        self.current.clone()
+                    }
+                }
             }
         };
-        let engine = self.current.pinned_to(Arc::new(loaded));
-        tracing::info!(scenario.id = %scenario, scenario.version = version, "an older scenario version was loaded for its runs");
-        if let Ok(mut pinned) = self.pinned.lock() {
+        if let Ok(mut pinned) = self.pinned.lock()
+            && pinned.len() < MAX_REMEMBERED
+        {
             pinned.insert(key, engine.clone());
         }
         Ok(engine)

@@ -30,7 +30,7 @@ pub(crate) struct Processor {
     pub(super) engine: Engine,
     pub(super) store: Store,
     pub(super) courier: Courier,
-    metrics: Arc<Metrics>,
+    pub(super) metrics: Arc<Metrics>,
     pub(super) settings: ProcessorSettings,
     /// Records this instance holds: the sweeper leaves them alone.
     pub(super) in_hand: Arc<InHand>,
@@ -87,7 +87,7 @@ impl Processor {
                     self.metrics.record(processed.metric_kind(), claim + round_trips);
                 }
             }
-            Job::Timer(job) => self.fire_timer(job).await,
+            Job::Timer(job) => self.fire_timer(*job).await,
             Job::Outbound(job) => {
                 // A send that waited in the queue for more than half its lease
                 // renews it first (conditionally): the call must not outlive it.
@@ -273,8 +273,7 @@ impl Processor {
                 .await
                 .map(|_| ()),
             Job::Outbound(job) => self.store.hand_back_outbound(&job.id, job.version).await.map(|_| ()),
-            // Its claim runs out and any instance takes it then.
-            Job::Timer(_) => Ok(()),
+            Job::Timer(job) => self.store.release_timer(&job.id, job.version).await.map(|_| ()),
         };
         if let Err(error) = result {
             tracing::warn!(error = %error, "could not hand work back; its lease will run out");

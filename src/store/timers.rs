@@ -102,6 +102,65 @@ pub(crate) struct TimerContext {
     pub(crate) answered: bool,
     /// The user's open question, with its version.
     pub(crate) open_question: Option<Stored<OpenQuestionDoc>>,
+    /// The other timer of the same question (a reminder's expiry, an expiry's
+    /// reminder), with its version.
+    pub(crate) sibling: Option<Stored<TimerDoc>>,
+}
+
+/// The documents one timer's firing reads, by id.
+pub(crate) struct ContextRequest<'a> {
+    pub(crate) timer: &'a TimerDoc,
+    pub(crate) marker_id: String,
+    /// The answer of the timer's question (reminders and expiries).
+    pub(crate) answer_id: Option<String>,
+    /// The question's other timer (reminders and expiries).
+    pub(crate) sibling_id: Option<String>,
+    /// Whether the firing needs the user's open question (reminders and
+    /// expiries do; a step asks its question without reading it).
+    pub(crate) reads_open_question: bool,
+}
+
+/// One timer's context from the documents read for it, in [`Store::context_paths`] order.
+fn decode_context(
+    request: &ContextRequest<'_>,
+    found: &mut impl Iterator<Item = Option<Document>>,
+) -> Result<TimerContext, StoreError> {
+    let marker = match found.next().flatten() {
+        Some(document) => {
+            let stored = Stored::<MarkerRun>::decode(document)?;
+            Some((stored.doc, stored.version))
+        }
+        None => None,
+    };
+    #[derive(Deserialize)]
+    struct Following {
+        #[serde(default)]
+        following: Option<bool>,
+    }
+    let following = match found.next().flatten() {
+        Some(document) => Stored::<Following>::decode(document)?.doc.following != Some(false),
+        None => true,
+    };
+    let open_question = if request.reads_open_question {
+        found.next().flatten().map(Stored::decode).transpose()?
+    } else {
+        None
+    };
+    let answered = match &request.answer_id {
+        Some(_) => found.next().flatten().is_some(),
+        None => false,
+    };
+    let sibling = match &request.sibling_id {
+        Some(_) => found.next().flatten().map(Stored::decode).transpose()?,
+        None => None,
+    };
+    Ok(TimerContext {
+        marker,
+        following,
+        answered,
+        open_question,
+        sibling,
+    })
 }
 
 /// The run a marker names.
@@ -128,6 +187,9 @@ pub(crate) struct FiringWrites<'a> {
     /// makes the firing change nothing.
     pub(crate) marker: Option<(&'a str, Version)>,
     pub(crate) question: Option<QuestionChange>,
+    /// A timer this firing ends (an expiry ends its question's pending
+    /// reminder), conditional on the version read.
+    pub(crate) cancels: Option<(&'a str, Version)>,
     pub(crate) timers: &'a [(String, TimerDoc)],
     pub(crate) action: Option<(&'a str, &'a LedgerDoc)>,
 }
@@ -232,48 +294,42 @@ impl Store {
             .collect())
     }
 
-    /// What the firing of `timer` must know, in one round trip: the scenario
-    /// marker (which run is current), whether the user follows, whether the
-    /// question has an answer (`answer_id`), and the user's open question.
-    pub(crate) async fn timer_context(
+    /// What the firings of `requests` must know, in one round trip for all of
+    /// them: per timer the scenario marker (which run is current), whether the
+    /// user follows, the user's open question, whether the question has an
+    /// answer, and the question's other timer.
+    pub(crate) async fn timer_contexts(
         &self,
-        timer: &TimerDoc,
-        marker_id: &str,
-        answer_id: Option<&str>,
-    ) -> Result<TimerContext, StoreError> {
+        requests: &[ContextRequest<'_>],
+    ) -> Result<Vec<TimerContext>, StoreError> {
+        let mut contexts = Vec::with_capacity(requests.len());
+        // BatchGetDocuments of at most 100 timers (500 documents) at once.
+        for chunk in requests.chunks(100) {
+            let paths = chunk.iter().flat_map(|request| self.context_paths(request)).collect();
+            let mut found = self.get_many(paths).await?.into_iter();
+            for request in chunk {
+                contexts.push(decode_context(request, &mut found)?);
+            }
+        }
+        Ok(contexts)
+    }
+
+    fn context_paths(&self, request: &ContextRequest<'_>) -> Vec<String> {
+        let user = &request.timer.line_user_id;
         let mut paths = vec![
-            self.document_path(SCENARIO_ANSWERS, marker_id),
-            self.document_path(USERS, &timer.line_user_id),
-            self.document_path(OPEN_QUESTIONS, &timer.line_user_id),
+            self.document_path(SCENARIO_ANSWERS, &request.marker_id),
+            self.document_path(USERS, user),
         ];
-        if let Some(answer_id) = answer_id {
+        if request.reads_open_question {
+            paths.push(self.document_path(OPEN_QUESTIONS, user));
+        }
+        if let Some(answer_id) = &request.answer_id {
             paths.push(self.document_path(SURVEY_RESPONSES, answer_id));
         }
-        let mut found = self.get_many(paths).await?.into_iter();
-        let marker = match found.next().flatten() {
-            Some(document) => {
-                let stored = Stored::<MarkerRun>::decode(document)?;
-                Some((stored.doc, stored.version))
-            }
-            None => None,
-        };
-        #[derive(Deserialize)]
-        struct Following {
-            #[serde(default)]
-            following: Option<bool>,
+        if let Some(sibling_id) = &request.sibling_id {
+            paths.push(self.document_path(TIMERS, sibling_id));
         }
-        let following = match found.next().flatten() {
-            Some(document) => Stored::<Following>::decode(document)?.doc.following != Some(false),
-            None => true,
-        };
-        let open_question = found.next().flatten().map(Stored::decode).transpose()?;
-        let answered = found.next().flatten().is_some();
-        Ok(TimerContext {
-            marker,
-            following,
-            answered,
-            open_question,
-        })
+        paths
     }
 
     /// The firing commit: the timer's end (or re-arm) conditional on the claim,
@@ -316,6 +372,9 @@ impl Store {
         }
         if let Some(change) = &firing.question {
             writes.push(self.question_write(change)?);
+        }
+        if let Some((timer_id, read)) = firing.cancels {
+            writes.push(self.timer_cancel_write(timer_id, read, "expired")?);
         }
         for (timer_id, doc) in firing.timers {
             writes.push(self.timer_write(timer_id, doc)?);
@@ -395,14 +454,26 @@ impl Store {
     }
 
     /// The user's timers, pending first then the most recent, at most `limit`.
-    pub(crate) async fn user_timers(&self, user: &str, limit: u32) -> Result<Vec<Stored<TimerDoc>>, StoreError> {
+    pub(crate) async fn user_timers(
+        &self,
+        user: &str,
+        pending_only: bool,
+        limit: u32,
+    ) -> Result<Vec<Stored<TimerDoc>>, StoreError> {
         super::round_trips::count();
         let documents: Vec<Document> = self
             .db
             .fluent()
             .select()
             .from(TIMERS)
-            .filter(|q| q.for_all([q.field("lineUserId").eq(user)]))
+            .filter(|q| {
+                q.for_all([
+                    q.field("lineUserId").eq(user),
+                    pending_only
+                        .then(|| q.field("state").eq(TimerState::Pending.as_str()))
+                        .flatten(),
+                ])
+            })
             .limit(limit)
             .query()
             .await
@@ -420,19 +491,29 @@ impl Store {
         Ok(timers)
     }
 
-    /// Cancels every pending timer of `user` (an unfollow), each conditional on
-    /// the version read; one that changed meanwhile is read and cancelled again.
-    /// Returns how many were cancelled.
-    pub(crate) async fn cancel_user_timers(&self, user: &str, outcome: &str) -> Result<usize, StoreError> {
+    /// Cancels the pending timers of `user` scheduled at or before `before_ms`
+    /// (an unfollow cancels what was scheduled before it, not what a later
+    /// follow scheduled), each conditional on the version read; one that
+    /// changed meanwhile is read and cancelled again. Pages through them 500
+    /// at a time. Returns how many were cancelled.
+    pub(crate) async fn cancel_user_timers(
+        &self,
+        user: &str,
+        before_ms: i64,
+        outcome: &str,
+    ) -> Result<usize, StoreError> {
+        const PAGE: u32 = 500;
         let mut cancelled = 0;
-        for _ in 0..3 {
-            let pending: Vec<Stored<TimerDoc>> = self
-                .user_timers(user, 500)
-                .await?
-                .into_iter()
-                .filter(|timer| timer.doc.state == TimerState::Pending)
+        let mut conflicts = 0;
+        loop {
+            let found = self.user_timers(user, true, PAGE).await?;
+            let full = found.len() >= PAGE as usize;
+            let pending: Vec<&Stored<TimerDoc>> = found
+                .iter()
+                .filter(|timer| timer.doc.scheduled_at.as_millisecond() <= before_ms)
                 .collect();
             if pending.is_empty() {
+                // Only timers scheduled after the unfollow are left (or none).
                 return Ok(cancelled);
             }
             let end = TimerEnd {
@@ -449,13 +530,34 @@ impl Store {
             let statuses = batch_write(&self.db, writes, self.options.request_timeout).await?;
             let missed = statuses.iter().filter(|status| status.code != code::OK).count();
             cancelled += statuses.len() - missed;
-            if missed == 0 {
+            if missed > 0 {
+                conflicts += 1;
+                if conflicts >= 3 {
+                    return Err(StoreError::Unavailable(
+                        "the user's timers kept changing while being cancelled".into(),
+                    ));
+                }
+            } else if !full {
                 return Ok(cancelled);
             }
         }
-        Err(StoreError::Unavailable(
-            "the user's timers kept changing while being cancelled".into(),
-        ))
+    }
+
+    /// Gives a claimed timer back (at shutdown): due again now, for any instance.
+    pub(crate) async fn release_timer(&self, id: &str, version: Version) -> Result<bool, StoreError> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Release {
+            wake_at_ms: i64,
+        }
+        let release = Release {
+            wake_at_ms: FirestoreInstant::now().as_millisecond(),
+        };
+        let write = expecting(
+            merge(self.document_path(TIMERS, id), &release, Vec::new())?,
+            Expect::At(version),
+        );
+        Ok(self.commit(vec![write]).await.first_version()?.is_some())
     }
 }
 

@@ -51,7 +51,14 @@ impl Store {
     /// Records a follow (`following`) or an unfollow at `event_ms`, unless a
     /// newer event of the same kind is recorded already. `following` changes
     /// only when this event is newer than the last one of the other kind.
-    pub(crate) async fn record_following(&self, user: &str, following: bool, event_ms: i64) -> Result<(), StoreError> {
+    /// Returns whether this event is the user's newest follow or unfollow (a
+    /// repeat of it counts: its effects may not have finished).
+    pub(crate) async fn record_following(
+        &self,
+        user: &str,
+        following: bool,
+        event_ms: i64,
+    ) -> Result<bool, StoreError> {
         let at = FirestoreInstant::from_millisecond(event_ms)
             .map_err(|_| StoreError::Unavailable("the event time is out of range".into()))?;
         for _ in 0..ROUNDS {
@@ -65,10 +72,11 @@ impl Store {
             } else {
                 (current.unfollowed_at, current.followed_at)
             };
-            if same.is_some_and(|recorded| recorded.as_millisecond() >= event_ms) {
-                return Ok(());
-            }
             let newest = other.is_none_or(|other| event_ms > other.as_millisecond());
+            if same.is_some_and(|recorded| recorded.as_millisecond() >= event_ms) {
+                let repeat = same.is_some_and(|recorded| recorded.as_millisecond() == event_ms);
+                return Ok(repeat && newest);
+            }
             let write = RelationshipWrite {
                 line_user_id: user,
                 following: if newest {
@@ -82,7 +90,7 @@ impl Store {
             let expect = version.map_or(Expect::Absent, Expect::At);
             let write = expecting(merge(self.document_path(USERS, user), &write, Vec::new())?, expect);
             match self.commit(vec![write]).await {
-                CommitOutcome::Committed(_) => return Ok(()),
+                CommitOutcome::Committed(_) => return Ok(newest),
                 // Changed meanwhile (an answer's tags, another event), or the
                 // outcome is unknown: read again; the write is idempotent.
                 CommitOutcome::Changed | CommitOutcome::AlreadyExists | CommitOutcome::Unknown(_) => {}

@@ -658,3 +658,83 @@ async fn a_run_started_on_v1_finishes_on_v1_after_v2_is_deployed() {
     std::fs::remove_dir_all(v1).ok();
     std::fs::remove_dir_all(v2).ok();
 }
+
+#[tokio::test]
+async fn a_tap_after_the_expiry_time_records_nothing_even_before_the_expiry_fired() {
+    let app = app().await;
+    let user = events::new_user();
+    app.deliver(&text(&user, "remind")).await;
+    // The expiry is overdue but not fired yet (a sweeper far behind): its due
+    // time is past, its wake time far away.
+    let expiry = app
+        .firestore
+        .list("timers")
+        .await
+        .into_iter()
+        .find(|timer| string_field(timer, "kind").as_deref() == Some("expire"))
+        .expect("the question's expiry is scheduled");
+    let past = chrono::DateTime::from_timestamp_millis(events::now_ms() - 1000)
+        .unwrap()
+        .to_rfc3339();
+    let far = (events::now_ms() + 3_600_000).to_string();
+    app.firestore
+        .patch(
+            "timers",
+            &document_id(&expiry),
+            &[
+                ("dueAt", json!({ "timestampValue": past })),
+                ("wakeAtMs", json!({ "integerValue": far })),
+            ],
+        )
+        .await;
+    let tap = button_data(&app, &user).await;
+    app.deliver(&postback(&user, &tap)).await;
+    assert_eq!(
+        app.firestore.count("survey_responses").await,
+        0,
+        "expired: nothing recorded"
+    );
+    assert_eq!(app.line.accepted_with_text("Thanks!"), 0);
+}
+
+#[tokio::test]
+async fn a_late_unfollow_does_not_cancel_what_a_newer_follow_scheduled() {
+    let app = app().await;
+    let user = events::new_user();
+    app.deliver(&follow(&user)).await;
+    app.deliver(&text(&user, "slow")).await;
+    // An unfollow from before the follow, delivered late (or redelivered).
+    let stale = events::with_timestamp(&events::unfollow(&user), events::now_ms() - 60_000);
+    app.deliver(&stale).await;
+    let user_doc = app.firestore.get("users", &user).await.unwrap();
+    assert_eq!(user_doc["fields"]["following"]["booleanValue"], json!(true));
+    assert_eq!(
+        timers_of(&app.firestore, &user).await,
+        [timer("step", "hour", "pending", "")]
+    );
+}
+
+#[tokio::test]
+async fn a_reminder_asks_a_typed_question_again_and_the_reply_answers_it() {
+    let app = app().await;
+    let user = events::new_user();
+    app.deliver(&text(&user, "petname")).await;
+    let asked = app.firestore.get("open_questions", &user).await.expect("asked");
+    wait_until(Duration::from_secs(20), || {
+        pushes_with(&app.line, &user, "Still there?").len() == 1
+    })
+    .await;
+    assert_eq!(pushed_texts(&app.line, &user), ["Still there?", "Your pet's name?"]);
+    wait_for_timers(&app.firestore, &user, Duration::from_secs(5), |timers| {
+        timers.iter().all(|t| t.2 != "pending")
+    })
+    .await;
+    let reasked = app.firestore.get("open_questions", &user).await.expect("still open");
+    assert_ne!(
+        asked["fields"]["openedAt"], reasked["fields"]["openedAt"],
+        "the reminder asked it again"
+    );
+    app.deliver(&text(&user, "Pochi")).await;
+    assert_eq!(app.line.accepted_with_text("Nice pet!"), 1);
+    assert_eq!(app.firestore.count("survey_responses").await, 1);
+}

@@ -70,10 +70,9 @@ pub(crate) async fn list(
     let user = user_id(path.into_inner())?;
     let timers: Vec<Listed> = state
         .store
-        .user_timers(user.as_str(), MAX_LISTED)
+        .user_timers(user.as_str(), !query.all, MAX_LISTED)
         .await?
         .into_iter()
-        .filter(|timer| query.all || timer.doc.state == TimerState::Pending)
         .map(Listed::from)
         .collect();
     Ok(HttpResponse::Ok().json(serde_json::json!({ "userId": user.as_str(), "timers": timers })))
@@ -88,7 +87,9 @@ pub(crate) async fn cancel(
     let (user, timer_id) = path.into_inner();
     let user = user_id(user)?;
     let unknown = || AdminError::UnknownTimer(timer_id.clone());
-    if crate::ids::check_id(&timer_id).is_err() || timer_id.contains('/') {
+    // Timer ids are 40 hex digits; anything else names no timer (and never
+    // reaches Firestore as a path).
+    if timer_id.len() != 40 || !timer_id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(unknown());
     }
     // A timer claimed meanwhile changes its version: read and try again.
