@@ -451,6 +451,7 @@ impl Conversation {
                 question,
                 attempts: 0,
                 opened_at_ms: self.clock_ms,
+                reminded_at_ms: None,
             });
         }
     }

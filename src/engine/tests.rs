@@ -327,6 +327,7 @@ fn open(node: &str, attempts: u32) -> OpenQuestion {
         },
         attempts,
         opened_at_ms: 1_000_000,
+        reminded_at_ms: None,
     }
 }
 
@@ -375,4 +376,32 @@ fn typed_answer_decisions() {
     );
     assert_eq!(decide(&open("next_visit", 0), "tomorrow", at), TypedDecision::NotTyped);
     assert_eq!(decide(&open("gone", 0), "35", at), TypedDecision::NotOpen);
+}
+
+/// A reminder renews the answer window but not the asking: a text typed after
+/// the question was first asked still answers it, and the window counts from
+/// the reminder.
+#[test]
+fn a_reminder_renews_the_answer_window_not_the_asking() {
+    let engine = engine();
+    let day = 24 * 60 * 60 * 1000;
+    let asked = open("age", 0);
+    let reminded = OpenQuestion {
+        reminded_at_ms: Some(asked.opened_at_ms + day - 1000),
+        ..asked.clone()
+    };
+    let cases = [
+        // (question, event time, open?)
+        (&asked, asked.opened_at_ms - 1, false),
+        (&asked, asked.opened_at_ms + 10, true),
+        (&asked, asked.opened_at_ms + day, false),
+        (&reminded, asked.opened_at_ms + 10, true),
+        (&reminded, asked.opened_at_ms + day, true),
+        (&reminded, asked.opened_at_ms + 2 * day - 2000, true),
+        (&reminded, asked.opened_at_ms + 2 * day, false),
+        (&reminded, asked.opened_at_ms - 1, false),
+    ];
+    for (question, at, expected) in cases {
+        assert_eq!(engine.is_open_at(question, at), expected, "at {at}");
+    }
 }

@@ -20,6 +20,8 @@ pub(crate) struct OpenQuestion {
     /// Invalid answers so far.
     pub(crate) attempts: u32,
     pub(crate) opened_at_ms: i64,
+    /// When a reminder last asked it again (the answer window runs from then).
+    pub(crate) reminded_at_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -54,7 +56,10 @@ impl Engine {
             return false;
         };
         let window_ms = i64::try_from(loaded.answer_window.as_millis()).unwrap_or(i64::MAX);
-        event_ms >= open.opened_at_ms && event_ms.saturating_sub(open.opened_at_ms) < window_ms
+        let window_from = open
+            .reminded_at_ms
+            .map_or(open.opened_at_ms, |at| at.max(open.opened_at_ms));
+        event_ms >= open.opened_at_ms && event_ms.saturating_sub(window_from) < window_ms
     }
 
     /// Whether `open` takes typed text (a text question, not a date question).

@@ -26,6 +26,7 @@ mod versions;
 mod work;
 mod worker;
 
+pub(crate) use timers::OPERATOR_CANCEL;
 pub(crate) use worker::{Processor, ProcessorSettings};
 
 use crate::outbound::ScheduledRetry;

@@ -23,6 +23,9 @@ use firestore::FirestoreInstant;
 use std::time::Instant;
 use tracing::Instrument;
 
+/// The outcome of a timer an operator cancelled.
+pub(crate) const OPERATOR_CANCEL: &str = "cancelled_by_operator";
+
 /// Read-decide-commit rounds per claim.
 const ROUNDS: usize = 3;
 
@@ -144,11 +147,14 @@ impl Processor {
         let mut pending = Vec::new();
         for timer in found.into_iter().flatten() {
             // Expired: its expiry fired, or was due before the answer was
-            // given (the expiry, when it fires, sends `on_expire`).
+            // given, whatever became of it since (still pending: it sends
+            // `on_expire` when it fires; cancelled by an unfollow or given
+            // up: the question closed all the same). Only an operator's
+            // cancel keeps the question open.
             let expiry = timer.doc.kind == TimerKind::Expire;
             let due_before = timer.doc.due_at.as_millisecond() <= event_ms;
-            if expiry && (timer.doc.state == TimerState::Done || (timer.doc.state == TimerState::Pending && due_before))
-            {
+            let kept_open = timer.doc.outcome.as_deref() == Some(OPERATOR_CANCEL);
+            if expiry && (timer.doc.state == TimerState::Done || (due_before && !kept_open)) {
                 return Ok(Err(()));
             }
             if timer.doc.state == TimerState::Pending {
@@ -210,8 +216,11 @@ impl Processor {
 
     async fn fire_claimed(&self, mut job: TimerJob) {
         if job.lease_until <= Instant::now() {
+            // Given back uncounted (unless another instance took it meanwhile).
+            let released = self.store.release_timer(&job.id, job.version, job.doc.attempts).await;
             tracing::info!(
                 outcome = "lease_ran_out",
+                released = matches!(released, Ok(true)),
                 "the claim ran out in the queue; the timer is due again"
             );
             return;
@@ -288,8 +297,15 @@ impl Processor {
                 } => (messages, timers, opens, closes, rearm, outcome),
             };
             let scheduled = schedule(&engine, &user, &timers);
+            // A reminder's or an expiry's new question replaces only the open
+            // question as read (a step's follows the scenario, whatever is open).
+            let read_open = context
+                .open_question
+                .as_ref()
+                .filter(|_| due.kind != TimerKind::Step)
+                .map(|read| read.version);
             let question = match (&opens, closes) {
-                (Some(opens), _) => Some(super::typed::opening(user.as_str(), opens, None)),
+                (Some(opens), _) => Some(super::typed::opening(user.as_str(), opens, read_open)),
                 (None, true) => context.open_question.as_ref().map(|read| QuestionChange::Close {
                     user: user.to_string(),
                     read: read.version,
@@ -305,7 +321,7 @@ impl Processor {
                     })
                     .map(|read| QuestionChange::Open {
                         doc: crate::store::OpenQuestionDoc {
-                            opened_at: FirestoreInstant::now(),
+                            reminded_at: Some(FirestoreInstant::now()),
                             ..read.doc.clone()
                         },
                         read: Some(read.version),
@@ -334,6 +350,7 @@ impl Processor {
                     .marker
                     .as_ref()
                     .map(|(_, version)| (marker_id.as_str(), *version)),
+                user: staged.as_ref().map(|_| (user.as_str(), context.user_version)),
                 question,
                 cancels,
                 timers: &scheduled,

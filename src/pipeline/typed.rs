@@ -46,6 +46,7 @@ fn opened_at(
             opened_at: at,
             attempts,
             run: question.run.as_ref().map(ToString::to_string),
+            reminded_at: None,
         },
         read,
     }
@@ -75,6 +76,7 @@ pub(crate) fn open_question(doc: &OpenQuestionDoc) -> Option<OpenQuestion> {
         },
         attempts: doc.attempts,
         opened_at_ms: doc.opened_at.as_millisecond(),
+        reminded_at_ms: doc.reminded_at.map(|at| at.as_millisecond()),
     })
 }
 
@@ -142,7 +144,12 @@ impl Processor {
                     // Still the same question: it keeps when it was asked.
                     let asked = FirestoreInstant::from_millisecond(open.opened_at_ms)
                         .unwrap_or_else(|_| FirestoreInstant::now());
-                    let change = opened_at(plan.user.as_str(), &open.question, asked, attempts, Some(version));
+                    let mut change = opened_at(plan.user.as_str(), &open.question, asked, attempts, Some(version));
+                    if let QuestionChange::Open { doc, .. } = &mut change {
+                        doc.reminded_at = open
+                            .reminded_at_ms
+                            .and_then(|at| FirestoreInstant::from_millisecond(at).ok());
+                    }
                     let key = ActionKey::event(hold.key.as_str());
                     let scenario = &open.question.scenario;
                     let outcome = Reaction {

@@ -273,7 +273,11 @@ impl Processor {
                 .await
                 .map(|_| ()),
             Job::Outbound(job) => self.store.hand_back_outbound(&job.id, job.version).await.map(|_| ()),
-            Job::Timer(job) => self.store.release_timer(&job.id, job.version).await.map(|_| ()),
+            Job::Timer(job) => self
+                .store
+                .release_timer(&job.id, job.version, job.doc.attempts)
+                .await
+                .map(|_| ()),
         };
         if let Err(error) = result {
             tracing::warn!(error = %error, "could not hand work back; its lease will run out");

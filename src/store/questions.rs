@@ -40,6 +40,14 @@ pub(crate) struct OpenQuestionDoc {
     /// The run that asked it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) run: Option<String>,
+    /// When a reminder last asked it again: the answer window runs from then.
+    /// (`openedAt` stays: it identifies the asking a text arrived to.)
+    #[serde(
+        default,
+        with = "firestore::serialize_as_optional_timestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub(crate) reminded_at: Option<FirestoreInstant>,
 }
 
 /// `message_texts/{messageKey}`.

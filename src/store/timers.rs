@@ -98,6 +98,9 @@ pub(crate) struct TimerContext {
     pub(crate) marker: Option<(MarkerRun, Version)>,
     /// `false` only when the user unfollowed last.
     pub(crate) following: bool,
+    /// The version of `users/{id}` as read (`None`: absent): the firing
+    /// commit names it, so an unfollow recorded meanwhile stops the push.
+    pub(crate) user_version: Option<Version>,
     /// Whether the question (of a reminder or an expiry) has an answer.
     pub(crate) answered: bool,
     /// The user's open question, with its version.
@@ -137,9 +140,12 @@ fn decode_context(
         #[serde(default)]
         following: Option<bool>,
     }
-    let following = match found.next().flatten() {
-        Some(document) => Stored::<Following>::decode(document)?.doc.following != Some(false),
-        None => true,
+    let (following, user_version) = match found.next().flatten() {
+        Some(document) => {
+            let stored = Stored::<Following>::decode(document)?;
+            (stored.doc.following != Some(false), Some(stored.version))
+        }
+        None => (true, None),
     };
     let open_question = if request.reads_open_question {
         found.next().flatten().map(Stored::decode).transpose()?
@@ -157,6 +163,7 @@ fn decode_context(
     Ok(TimerContext {
         marker,
         following,
+        user_version,
         answered,
         open_question,
         sibling,
@@ -186,6 +193,8 @@ pub(crate) struct FiringWrites<'a> {
     /// The marker id and its version as read: a start or an answer in between
     /// makes the firing change nothing.
     pub(crate) marker: Option<(&'a str, Version)>,
+    /// The user and the version of `users/{id}` as read (`None`: absent).
+    pub(crate) user: Option<(&'a str, Option<Version>)>,
     pub(crate) question: Option<QuestionChange>,
     /// A timer this firing ends (an expiry ends its question's pending
     /// reminder), conditional on the version read.
@@ -214,6 +223,8 @@ struct Rearm<'a> {
     reminders: u32,
     ledger_id: Option<&'a str>,
     outcome: &'a str,
+    /// A new reminder starts its own count of claims.
+    attempts: u32,
 }
 
 #[derive(Serialize)]
@@ -370,6 +381,22 @@ impl Store {
                 Expect::At(read),
             ));
         }
+        if let Some((user, read)) = firing.user {
+            #[derive(Serialize)]
+            #[serde(rename_all = "camelCase")]
+            struct Seen<'a> {
+                line_user_id: &'a str,
+            }
+            let expect = read.map_or(Expect::Absent, Expect::At);
+            writes.push(expecting(
+                merge(
+                    self.document_path(USERS, user),
+                    &Seen { line_user_id: user },
+                    Vec::new(),
+                )?,
+                expect,
+            ));
+        }
         if let Some(change) = &firing.question {
             writes.push(self.question_write(change)?);
         }
@@ -396,6 +423,7 @@ impl Store {
                     reminders,
                     ledger_id: end.ledger_id,
                     outcome: end.outcome,
+                    attempts: 0,
                 },
                 Vec::new(),
             )?,
@@ -543,15 +571,19 @@ impl Store {
         }
     }
 
-    /// Gives a claimed timer back (at shutdown): due again now, for any instance.
-    pub(crate) async fn release_timer(&self, id: &str, version: Version) -> Result<bool, StoreError> {
+    /// Gives a claimed timer back unstarted (at shutdown, or its claim ran out
+    /// in the queue): due again now, for any instance, with the claim count it
+    /// had before (`attempts`): a claim that never started is no attempt.
+    pub(crate) async fn release_timer(&self, id: &str, version: Version, attempts: u32) -> Result<bool, StoreError> {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
         struct Release {
             wake_at_ms: i64,
+            attempts: u32,
         }
         let release = Release {
             wake_at_ms: FirestoreInstant::now().as_millisecond(),
+            attempts,
         };
         let write = expecting(
             merge(self.document_path(TIMERS, id), &release, Vec::new())?,

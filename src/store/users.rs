@@ -72,7 +72,15 @@ impl Store {
             } else {
                 (current.unfollowed_at, current.followed_at)
             };
-            let newest = other.is_none_or(|other| event_ms > other.as_millisecond());
+            // A follow and an unfollow of the same millisecond: the follow wins,
+            // whichever is processed first.
+            let newest = other.is_none_or(|other| {
+                if following {
+                    event_ms >= other.as_millisecond()
+                } else {
+                    event_ms > other.as_millisecond()
+                }
+            });
             if same.is_some_and(|recorded| recorded.as_millisecond() >= event_ms) {
                 let repeat = same.is_some_and(|recorded| recorded.as_millisecond() == event_ms);
                 return Ok(repeat && newest);

@@ -5,6 +5,7 @@
 use super::{AdminError, require_admin};
 use crate::http::AppState;
 use crate::ids::LineUserId;
+use crate::pipeline::OPERATOR_CANCEL;
 use crate::store::{Stored, TimerDoc, TimerState};
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
@@ -109,7 +110,7 @@ pub(crate) async fn cancel(
         }
         if state
             .store
-            .end_timer(&timer_id, timer.version, TimerState::Cancelled, "cancelled_by_operator")
+            .end_timer(&timer_id, timer.version, TimerState::Cancelled, OPERATOR_CANCEL)
             .await?
         {
             tracing::info!(timer.id = %timer_id, user.id = %user, outcome = "cancelled", "timer cancelled by an operator");
