@@ -46,8 +46,8 @@ impl Processor {
                 )
                 .await?
             {
-                Ok(pending) => pending,
-                Err(()) => {
+                super::timers::AskedTimers::Pending(pending) => pending,
+                super::timers::AskedTimers::Expired => {
                     self.done_without_effect(hold)?;
                     return Ok(Processed::QuestionExpired);
                 }

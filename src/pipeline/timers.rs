@@ -23,6 +23,14 @@ use firestore::FirestoreInstant;
 use std::time::Instant;
 use tracing::Instrument;
 
+/// What an answer finds of its question's own timers.
+pub(super) enum AskedTimers {
+    /// Not expired: these (reminder, expiry) are pending, at these versions.
+    Pending(Vec<(String, Version)>),
+    /// The expiry fired, or was due before the answer was given.
+    Expired,
+}
+
 /// The outcome of a timer an operator cancelled.
 pub(crate) const OPERATOR_CANCEL: &str = "cancelled_by_operator";
 
@@ -120,8 +128,8 @@ impl Processor {
     }
 
     /// The pending reminder and expiry of the question an answer answers, read
-    /// so that the answer's commit cancels them conditionally. `Err(())` when
-    /// the question expired before the answer (its expiry fired).
+    /// so that the answer's commit cancels them conditionally; or that the
+    /// question expired before the answer.
     pub(super) async fn question_timers(
         &self,
         scenario: &ScenarioId,
@@ -130,9 +138,9 @@ impl Processor {
         user: &LineUserId,
         run: Option<&RunId>,
         event_ms: i64,
-    ) -> Result<Result<Vec<(String, Version)>, ()>, crate::store::StoreError> {
+    ) -> Result<AskedTimers, crate::store::StoreError> {
         let Some(run) = run else {
-            return Ok(Ok(Vec::new()));
+            return Ok(AskedTimers::Pending(Vec::new()));
         };
         let engine = self.versions.engine_for(scenario, version).await?;
         let asks_timers = engine
@@ -140,7 +148,7 @@ impl Processor {
             .and_then(|loaded| loaded.question_timers(node))
             .is_some();
         if !asks_timers {
-            return Ok(Ok(Vec::new()));
+            return Ok(AskedTimers::Pending(Vec::new()));
         }
         let ids = [TimerKind::Remind, TimerKind::Expire].map(|kind| timer_id(scenario, node, user, run, kind));
         let found = self.store.timers(&ids).await?;
@@ -155,13 +163,13 @@ impl Processor {
             let due_before = timer.doc.due_at.as_millisecond() <= event_ms;
             let kept_open = timer.doc.outcome.as_deref() == Some(OPERATOR_CANCEL);
             if expiry && (timer.doc.state == TimerState::Done || (due_before && !kept_open)) {
-                return Ok(Err(()));
+                return Ok(AskedTimers::Expired);
             }
             if timer.doc.state == TimerState::Pending {
                 pending.push((timer.id, timer.version));
             }
         }
-        Ok(Ok(pending))
+        Ok(AskedTimers::Pending(pending))
     }
 
     /// A follow or an unfollow: recorded on the user first (idempotent, by event
