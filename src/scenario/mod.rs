@@ -173,6 +173,9 @@ pub struct SurveyNode {
     #[serde(default)]
     pub alt_text: Option<String>,
     pub choices: Vec<Choice>,
+    // The five timer keys below repeat on every question kind: `deny_unknown_fields`
+    // rules out `#[serde(flatten)]`, and a typo in a key must stay an error.
+    // `LoadedScenario::question_timers` gathers them, compiled, in one place.
     /// Sends a reminder this long after the question if it is still unanswered,
     /// such as "1d".
     #[serde(default)]
