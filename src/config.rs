@@ -45,7 +45,12 @@ pub struct Config {
     pub instance_id: String,
     /// Threads serving HTTP; the pipeline runs on the main runtime beside them.
     pub http_workers: usize,
+    /// Multicast calls per second of a campaign, unless its request sets its own.
+    pub campaign_calls_per_second: u32,
 }
+
+/// LINE's published rate limit of the multicast endpoint, per channel.
+pub const LINE_MULTICAST_CALLS_PER_SECOND: u32 = 200;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
@@ -159,6 +164,7 @@ impl Config {
             shutdown_grace: Duration::from_millis(parse(&get, "SHUTDOWN_GRACE_MS", 8_000)?),
             instance_id: get("INSTANCE_ID").unwrap_or_else(default_instance_id),
             http_workers: parse(&get, "HTTP_WORKERS", default_http_workers())?,
+            campaign_calls_per_second: parse(&get, "CAMPAIGN_CALLS_PER_SECOND", 20)?,
         };
         config.validate()?;
         Ok(config)
@@ -222,6 +228,12 @@ impl Config {
         }
         if self.firestore_database.is_empty() || self.firestore_database.contains('/') {
             return invalid("FIRESTORE_DATABASE", "must be (default) or a database id");
+        }
+        if !(1..=LINE_MULTICAST_CALLS_PER_SECOND).contains(&self.campaign_calls_per_second) {
+            return invalid(
+                "CAMPAIGN_CALLS_PER_SECOND",
+                &format!("must be 1 to {LINE_MULTICAST_CALLS_PER_SECOND} (LINE's multicast rate limit)"),
+            );
         }
         if self.instance_id.contains('\0') {
             return invalid("INSTANCE_ID", "must not contain NUL");
@@ -330,7 +342,9 @@ mod tests {
 
     #[test]
     fn settings_that_would_break_at_run_time_are_refused_by_name() {
-        let cases: [(&str, &str, &str); 13] = [
+        let cases: [(&str, &str, &str); 15] = [
+            ("CAMPAIGN_CALLS_PER_SECOND", "0", "CAMPAIGN_CALLS_PER_SECOND"),
+            ("CAMPAIGN_CALLS_PER_SECOND", "201", "CAMPAIGN_CALLS_PER_SECOND"),
             ("SWEEP_INTERVAL_MS", "0", "SWEEP_INTERVAL_MS"),
             ("HTTP_WORKERS", "0", "HTTP_WORKERS"),
             ("QUEUE_CAPACITY", "0", "QUEUE_CAPACITY"),

@@ -7,6 +7,7 @@ use crate::http::{AppState, admin, health, webhook};
 use crate::line::client::LineClient;
 use crate::metrics::Metrics;
 use crate::outbound::{Courier, RetryPolicy};
+use crate::pipeline::campaigns::Campaigns;
 use crate::pipeline::ingest::Ingest;
 use crate::pipeline::manual_send::ManualSender;
 use crate::pipeline::replay::Replayer;
@@ -68,7 +69,7 @@ impl Application {
             reply_token_max_age: config.reply_token_max_age,
         };
         let (retries, scheduled_retries) = tokio::sync::mpsc::unbounded_channel();
-        let courier = Courier::new(client, store.clone(), policy, retries);
+        let courier = Courier::new(client, store.clone(), policy.clone(), retries);
         let metrics = Arc::new(Metrics::default());
         let processor = Arc::new(Processor::new(
             engine.clone(),
@@ -89,7 +90,7 @@ impl Application {
                 max_event_attempts: config.max_event_attempts,
             },
             scheduled_retries,
-            shutdown,
+            shutdown.clone(),
         );
         tracing::info!(
             scenarios = engine.scenarios().len(),
@@ -102,9 +103,20 @@ impl Application {
             "scenarios loaded"
         );
 
+        let campaigns = Campaigns::new(
+            engine.clone(),
+            store.clone(),
+            courier.line().clone(),
+            policy,
+            config.campaign_calls_per_second,
+        );
+        if config.worker_count > 0 {
+            tokio::spawn(campaigns.clone().run(config.sweep_interval, shutdown.clone()));
+        }
         let state = web::Data::new(AppState {
             ingest: Ingest::new(processor.versions(), store.clone(), pipeline.clone(), metrics.clone()),
             manual_sender: ManualSender::new(engine, store.clone(), courier),
+            campaigns,
             replayer: Replayer::new(processor),
             store,
             metrics,
@@ -130,6 +142,10 @@ impl Application {
                     )
                     .route("/admin/dead-letters", web::get().to(admin::dead_letters::list))
                     .route("/admin/metrics", web::get().to(admin::metrics))
+                    .route("/admin/campaigns", web::post().to(admin::campaigns::create))
+                    .route("/admin/campaigns", web::get().to(admin::campaigns::list))
+                    .route("/admin/campaigns/{id}", web::get().to(admin::campaigns::show))
+                    .route("/admin/campaigns/{id}/cancel", web::post().to(admin::campaigns::cancel))
                     .route(
                         "/admin/dead-letters/{id}/replay",
                         web::post().to(admin::dead_letters::replay),

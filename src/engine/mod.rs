@@ -3,6 +3,7 @@
 //! event, at ingest; the plan is stored with the event and the pipeline carries
 //! it out against Firestore and LINE.
 
+pub(crate) mod campaign;
 mod render;
 mod start;
 mod typed;

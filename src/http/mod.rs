@@ -6,6 +6,7 @@ pub(crate) mod health;
 pub(crate) mod webhook;
 
 use crate::metrics::Metrics;
+use crate::pipeline::campaigns::Campaigns;
 use crate::pipeline::ingest::Ingest;
 use crate::pipeline::manual_send::ManualSender;
 use crate::pipeline::replay::Replayer;
@@ -16,6 +17,7 @@ use std::sync::Arc;
 pub(crate) struct AppState {
     pub(crate) ingest: Ingest,
     pub(crate) manual_sender: ManualSender,
+    pub(crate) campaigns: Campaigns,
     pub(crate) replayer: Replayer,
     /// Read-only uses: dead-letter lists and batch counts.
     pub(crate) store: Store,

@@ -5,7 +5,7 @@
 //! output (scenario text, buttons, card titles; never a user's text) and the
 //! send counts as `logged`, never `sent`.
 
-use super::messages::{Message, PushRequest, ReplyRequest, describe};
+use super::messages::{Message, MulticastRequest, PushRequest, ReplyRequest, describe};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -110,6 +110,32 @@ impl LineClient {
         let body = PushRequest { to, messages };
         self.post("/v2/bot/message/push", &body, Some(retry_key), Some(to), messages)
             .await
+    }
+
+    /// Sends the same messages to up to 500 users in one call. Like a push, it
+    /// carries a retry key, so a repeat after a lost answer is refused with 409.
+    pub(crate) async fn multicast(
+        &self,
+        to: &[String],
+        messages: &[Message],
+        aggregation_unit: Option<&str>,
+        retry_key: Uuid,
+    ) -> Result<Delivered, SendError> {
+        let units: Vec<String> = aggregation_unit.map(str::to_owned).into_iter().collect();
+        let body = MulticastRequest {
+            to,
+            messages,
+            custom_aggregation_units: &units,
+        };
+        let label = format!("{} users", to.len());
+        self.post(
+            "/v2/bot/message/multicast",
+            &body,
+            Some(retry_key),
+            Some(&label),
+            messages,
+        )
+        .await
     }
 
     async fn post<B: serde::Serialize>(

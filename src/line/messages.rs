@@ -151,6 +151,17 @@ pub(crate) struct PushRequest<'a> {
     pub(crate) messages: &'a [Message],
 }
 
+/// Body of `POST /v2/bot/message/multicast`: the same messages to up to 500 users.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct MulticastRequest<'a> {
+    pub(crate) to: &'a [String],
+    pub(crate) messages: &'a [Message],
+    /// At most one unit name (`[a-zA-Z0-9_]{1,30}`): LINE's statistics per campaign.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub(crate) custom_aggregation_units: &'a [String],
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

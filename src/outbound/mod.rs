@@ -51,6 +51,12 @@ impl ActionKey {
         Self(deterministic_id(&["timer", timer_id, &due_ms.to_string()]))
     }
 
+    /// One chunk of a campaign: its one multicast call, however often it is
+    /// retried (across instances and restarts), carries one retry key.
+    pub(crate) fn campaign_chunk(chunk_id: &str) -> Self {
+        Self(deterministic_id(&["campaign_chunk", chunk_id]))
+    }
+
     pub(crate) fn as_str(&self) -> &str {
         &self.0
     }

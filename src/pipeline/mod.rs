@@ -12,6 +12,7 @@
 //! lease runs out and the sweeper of some instance picks it up.
 
 mod answer;
+pub(crate) mod campaigns;
 mod hold;
 pub(crate) mod ingest;
 pub(crate) mod manual_send;

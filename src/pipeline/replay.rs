@@ -37,6 +37,9 @@ pub(crate) enum ReplayError {
     /// The record is not parked (any more): it is in this state.
     #[error("the record is no longer parked; it is {0}")]
     NotParked(&'static str),
+    /// The letter parks something a replay cannot send again.
+    #[error("{0}")]
+    NotReplayable(&'static str),
     /// It failed again and was parked again, with a new letter.
     #[error("the replay failed again and was parked: {0}")]
     FailedAgain(String),
@@ -67,6 +70,11 @@ impl Replayer {
                 .replay_outbound(letter_id, &letter.doc.target_id)
                 .await
                 .map(Replayed::Outbound),
+            // LINE refused the chunk's request as it stands; sending it again
+            // would be refused again. A new campaign (skipAnswered) reaches them.
+            DeadLetterKind::CampaignChunk => Err(ReplayError::NotReplayable(
+                "a campaign chunk LINE refused is not replayed; fix the scenario and start a new campaign",
+            )),
         };
         // "Sent" and "done" marks are batched; an operator who looks right after
         // this answer must find them recorded.

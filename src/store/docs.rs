@@ -18,6 +18,8 @@ pub(crate) mod collections {
     pub(crate) const DEAD_LETTERS: &str = "dead_letters";
     pub(crate) const TIMERS: &str = "timers";
     pub(crate) const SCENARIO_VERSIONS: &str = "scenario_versions";
+    pub(crate) const CAMPAIGNS: &str = "campaigns";
+    pub(crate) const CAMPAIGN_CHUNKS: &str = "campaign_chunks";
 }
 
 /// `survey_responses/{answerId}`: one user's answer to one survey node.
@@ -255,6 +257,11 @@ pub(crate) struct DeadLetterDoc {
     pub(crate) event_type: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) action_key: Option<String>,
+    /// A campaign chunk's campaign, and how many users the chunk holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) campaign_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) user_count: Option<u32>,
     #[serde(with = "firestore::serialize_as_timestamp")]
     pub(crate) parked_at: FirestoreInstant,
 }
@@ -268,4 +275,6 @@ pub(crate) enum DeadLetterKind {
     Outbound,
     /// A reply with an unknown outcome.
     UncertainReply,
+    /// A campaign chunk LINE refused, or that ran out of retries.
+    CampaignChunk,
 }

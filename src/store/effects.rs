@@ -260,8 +260,14 @@ impl Store {
                 expect,
             ));
         }
-        if let Some((user, tag)) = effects.tag {
-            writes.push(self.user_write(user, &[tag.to_owned()], FirestoreInstant::now())?);
+        // The user is seen (a campaign's audience reads it), with the card's tag.
+        let seen = match (effects.tag, &effects.start) {
+            (Some((user, tag)), _) => Some((user, vec![tag.to_owned()])),
+            (None, Some(start)) => Some((start.user, Vec::new())),
+            (None, None) => None,
+        };
+        if let Some((user, tags)) = seen {
+            writes.push(self.user_write(user, &tags, FirestoreInstant::now())?);
         }
         for (timer_id, doc) in effects.timers {
             writes.push(self.timer_write(timer_id, doc)?);

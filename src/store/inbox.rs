@@ -202,6 +202,8 @@ impl Store {
             line_user_id: None,
             event_type: Some(doc.event_type.clone()),
             action_key: None,
+            campaign_id: None,
+            user_count: None,
             parked_at: FirestoreInstant::now(),
         };
         self.park(key.as_str(), version, &letter).await
@@ -225,6 +227,8 @@ impl Store {
             line_user_id: None,
             event_type: None,
             action_key: None,
+            campaign_id: None,
+            user_count: None,
             parked_at: FirestoreInstant::now(),
         };
         self.park(id, version, &letter).await
@@ -242,10 +246,11 @@ impl Store {
         let collection = match letter.kind {
             DeadLetterKind::Event => WEBHOOK_INBOX,
             DeadLetterKind::Outbound | DeadLetterKind::UncertainReply => OUTBOUND_LEDGER,
+            DeadLetterKind::CampaignChunk => super::docs::collections::CAMPAIGN_CHUNKS,
         };
         let state = match letter.kind {
             DeadLetterKind::Event => "dead",
-            DeadLetterKind::Outbound | DeadLetterKind::UncertainReply => "failed",
+            DeadLetterKind::Outbound | DeadLetterKind::UncertainReply | DeadLetterKind::CampaignChunk => "failed",
         };
         let change = Parked {
             state,
@@ -346,6 +351,7 @@ pub(crate) fn dead_letter_id(kind: DeadLetterKind, target_id: &str) -> String {
         DeadLetterKind::Event => "event",
         DeadLetterKind::Outbound => "outbound",
         DeadLetterKind::UncertainReply => "uncertain",
+        DeadLetterKind::CampaignChunk => "campaign",
     };
     format!("{prefix}-{target_id}")
 }

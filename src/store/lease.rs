@@ -192,7 +192,7 @@ fn random_id() -> String {
     format!("{high}{low}")[..40].to_owned()
 }
 
-fn reference_value(path: String) -> firestore::FirestoreValue {
+pub(super) fn reference_value(path: String) -> firestore::FirestoreValue {
     firestore::FirestoreValue::from(gcloud_sdk::google::firestore::v1::Value {
         value_type: Some(ValueType::ReferenceValue(path)),
     })

@@ -343,6 +343,8 @@ impl Store {
                 line_user_id: Some(doc.line_user_id.clone()),
                 event_type: None,
                 action_key: Some(doc.action_key.clone()),
+                campaign_id: None,
+                user_count: None,
                 parked_at: now,
             };
             writes.push(set(

@@ -11,8 +11,9 @@
 //! `survey_responses`, `users`, `scenario_answers` (per user and scenario: answered,
 //! last started), `webhook_inbox`, `outbound_ledger`, `message_marks`,
 //! `admin_requests`, `dead_letters`, `open_questions`, `message_texts`, `timers`
-//! and `scenario_versions`.
+//! `scenario_versions`, `campaigns` and `campaign_chunks`.
 
+mod campaigns;
 mod claimer;
 mod dead_letters;
 mod docs;
@@ -32,6 +33,10 @@ mod users;
 mod versions;
 mod writes;
 
+pub(crate) use campaigns::{
+    CampaignChange, CampaignCreate, CampaignDoc, CampaignState, ChunkCounts, ChunkDoc, ChunkEnd, ChunkState, UserScan,
+    chunk_id,
+};
 pub(crate) use docs::{DeadLetterDoc, DeadLetterKind, InboxDoc, InboxState, LedgerDoc, LedgerState, RouteDoc};
 pub(crate) use effects::{AnswerRecord, Effect, EffectWrites, RunRecord, StartRecord};
 pub(crate) use idempotency::RequestCheck;

@@ -1,9 +1,10 @@
-//! `users/{lineUserId}`: whether the user follows the account. Follow and
+//! `users/{lineUserId}`: whether the user follows the account, and when they
+//! were first and last seen (campaign audiences read both). Follow and
 //! unfollow events can arrive late or twice; the event time decides, so the
 //! newest of them wins whatever order they are processed in.
 
 use super::docs::collections::USERS;
-use super::writes::{CommitOutcome, Expect, expecting, merge};
+use super::writes::{CommitOutcome, Expect, expecting, maximum, merge, minimum};
 use super::{Store, StoreError};
 use firestore::FirestoreInstant;
 use serde::{Deserialize, Serialize};
@@ -96,7 +97,10 @@ impl Store {
                 unfollowed_at: if following { None } else { Some(at) },
             };
             let expect = version.map_or(Expect::Absent, Expect::At);
-            let write = expecting(merge(self.document_path(USERS, user), &write, Vec::new())?, expect);
+            // First and last seen as the answers keep them: a campaign's audience
+            // may ask who was first seen when.
+            let seen = vec![minimum("firstSeenMs", event_ms), maximum("lastSeenMs", event_ms)];
+            let write = expecting(merge(self.document_path(USERS, user), &write, seen)?, expect);
             match self.commit(vec![write]).await {
                 CommitOutcome::Committed(_) => return Ok(newest),
                 // Changed meanwhile (an answer's tags, another event), or the

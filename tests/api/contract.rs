@@ -94,8 +94,47 @@ async fn every_outbound_body_matches_the_messaging_api_schema() {
         .map(|message| message["type"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(kinds.into_iter().collect::<Vec<_>>(), ["flex", "template", "text"]);
+    check_calls(&shared, &calls);
+}
+
+#[tokio::test]
+async fn campaign_multicasts_match_the_messaging_api_schema() {
+    let Some(shared) = shared_dir() else { return };
+    let app = spawn_app().await;
+    let users: Vec<String> = (0..3).map(|_| events::new_user()).collect();
+    for user in &users {
+        app.deliver(&follow(user)).await;
+    }
+    let response = app
+        .http
+        .post(format!("{}/admin/campaigns", app.address))
+        .bearer_auth(crate::helpers::ADMIN_TOKEN)
+        .header("Idempotency-Key", "contract")
+        .json(&serde_json::json!({"scenarioId": "lunch"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202);
+    crate::helpers::wait_until(std::time::Duration::from_secs(30), || {
+        app.line.accepted().iter().any(|call| call.is_multicast())
+    })
+    .await;
+    let calls: Vec<serde_json::Value> = app
+        .line
+        .calls()
+        .into_iter()
+        .filter(|call| call.is_multicast())
+        .map(|call| serde_json::json!({"method": "POST", "path": call.path, "body": call.body}))
+        .collect();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["body"]["to"].as_array().map(Vec::len), Some(3));
+    check_calls(&shared, &calls);
+}
+
+/// Runs line_contract.py on `calls` (`[{"method", "path", "body"}]`).
+fn check_calls(shared: &std::path::Path, calls: &impl serde::Serialize) {
     let file = std::env::temp_dir().join(format!("line-calls-{}.json", uuid::Uuid::new_v4()));
-    std::fs::write(&file, serde_json::to_vec_pretty(&calls).unwrap()).unwrap();
+    std::fs::write(&file, serde_json::to_vec_pretty(calls).unwrap()).unwrap();
     let tool = shared.join("tools/line_contract.py");
     let (ok, report) = run_python(&[tool.as_os_str(), file.as_os_str()]);
     std::fs::remove_file(file).unwrap();

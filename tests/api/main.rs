@@ -5,6 +5,7 @@ mod helpers;
 
 mod admin;
 mod bad_input;
+mod campaigns;
 mod cli;
 mod contract;
 mod delivery;

@@ -56,6 +56,10 @@ pub(crate) async fn replay(
             message: format!("the record is no longer parked: it is {state}"),
             state,
         },
+        ReplayError::NotReplayable(message) => AdminError::Conflict {
+            message: message.to_owned(),
+            state: "failed",
+        },
         ReplayError::FailedAgain(reason) => {
             AdminError::Upstream(format!("the replay failed again and was parked: {reason}"))
         }

@@ -1,6 +1,7 @@
-//! Operator API: manual sends, dead letters, users' timers and metrics. Off unless `ADMIN_TOKEN`
+//! Operator API: manual sends, campaigns, dead letters, users' timers and metrics. Off unless `ADMIN_TOKEN`
 //! is set; every route checks the bearer token first, in constant time.
 
+pub(crate) mod campaigns;
 pub(crate) mod dead_letters;
 pub(crate) mod send;
 pub(crate) mod timers;
@@ -25,6 +26,8 @@ pub(crate) enum AdminError {
     UnknownDeadLetter(String),
     #[error("the user has no timer with id {0:?}")]
     UnknownTimer(String),
+    #[error("no campaign with id {0:?}")]
+    UnknownCampaign(String),
     /// The record is not in a state the call can act on.
     #[error("{message}")]
     Conflict { message: String, state: &'static str },
@@ -43,9 +46,10 @@ impl ResponseError for AdminError {
         match self {
             AdminError::Unauthorized => StatusCode::UNAUTHORIZED,
             AdminError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            AdminError::UnknownScenario(_) | AdminError::UnknownDeadLetter(_) | AdminError::UnknownTimer(_) => {
-                StatusCode::NOT_FOUND
-            }
+            AdminError::UnknownScenario(_)
+            | AdminError::UnknownDeadLetter(_)
+            | AdminError::UnknownTimer(_)
+            | AdminError::UnknownCampaign(_) => StatusCode::NOT_FOUND,
             AdminError::Conflict { .. } => StatusCode::CONFLICT,
             AdminError::KeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             AdminError::Upstream(_) => StatusCode::BAD_GATEWAY,

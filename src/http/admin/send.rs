@@ -41,7 +41,7 @@ struct UserResult {
     error: Option<String>,
 }
 
-fn idempotency_key(request: &HttpRequest) -> Result<String, AdminError> {
+pub(super) fn idempotency_key(request: &HttpRequest) -> Result<String, AdminError> {
     match request.headers().get("idempotency-key") {
         None => Ok(uuid::Uuid::new_v4().to_string()),
         Some(value) => {

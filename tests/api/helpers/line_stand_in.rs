@@ -10,6 +10,8 @@
 //!   The service relies on that exact 400 to fall back to a push.
 //! - A push whose `X-Line-Retry-Key` was accepted before answers 409 with an
 //!   `x-line-accepted-request-id` header, and delivers nothing again.
+//! - A multicast (up to 500 users, `customAggregationUnits` as LINE checks it)
+//!   keeps retry keys like a push: a repeat of an accepted key answers 409.
 //! - A wrong access token answers 401.
 //! - A message over one of LINE's limits, counted as LINE counts them, answers
 //!   400 and delivers nothing (see `line_limits`).
@@ -39,6 +41,7 @@ pub const DEFAULT_REPLY_TOKEN_LIFETIME: Duration = Duration::from_secs(60);
 
 const REPLY_PATH: &str = "/v2/bot/message/reply";
 const PUSH_PATH: &str = "/v2/bot/message/push";
+const MULTICAST_PATH: &str = "/v2/bot/message/multicast";
 
 /// Every reply token issued in this test process, with its issue time (ms since
 /// the epoch). Process-wide, like LINE's own: events are built apart from the
@@ -108,6 +111,18 @@ impl Call {
         self.body.get("to").and_then(Value::as_str)
     }
 
+    /// The users of a multicast (empty for other calls).
+    pub fn recipients(&self) -> Vec<String> {
+        self.body["to"]
+            .as_array()
+            .map(|users| users.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default()
+    }
+
+    pub fn is_multicast(&self) -> bool {
+        self.path == MULTICAST_PATH
+    }
+
     /// The `replyToken` of a reply, or `None` for a push.
     pub fn reply_token(&self) -> Option<&str> {
         self.body.get("replyToken").and_then(Value::as_str)
@@ -140,6 +155,9 @@ struct State {
     accepted_retry_keys: HashSet<String>,
     push_faults: VecDeque<Fault>,
     reply_faults: VecDeque<Fault>,
+    multicast_faults: VecDeque<Fault>,
+    /// Shares of multicasts answered 429 (nothing sent) and 500 after accepting.
+    multicast_random: (f64, f64),
     latency: Duration,
     reply_token_lifetime: Duration,
     /// Share of reply and push calls that fail with a random 500.
@@ -154,6 +172,8 @@ impl Default for State {
             accepted_retry_keys: HashSet::new(),
             push_faults: VecDeque::new(),
             reply_faults: VecDeque::new(),
+            multicast_faults: VecDeque::new(),
+            multicast_random: (0.0, 0.0),
             latency: Duration::ZERO,
             reply_token_lifetime: DEFAULT_REPLY_TOKEN_LIFETIME,
             random_failure_share: 0.0,
@@ -199,6 +219,17 @@ impl Respond for LineResponder {
         let queued = match path.as_str() {
             REPLY_PATH => state.reply_faults.pop_front(),
             PUSH_PATH => state.push_faults.pop_front(),
+            MULTICAST_PATH => state.multicast_faults.pop_front().or_else(|| {
+                let (rate_limited, accepted_then_500) = state.multicast_random;
+                let draw = random_unit();
+                if draw < rate_limited {
+                    Some(Fault::RateLimit { retry_after_secs: 1 })
+                } else if draw < rate_limited + accepted_then_500 {
+                    Some(Fault::AcceptThenFail)
+                } else {
+                    None
+                }
+            }),
             _ => None,
         };
         // Queued faults first; otherwise, maybe, a random one.
@@ -214,6 +245,12 @@ impl Respond for LineResponder {
                 false,
             ),
             (Some(Fault::RateLimit { .. }), true) => (429, serde_json::json!({"message": "Too many requests"}), false),
+            (_, true) if path == MULTICAST_PATH && multicast_problem(&body).is_some() => (
+                400,
+                serde_json::json!({"message": "The request body has 1 error(s)",
+                    "details": [{"message": multicast_problem(&body)}]}),
+                false,
+            ),
             (_, true) if super::line_limits::problem(&body["messages"]).is_some() => (
                 400,
                 serde_json::json!({"message": "The request body has 1 error(s)",
@@ -233,7 +270,7 @@ impl Respond for LineResponder {
                     }
                     _ => invalid_reply_token(),
                 },
-                PUSH_PATH => match &retry_key {
+                PUSH_PATH | MULTICAST_PATH => match &retry_key {
                     Some(key) if !state.accepted_retry_keys.insert(key.clone()) => (
                         409,
                         serde_json::json!({"message": "The retry key is already accepted"}),
@@ -277,6 +314,25 @@ impl Respond for LineResponder {
     }
 }
 
+/// What LINE refuses in a multicast beyond its messages: 1 to 500 users, at
+/// most one aggregation unit named `[a-zA-Z0-9_]{1,30}`.
+fn multicast_problem(body: &Value) -> Option<String> {
+    let users = body["to"].as_array().map_or(0, Vec::len);
+    if !(1..=500).contains(&users) {
+        return Some(format!("to: {users} users; 1 to 500 are allowed"));
+    }
+    let units = body.get("customAggregationUnits").and_then(Value::as_array);
+    let bad_unit = units.is_some_and(|units| {
+        units.len() > 1
+            || units.iter().any(|unit| {
+                unit.as_str().is_none_or(|name| {
+                    name.is_empty() || name.len() > 30 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                })
+            })
+    });
+    bad_unit.then(|| "customAggregationUnits: at most one name of [a-zA-Z0-9_]{1,30}".to_owned())
+}
+
 pub struct LineStandIn {
     server: MockServer,
     state: Arc<Mutex<State>>,
@@ -318,6 +374,31 @@ impl LineStandIn {
             "the share of failing calls is between 0 and 1, not {share}"
         );
         self.state.lock().unwrap().random_failure_share = share;
+    }
+
+    /// Faults for the next multicasts, in order.
+    pub fn fail_next_multicasts(&self, faults: impl IntoIterator<Item = Fault>) {
+        self.state.lock().unwrap().multicast_faults.extend(faults);
+    }
+
+    /// From now on each multicast, independently, answers 429 with
+    /// `Retry-After: 1` (nothing sent) with probability `rate_limited`, or is
+    /// accepted and then answered 500 with probability `accepted_then_500`.
+    /// Queued faults come first.
+    pub fn fail_multicasts_randomly(&self, rate_limited: f64, accepted_then_500: f64) {
+        assert!(rate_limited >= 0.0 && accepted_then_500 >= 0.0 && rate_limited + accepted_then_500 <= 1.0);
+        self.state.lock().unwrap().multicast_random = (rate_limited, accepted_then_500);
+    }
+
+    /// How many accepted multicasts reached each user.
+    pub fn multicast_deliveries(&self) -> HashMap<String, usize> {
+        let mut received: HashMap<String, usize> = HashMap::new();
+        for call in self.accepted().iter().filter(|call| call.is_multicast()) {
+            for user in call.recipients() {
+                *received.entry(user).or_default() += 1;
+            }
+        }
+        received
     }
 
     /// Every answer takes this long (the message goes out at once).

@@ -1,0 +1,306 @@
+//! Campaigns, the decisions: who is in an audience, what a campaign sends, and
+//! its ids. Pure: the pipeline reads users and answers, then asks.
+
+use super::Engine;
+use super::render::render_in_run;
+use crate::ids::{RunId, ScenarioId, deterministic_id};
+use crate::line::messages::Message;
+use chrono::{NaiveDate, TimeZone};
+use serde::Deserialize;
+use std::collections::{HashMap, HashSet};
+
+/// LINE's multicast takes up to 500 recipients per call.
+pub(crate) const CHUNK_SIZE: usize = 500;
+/// Tags an audience may name across its lists: Firestore's `array-contains-any`
+/// takes at most 30 values.
+pub(crate) const MAX_TAGS: usize = 30;
+/// Scenarios an audience may name in `answered` and `notAnswered`.
+pub(crate) const MAX_SCENARIOS: usize = 10;
+const MAX_TAG_CHARS: usize = 100;
+
+/// The audience as an operator writes it (`audience` of `POST /admin/campaigns`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct AudienceRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tags: Option<TagFilter>,
+    /// Users who answered each of these scenarios.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) answered: Option<Vec<String>>,
+    /// Users who answered none of these scenarios.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) not_answered: Option<Vec<String>>,
+    /// First seen on or after this date (`YYYY-MM-DD`, in the campaign
+    /// scenario's time zone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) first_seen_from: Option<String>,
+    /// First seen on or before this date.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) first_seen_to: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct TagFilter {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) any_of: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) all_of: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) none_of: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum AudienceError {
+    #[error("no scenario with id {0:?}")]
+    UnknownScenario(String),
+    #[error("{0} is an empty list; leave it out to not filter by it")]
+    EmptyList(&'static str),
+    #[error("the audience names {0} tags; at most {MAX_TAGS} are allowed")]
+    TooManyTags(usize),
+    #[error("the audience names {0} scenarios; at most {MAX_SCENARIOS} are allowed")]
+    TooManyScenarios(usize),
+    #[error("tag {0:?} is not a tag (1 to {MAX_TAG_CHARS} characters)")]
+    BadTag(String),
+    #[error("{field} {value:?} is not a date (YYYY-MM-DD)")]
+    BadDate { field: &'static str, value: String },
+    #[error("firstSeenFrom {from} is after firstSeenTo {to}")]
+    InvertedDates { from: String, to: String },
+}
+
+/// An audience, checked: all following users, filtered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Audience {
+    any_of: Vec<String>,
+    all_of: Vec<String>,
+    none_of: Vec<String>,
+    answered: Vec<ScenarioId>,
+    not_answered: Vec<ScenarioId>,
+    /// First seen in `[from, to)`, ms since the epoch.
+    first_seen_from_ms: Option<i64>,
+    first_seen_to_ms: Option<i64>,
+}
+
+/// What Firestore is asked for; the rest of the audience is checked in memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Scan {
+    All,
+    AnyTag(Vec<String>),
+    Tag(String),
+}
+
+/// One user as the audience filter sees them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Candidate<'a> {
+    pub(crate) id: &'a str,
+    /// `None`: known from an answer, no follow or unfollow recorded.
+    pub(crate) following: Option<bool>,
+    pub(crate) tags: &'a [String],
+    pub(crate) first_seen_ms: Option<i64>,
+}
+
+/// Who answered which scenario, as read for the audience.
+pub(crate) type AnsweredBy = HashMap<ScenarioId, HashSet<String>>;
+
+impl Audience {
+    /// The narrowest query Firestore can answer from its automatic indexes.
+    pub(crate) fn scan(&self) -> Scan {
+        if !self.any_of.is_empty() {
+            Scan::AnyTag(self.any_of.clone())
+        } else if let Some(tag) = self.all_of.first() {
+            Scan::Tag(tag.clone())
+        } else {
+            Scan::All
+        }
+    }
+
+    /// The scenarios whose answers the filter needs.
+    pub(crate) fn needs_answers(&self) -> impl Iterator<Item = &ScenarioId> {
+        self.answered.iter().chain(&self.not_answered)
+    }
+
+    /// Whether `user` is in the audience. Users who unfollowed never are.
+    pub(crate) fn includes(&self, user: &Candidate<'_>, answered_by: &AnsweredBy) -> bool {
+        let answered = |scenario: &ScenarioId| answered_by.get(scenario).is_some_and(|users| users.contains(user.id));
+        let has = |tag: &String| user.tags.contains(tag);
+        user.following != Some(false)
+            && (self.any_of.is_empty() || self.any_of.iter().any(has))
+            && self.all_of.iter().all(has)
+            && !self.none_of.iter().any(has)
+            && self.answered.iter().all(answered)
+            && !self.not_answered.iter().any(answered)
+            && self
+                .first_seen_from_ms
+                .is_none_or(|from| user.first_seen_ms.is_some_and(|seen| seen >= from))
+            && self
+                .first_seen_to_ms
+                .is_none_or(|to| user.first_seen_ms.is_some_and(|seen| seen < to))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum CampaignStartError {
+    #[error("no scenario with id {0:?}")]
+    UnknownScenario(String),
+    /// Campaigns send the same messages to everyone and write nothing per
+    /// user; a scenario that must (timers, a typed question) goes by manual send.
+    #[error(
+        "scenario {0:?} schedules waits, reminders or expiries, or asks a typed question first: campaigns send scenarios that need nothing stored per user; use POST /admin/scenarios/{0}/send"
+    )]
+    NeedsPerUserState(String),
+    #[error("scenario {0:?} cannot be rendered: {1}")]
+    Broken(String, String),
+}
+
+/// What every recipient of a campaign gets.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CampaignStart {
+    pub(crate) messages: Vec<Message>,
+    pub(crate) version: u32,
+    pub(crate) run: RunId,
+}
+
+impl Engine {
+    /// Checks an audience against the loaded scenarios; dates are read in the
+    /// time zone of `scenario` (the campaign's).
+    pub(crate) fn audience(&self, request: &AudienceRequest, scenario: &ScenarioId) -> Result<Audience, AudienceError> {
+        let zone = self
+            .scenario(scenario)
+            .ok_or_else(|| AudienceError::UnknownScenario(scenario.to_string()))?
+            .timing()
+            .zone;
+        let tags = request.tags.clone().unwrap_or_default();
+        let any_of = tag_list("tags.anyOf", tags.any_of)?;
+        let all_of = tag_list("tags.allOf", tags.all_of)?;
+        let none_of = tag_list("tags.noneOf", tags.none_of)?;
+        let tag_count = any_of.len() + all_of.len() + none_of.len();
+        if tag_count > MAX_TAGS {
+            return Err(AudienceError::TooManyTags(tag_count));
+        }
+        let answered = self.scenario_list("answered", request.answered.as_deref())?;
+        let not_answered = self.scenario_list("notAnswered", request.not_answered.as_deref())?;
+        if answered.len() + not_answered.len() > MAX_SCENARIOS {
+            return Err(AudienceError::TooManyScenarios(answered.len() + not_answered.len()));
+        }
+        let from = date("firstSeenFrom", request.first_seen_from.as_deref())?;
+        let to = date("firstSeenTo", request.first_seen_to.as_deref())?;
+        if let (Some(from), Some(to)) = (from, to)
+            && from > to
+        {
+            return Err(AudienceError::InvertedDates {
+                from: from.to_string(),
+                to: to.to_string(),
+            });
+        }
+        let start_of = |day: NaiveDate| {
+            let midnight = day.and_time(chrono::NaiveTime::MIN);
+            // A zone whose midnight falls in a DST gap starts the day at the gap's end.
+            zone.from_local_datetime(&midnight)
+                .earliest()
+                .map_or_else(|| midnight.and_utc().timestamp_millis(), |at| at.timestamp_millis())
+        };
+        Ok(Audience {
+            any_of,
+            all_of,
+            none_of,
+            answered,
+            not_answered,
+            first_seen_from_ms: from.map(start_of),
+            first_seen_to_ms: to.and_then(|day| day.succ_opt()).map(start_of),
+        })
+    }
+
+    fn scenario_list(&self, field: &'static str, ids: Option<&[String]>) -> Result<Vec<ScenarioId>, AudienceError> {
+        let Some(ids) = ids else {
+            return Ok(Vec::new());
+        };
+        if ids.is_empty() {
+            return Err(AudienceError::EmptyList(field));
+        }
+        let mut scenarios: Vec<ScenarioId> = Vec::with_capacity(ids.len());
+        for raw in ids {
+            let id = ScenarioId::parse(raw.clone())
+                .ok()
+                .filter(|id| self.scenario(id).is_some())
+                .ok_or_else(|| AudienceError::UnknownScenario(raw.clone()))?;
+            if !scenarios.contains(&id) {
+                scenarios.push(id);
+            }
+        }
+        Ok(scenarios)
+    }
+
+    /// What a campaign of `scenario` sends, in the run all its recipients share.
+    pub(crate) fn campaign_start(
+        &self,
+        scenario: &ScenarioId,
+        campaign_id: &str,
+    ) -> Result<CampaignStart, CampaignStartError> {
+        let loaded = self
+            .scenario(scenario)
+            .ok_or_else(|| CampaignStartError::UnknownScenario(scenario.to_string()))?;
+        let run = RunId::begun_by(&deterministic_id(&["campaign", campaign_id]));
+        let rendered = render_in_run(loaded, &loaded.start, Some(&run))
+            .map_err(|problem| CampaignStartError::Broken(scenario.to_string(), problem.to_string()))?;
+        if loaded.has_timers() || rendered.opens.is_some() || !rendered.timers.is_empty() {
+            return Err(CampaignStartError::NeedsPerUserState(scenario.to_string()));
+        }
+        Ok(CampaignStart {
+            messages: rendered.messages,
+            version: loaded.scenario.version,
+            run,
+        })
+    }
+}
+
+/// A tag list: absent is no filter; present must hold 1 to 30 real tags.
+fn tag_list(field: &'static str, tags: Option<Vec<String>>) -> Result<Vec<String>, AudienceError> {
+    let Some(tags) = tags else {
+        return Ok(Vec::new());
+    };
+    if tags.is_empty() {
+        return Err(AudienceError::EmptyList(field));
+    }
+    if tags.len() > MAX_TAGS {
+        return Err(AudienceError::TooManyTags(tags.len()));
+    }
+    let mut unique: Vec<String> = Vec::with_capacity(tags.len());
+    for tag in tags {
+        if tag.trim().is_empty() || tag.chars().count() > MAX_TAG_CHARS || tag.contains('\0') {
+            return Err(AudienceError::BadTag(tag));
+        }
+        if !unique.contains(&tag) {
+            unique.push(tag);
+        }
+    }
+    Ok(unique)
+}
+
+fn date(field: &'static str, raw: Option<&str>) -> Result<Option<NaiveDate>, AudienceError> {
+    raw.map(|value| {
+        NaiveDate::parse_from_str(value, "%Y-%m-%d").map_err(|_| AudienceError::BadDate {
+            field,
+            value: value.to_owned(),
+        })
+    })
+    .transpose()
+}
+
+/// A campaign's id: the same `Idempotency-Key` is the same campaign.
+pub(crate) fn campaign_id(idempotency_key: &str) -> Option<String> {
+    (!idempotency_key.contains('\0')).then(|| deterministic_id(&["campaign", idempotency_key]))
+}
+
+/// The campaign's `customAggregationUnits` name: `c` and the id's first 29 hex
+/// digits, within LINE's `^[a-zA-Z0-9_]{1,30}$`.
+pub(crate) fn aggregation_unit(campaign_id: &str) -> String {
+    let hex: String = campaign_id
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(29)
+        .collect();
+    format!("c{hex}")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,227 @@
+use super::*;
+use crate::scenario::load_dir;
+use std::path::Path;
+use std::sync::Arc;
+
+fn engine() -> Engine {
+    let scenarios = load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")).expect("the samples load");
+    Engine::new(Arc::new(scenarios))
+}
+
+fn satisfaction() -> ScenarioId {
+    ScenarioId::parse("satisfaction").expect("valid")
+}
+
+fn audience(raw: serde_json::Value) -> Result<Audience, AudienceError> {
+    let request: AudienceRequest = serde_json::from_value(raw).expect("the request parses");
+    engine().audience(&request, &satisfaction())
+}
+
+fn tags(list: &[&str]) -> Vec<String> {
+    list.iter().map(|tag| (*tag).to_owned()).collect()
+}
+
+/// 2026-11-01T00:00 in Tokyo.
+const NOV_1_TOKYO_MS: i64 = 1_793_458_800_000;
+const DAY_MS: i64 = 86_400_000;
+
+#[test]
+fn bad_audiences_are_refused_with_the_field_named() {
+    let too_many: Vec<String> = (0..31).map(|n| format!("t{n}")).collect();
+    let cases = [
+        (
+            serde_json::json!({"tags": {"anyOf": []}}),
+            "tags.anyOf is an empty list",
+        ),
+        (
+            serde_json::json!({"tags": {"noneOf": []}}),
+            "tags.noneOf is an empty list",
+        ),
+        (serde_json::json!({"answered": []}), "answered is an empty list"),
+        (serde_json::json!({"tags": {"anyOf": too_many}}), "31 tags"),
+        (
+            serde_json::json!({"tags": {"anyOf": tags(&["a"; 1]), "allOf": (0..15).map(|n| format!("b{n}")).collect::<Vec<_>>(), "noneOf": (0..15).map(|n| format!("c{n}")).collect::<Vec<_>>()}}),
+            "31 tags",
+        ),
+        (serde_json::json!({"tags": {"allOf": [""]}}), "is not a tag"),
+        (
+            serde_json::json!({"answered": ["nope"]}),
+            "no scenario with id \"nope\"",
+        ),
+        (
+            serde_json::json!({"firstSeenFrom": "2026-13-01"}),
+            "firstSeenFrom \"2026-13-01\" is not a date",
+        ),
+        (
+            serde_json::json!({"firstSeenFrom": "2026-11-02", "firstSeenTo": "2026-11-01"}),
+            "firstSeenFrom 2026-11-02 is after firstSeenTo 2026-11-01",
+        ),
+    ];
+    for (raw, expected) in cases {
+        let error = audience(raw.clone()).expect_err(&format!("{raw} is refused"));
+        assert!(error.to_string().contains(expected), "{raw}: {error}");
+    }
+    assert!(
+        serde_json::from_value::<AudienceRequest>(serde_json::json!({"tag": {}})).is_err(),
+        "unknown fields are refused"
+    );
+}
+
+#[test]
+fn the_filter_keeps_exactly_the_audience() {
+    let user_tags = tags(&["unsatisfied", "follow_up"]);
+    let none: [String; 0] = [];
+    let user = |following, tags: &'static [String], seen| Candidate {
+        id: "Ua",
+        following,
+        tags,
+        first_seen_ms: seen,
+    };
+    let leaked: &'static [String] = Box::leak(user_tags.into_boxed_slice());
+    let bare: &'static [String] = Box::leak(Box::new(none));
+    let mut answered_by = AnsweredBy::new();
+    answered_by.insert(satisfaction(), ["Ua".to_owned()].into());
+    let nov_1 = Some(NOV_1_TOKYO_MS);
+    let cases = [
+        (serde_json::json!({}), user(Some(true), bare, None), true),
+        (serde_json::json!({}), user(None, bare, None), true),
+        (serde_json::json!({}), user(Some(false), leaked, nov_1), false),
+        (
+            serde_json::json!({"tags": {"anyOf": ["unsatisfied", "x"]}}),
+            user(Some(true), leaked, None),
+            true,
+        ),
+        (
+            serde_json::json!({"tags": {"anyOf": ["x"]}}),
+            user(Some(true), leaked, None),
+            false,
+        ),
+        (
+            serde_json::json!({"tags": {"allOf": ["unsatisfied", "follow_up"]}}),
+            user(Some(true), leaked, None),
+            true,
+        ),
+        (
+            serde_json::json!({"tags": {"allOf": ["unsatisfied", "x"]}}),
+            user(Some(true), leaked, None),
+            false,
+        ),
+        (
+            serde_json::json!({"tags": {"noneOf": ["follow_up"]}}),
+            user(Some(true), leaked, None),
+            false,
+        ),
+        (
+            serde_json::json!({"tags": {"noneOf": ["x"]}}),
+            user(Some(true), leaked, None),
+            true,
+        ),
+        (
+            serde_json::json!({"answered": ["satisfaction"]}),
+            user(Some(true), bare, None),
+            true,
+        ),
+        (
+            serde_json::json!({"notAnswered": ["satisfaction"]}),
+            user(Some(true), bare, None),
+            false,
+        ),
+        (
+            serde_json::json!({"notAnswered": ["welcome"]}),
+            user(Some(true), bare, None),
+            true,
+        ),
+        (
+            serde_json::json!({"firstSeenFrom": "2026-11-01"}),
+            user(Some(true), bare, nov_1),
+            true,
+        ),
+        (
+            serde_json::json!({"firstSeenFrom": "2026-11-02"}),
+            user(Some(true), bare, nov_1),
+            false,
+        ),
+        (
+            serde_json::json!({"firstSeenTo": "2026-10-31"}),
+            user(Some(true), bare, nov_1),
+            false,
+        ),
+        (
+            serde_json::json!({"firstSeenFrom": "2026-11-01", "firstSeenTo": "2026-11-01"}),
+            user(Some(true), bare, Some(NOV_1_TOKYO_MS + DAY_MS - 1)),
+            true,
+        ),
+        (
+            serde_json::json!({"firstSeenTo": "2026-11-01"}),
+            user(Some(true), bare, Some(NOV_1_TOKYO_MS + DAY_MS)),
+            false,
+        ),
+        (
+            serde_json::json!({"firstSeenFrom": "2026-11-01"}),
+            user(Some(true), bare, None),
+            false,
+        ),
+    ];
+    for (raw, candidate, expected) in cases {
+        let audience = audience(raw.clone()).expect("a good audience");
+        assert_eq!(
+            audience.includes(&candidate, &answered_by),
+            expected,
+            "{raw} / {candidate:?}"
+        );
+    }
+}
+
+#[test]
+fn the_scan_is_the_narrowest_indexed_query() {
+    let cases = [
+        (serde_json::json!({}), Scan::All),
+        (serde_json::json!({"tags": {"noneOf": ["a"]}}), Scan::All),
+        (
+            serde_json::json!({"tags": {"allOf": ["a", "b"]}}),
+            Scan::Tag("a".into()),
+        ),
+        (
+            serde_json::json!({"tags": {"anyOf": ["a", "b"], "allOf": ["c"]}}),
+            Scan::AnyTag(tags(&["a", "b"])),
+        ),
+    ];
+    for (raw, expected) in cases {
+        assert_eq!(audience(raw.clone()).expect("good").scan(), expected, "{raw}");
+    }
+}
+
+#[test]
+fn a_campaign_sends_the_same_messages_in_one_run_and_refuses_per_user_state() {
+    let engine = engine();
+    let start = engine
+        .campaign_start(&satisfaction(), "c1")
+        .expect("satisfaction has no timers");
+    assert_eq!(start, engine.campaign_start(&satisfaction(), "c1").expect("again"));
+    assert_ne!(start.run, engine.campaign_start(&satisfaction(), "c2").expect("c2").run);
+    let followup = ScenarioId::parse("ja_followup").expect("valid");
+    assert!(matches!(
+        engine.campaign_start(&followup, "c1"),
+        Err(CampaignStartError::NeedsPerUserState(_))
+    ));
+    let profile = ScenarioId::parse("ja_profile").expect("valid");
+    assert!(matches!(
+        engine.campaign_start(&profile, "c1"),
+        Err(CampaignStartError::NeedsPerUserState(_))
+    ));
+    assert!(matches!(
+        engine.campaign_start(&ScenarioId::parse("nope").expect("valid"), "c1"),
+        Err(CampaignStartError::UnknownScenario(_))
+    ));
+}
+
+#[test]
+fn ids_and_aggregation_units_fit_line() {
+    let id = campaign_id("spring-2026").expect("no NUL");
+    assert_eq!(Some(id.clone()), campaign_id("spring-2026"));
+    assert_ne!(Some(id.clone()), campaign_id("spring-2027"));
+    assert_eq!(campaign_id("a\0b"), None);
+    let unit = aggregation_unit(&id);
+    assert_eq!(unit.len(), 30);
+    assert!(unit.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+}

@@ -1,0 +1,146 @@
+//! Campaigns (see `pipeline::campaigns`):
+//!
+//! - `POST /admin/campaigns`: with `"dryRun": true`, 200 with the audience's
+//!   size and up to 20 user ids; otherwise 202 with the campaign id, derived
+//!   from the `Idempotency-Key` (generated when absent, echoed back).
+//! - `GET /admin/campaigns` and `GET /admin/campaigns/{id}`: state and counts.
+//! - `POST /admin/campaigns/{id}/cancel`: chunks not yet claimed are not sent.
+
+use super::send::idempotency_key;
+use super::{AdminError, require_admin};
+use crate::engine::campaign::{AudienceRequest, CampaignStartError};
+use crate::http::AppState;
+use crate::ids::ScenarioId;
+use crate::pipeline::campaigns::{CampaignError, CampaignRequest};
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde::Deserialize;
+
+const MAX_LISTED: u32 = 100;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CampaignBody {
+    scenario_id: String,
+    #[serde(default)]
+    audience: AudienceRequest,
+    #[serde(default)]
+    dry_run: bool,
+    #[serde(default)]
+    skip_answered: bool,
+    #[serde(default)]
+    calls_per_second: Option<u32>,
+}
+
+fn parse_body(body: &[u8]) -> Result<(CampaignRequest, bool), AdminError> {
+    // The operator's own request: serde's message (the field, the position) is
+    // what they need to fix it.
+    let body: CampaignBody = serde_json::from_slice(body).map_err(|error| {
+        AdminError::BadRequest(format!(
+            "body must be {{\"scenarioId\": ..., \"audience\": {{...}}, \"dryRun\": ...}}: {error}"
+        ))
+    })?;
+    let scenario_id = ScenarioId::parse(body.scenario_id.clone())
+        .map_err(|_| AdminError::BadRequest(format!("no scenario with id {:?}", body.scenario_id)))?;
+    Ok((
+        CampaignRequest {
+            scenario_id,
+            audience: body.audience,
+            skip_answered: body.skip_answered,
+            calls_per_second: body.calls_per_second,
+        },
+        body.dry_run,
+    ))
+}
+
+fn admin_error(error: CampaignError) -> AdminError {
+    match error {
+        CampaignError::Scenario(CampaignStartError::Broken(..)) => AdminError::Internal(error.to_string()),
+        CampaignError::Audience(_) | CampaignError::Scenario(_) | CampaignError::BadRate(_) | CampaignError::BadKey => {
+            AdminError::BadRequest(error.to_string())
+        }
+        CampaignError::KeyReused => AdminError::KeyReused,
+        CampaignError::UnknownCampaign(id) => AdminError::UnknownCampaign(id),
+        CampaignError::Finished(state) => AdminError::Conflict {
+            message: error.to_string(),
+            state,
+        },
+        CampaignError::Store(error) => AdminError::Store(error),
+    }
+}
+
+pub(crate) async fn create(
+    request: HttpRequest,
+    body: web::Bytes,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, AdminError> {
+    require_admin(&request, &state)?;
+    let (campaign, dry_run) = parse_body(&body)?;
+    if dry_run {
+        let found = state.campaigns.dry_run(&campaign).await.map_err(admin_error)?;
+        return Ok(HttpResponse::Ok().json(serde_json::json!({
+            "dryRun": true,
+            "scenarioId": campaign.scenario_id.as_str(),
+            "count": found.count,
+            "sample": found.sample,
+        })));
+    }
+    let key = idempotency_key(&request)?;
+    let id = state.campaigns.create(&key, &campaign).await.map_err(admin_error)?;
+    Ok(HttpResponse::Accepted()
+        .insert_header(("Idempotency-Key", key.as_str()))
+        .insert_header(("Location", format!("/admin/campaigns/{id}")))
+        .json(serde_json::json!({
+            "campaignId": id,
+            "idempotencyKey": key,
+            "scenarioId": campaign.scenario_id.as_str(),
+        })))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ListQuery {
+    limit: Option<u32>,
+}
+
+pub(crate) async fn list(
+    request: HttpRequest,
+    query: web::Query<ListQuery>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, AdminError> {
+    require_admin(&request, &state)?;
+    let limit = query.limit.unwrap_or(MAX_LISTED).clamp(1, MAX_LISTED);
+    let campaigns = state.campaigns.list(limit).await?;
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "campaigns": campaigns })))
+}
+
+/// Campaign ids are 40 hex digits; anything else is no campaign.
+fn campaign_id(raw: String) -> Result<String, AdminError> {
+    if raw.len() == 40 && raw.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+        Ok(raw)
+    } else {
+        Err(AdminError::UnknownCampaign(raw))
+    }
+}
+
+pub(crate) async fn show(
+    request: HttpRequest,
+    path: web::Path<String>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, AdminError> {
+    require_admin(&request, &state)?;
+    let id = campaign_id(path.into_inner())?;
+    match state.campaigns.status(&id).await? {
+        Some(status) => Ok(HttpResponse::Ok().json(status)),
+        None => Err(AdminError::UnknownCampaign(id)),
+    }
+}
+
+pub(crate) async fn cancel(
+    request: HttpRequest,
+    path: web::Path<String>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, AdminError> {
+    require_admin(&request, &state)?;
+    let id = campaign_id(path.into_inner())?;
+    let now = state.campaigns.cancel(&id).await.map_err(admin_error)?;
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "campaignId": id, "state": now })))
+}

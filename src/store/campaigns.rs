@@ -1,0 +1,623 @@
+//! Campaigns: a scenario sent to an audience, once per user.
+//!
+//! - `campaigns/{campaignId}`: the request as first made (its hash answers a
+//!   retried call), what every chunk sends (messages rendered once), its state
+//!   (`planning` -> `sending` -> `done`, or `cancelling` -> `cancelled`) and a
+//!   lease: one instance at a time plans it and paces its sending.
+//! - `campaign_chunks/{campaignId}-{planId}-{index}`: up to 500 users each,
+//!   written by a plan. Only the plan the campaign records when it starts
+//!   sending is ever sent, so a planner that lost its lease half-way leaves
+//!   chunks nobody reads. A chunk is claimed (lease, precondition on its
+//!   version) before its one LINE call, and settled conditional on the claim, in
+//!   the same commit as its dead letter when LINE refuses it.
+//!
+//! Counts live on the chunks while a campaign runs (each chunk settles once),
+//! and are copied onto the campaign when it ends.
+
+use super::docs::collections::{CAMPAIGN_CHUNKS, CAMPAIGNS, DEAD_LETTERS, SCENARIO_ANSWERS, USERS};
+use super::docs::{DeadLetterDoc, DeadLetterKind};
+use super::inbox::dead_letter_id;
+use super::lease::{Stored, document_id};
+use super::writes::{CommitOutcome, Expect, create, expecting, merge, set};
+use super::{Store, StoreError, Version, classify};
+use firestore::select_filter_builder::FirestoreQueryFilterBuilder;
+use firestore::{FirestoreInstant, FirestoreQueryCursor};
+use gcloud_sdk::google::firestore::v1::Document;
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+
+/// `campaigns/{campaignId}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CampaignDoc {
+    pub(crate) scenario_id: String,
+    /// The version every recipient's run is pinned to.
+    pub(crate) scenario_version: u32,
+    /// The run all recipients share (their buttons carry it).
+    pub(crate) run: String,
+    pub(crate) idempotency_key: String,
+    /// SHA-256 of the request as understood: a retry with the same key must match.
+    pub(crate) request_hash: String,
+    /// The audience as asked for (JSON), for the record and the planner.
+    pub(crate) audience: String,
+    pub(crate) skip_answered: bool,
+    pub(crate) calls_per_second: u32,
+    /// The messages (JSON), rendered once: every chunk sends the same.
+    pub(crate) messages: String,
+    /// LINE's `customAggregationUnits` name of this campaign.
+    pub(crate) aggregation_unit: String,
+    pub(crate) state: CampaignState,
+    /// The plan being sent (chunk ids start with it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) plan_id: Option<String>,
+    #[serde(default)]
+    pub(crate) planned: u64,
+    #[serde(default)]
+    pub(crate) chunks: u32,
+    /// Final counts, written when the campaign ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) counts: Option<ChunkCounts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) lease_owner: Option<String>,
+    #[serde(
+        default,
+        with = "firestore::serialize_as_optional_timestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub(crate) lease_until: Option<FirestoreInstant>,
+    /// Times an instance took the campaign over.
+    #[serde(default)]
+    pub(crate) attempts: u32,
+    #[serde(with = "firestore::serialize_as_timestamp")]
+    pub(crate) created_at: FirestoreInstant,
+    #[serde(
+        default,
+        with = "firestore::serialize_as_optional_timestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub(crate) ended_at: Option<FirestoreInstant>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum CampaignState {
+    /// Its audience is being snapshotted into chunks.
+    Planning,
+    Sending,
+    /// Cancelled by an operator: chunks not yet claimed are being skipped.
+    Cancelling,
+    Cancelled,
+    Done,
+}
+
+impl CampaignState {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            CampaignState::Planning => "planning",
+            CampaignState::Sending => "sending",
+            CampaignState::Cancelling => "cancelling",
+            CampaignState::Cancelled => "cancelled",
+            CampaignState::Done => "done",
+        }
+    }
+}
+
+/// `campaign_chunks/{chunkId}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ChunkDoc {
+    pub(crate) campaign_id: String,
+    pub(crate) plan_id: String,
+    pub(crate) index: u32,
+    pub(crate) users: Vec<String>,
+    pub(crate) count: u32,
+    pub(crate) state: ChunkState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) lease_owner: Option<String>,
+    /// Claimable once this has passed (a claim's lease, a retry's time).
+    pub(crate) wake_at_ms: i64,
+    #[serde(default)]
+    pub(crate) attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) last_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) line_status: Option<u16>,
+    /// Its last call may have reached LINE (a 5xx, no answer): a cancel does
+    /// not skip it, it is sent again with its retry key to find out.
+    #[serde(default)]
+    pub(crate) uncertain: bool,
+    #[serde(
+        default,
+        with = "firestore::serialize_as_optional_timestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub(crate) settled_at: Option<FirestoreInstant>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ChunkState {
+    Pending,
+    /// LINE accepted it (or had, with this retry key).
+    Sent,
+    /// LINE refused it, or it ran out of retries: parked as a dead letter.
+    Failed,
+    /// Not sent: the campaign was cancelled before it was claimed.
+    Skipped,
+}
+
+/// Users per state, over a campaign's chunks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ChunkCounts {
+    pub(crate) pending: u64,
+    pub(crate) sent: u64,
+    pub(crate) failed: u64,
+    pub(crate) skipped: u64,
+}
+
+/// How a claimed chunk ends its turn.
+#[derive(Debug, Clone)]
+pub(crate) enum ChunkEnd {
+    Sent,
+    Skipped,
+    /// LINE refused it or it ran out of retries: parked with a dead letter.
+    Failed {
+        error: String,
+        status: Option<u16>,
+    },
+    /// Not sent this turn: claimable again at `wake_at_ms`. `counted`: the turn
+    /// counts as an attempt (a 429 does not). `uncertain`: LINE may have taken it.
+    Retry {
+        wake_at_ms: i64,
+        error: String,
+        counted: bool,
+        uncertain: bool,
+    },
+}
+
+/// What the audience scan asks Firestore for; the rest is filtered in memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum UserScan {
+    All,
+    /// Users holding at least one of these tags (at most 30).
+    AnyTag(Vec<String>),
+    /// Users holding this tag.
+    Tag(String),
+}
+
+/// What the audience filter reads of `users/{id}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct UserFacts {
+    #[serde(skip)]
+    pub(crate) id: String,
+    #[serde(default)]
+    pub(crate) following: Option<bool>,
+    #[serde(default)]
+    pub(crate) tags: Vec<String>,
+    #[serde(default)]
+    pub(crate) first_seen_ms: Option<i64>,
+    #[serde(default, with = "firestore::serialize_as_optional_timestamp")]
+    pub(crate) followed_at: Option<FirestoreInstant>,
+}
+
+/// How a campaign's creation ended.
+#[derive(Debug)]
+pub(crate) enum CampaignCreate {
+    Created,
+    /// A campaign with this id exists (a retried call, or another key's body).
+    Existing(Box<Stored<CampaignDoc>>),
+}
+
+pub(crate) fn chunk_id(campaign_id: &str, plan_id: &str, index: u32) -> String {
+    format!("{campaign_id}-{plan_id}-{index:05}")
+}
+
+/// Reads per page of the audience scan.
+const SCAN_PAGE: u32 = 1000;
+
+impl Store {
+    /// Creates the campaign unless one with this id exists; then that one is
+    /// returned, for the caller to compare requests.
+    pub(crate) async fn create_campaign(&self, id: &str, doc: &CampaignDoc) -> Result<CampaignCreate, StoreError> {
+        let write = create(self.document_path(CAMPAIGNS, id), doc)?;
+        match self.commit(vec![write]).await {
+            CommitOutcome::Committed(_) => return Ok(CampaignCreate::Created),
+            // Created before, or perhaps by this very commit: the record tells.
+            CommitOutcome::AlreadyExists | CommitOutcome::Unknown(_) => {}
+            CommitOutcome::Changed => return Err(StoreError::Unavailable("unexpected precondition failure".into())),
+            CommitOutcome::Failed(error) => return Err(error),
+        }
+        let stored = self
+            .campaign(id)
+            .await?
+            .ok_or_else(|| StoreError::Unavailable("the campaign could not be written".into()))?;
+        Ok(CampaignCreate::Existing(Box::new(stored)))
+    }
+
+    pub(crate) async fn campaign(&self, id: &str) -> Result<Option<Stored<CampaignDoc>>, StoreError> {
+        self.get_stored(CAMPAIGNS, id).await
+    }
+
+    /// The newest campaigns first.
+    pub(crate) async fn campaigns(&self, limit: u32) -> Result<Vec<Stored<CampaignDoc>>, StoreError> {
+        super::round_trips::count();
+        let documents: Vec<Document> = self
+            .db
+            .fluent()
+            .select()
+            .from(CAMPAIGNS)
+            .order(|o| o.fields([o.field("createdAt").descending()]))
+            .limit(limit)
+            .query()
+            .await
+            .map_err(classify)?;
+        documents.into_iter().map(Stored::decode).collect()
+    }
+
+    /// Campaigns still planning, sending or being cancelled.
+    pub(crate) async fn active_campaigns(&self) -> Result<Vec<Stored<CampaignDoc>>, StoreError> {
+        super::round_trips::count();
+        let active: Vec<&str> = [
+            CampaignState::Planning,
+            CampaignState::Sending,
+            CampaignState::Cancelling,
+        ]
+        .into_iter()
+        .map(CampaignState::as_str)
+        .collect();
+        let documents: Vec<Document> = self
+            .db
+            .fluent()
+            .select()
+            .from(CAMPAIGNS)
+            .filter(|q| q.for_all([q.field("state").is_in(active.clone())]))
+            .limit(100)
+            .query()
+            .await
+            .map_err(classify)?;
+        documents.into_iter().map(Stored::decode).collect()
+    }
+
+    /// Takes the campaign's lease (or renews it) unless it changed since `version`.
+    pub(crate) async fn lease_campaign(
+        &self,
+        id: &str,
+        version: Version,
+        attempts: u32,
+    ) -> Result<Option<Version>, StoreError> {
+        let until = super::later(FirestoreInstant::now(), self.options.lease);
+        self.lease_to_me(CAMPAIGNS, id, version, attempts, until).await
+    }
+
+    /// Changes the campaign's state (and what goes with it) unless it changed
+    /// since `version`. `Ok(None)`: it had.
+    pub(crate) async fn change_campaign(
+        &self,
+        id: &str,
+        version: Version,
+        change: &CampaignChange,
+    ) -> Result<Option<Version>, StoreError> {
+        let write = expecting(
+            merge(self.document_path(CAMPAIGNS, id), change, Vec::new())?,
+            Expect::At(version),
+        );
+        self.commit(vec![write]).await.first_version()
+    }
+
+    /// Writes chunks of a plan (ids unique to the plan, so writing one again
+    /// changes nothing that is sent). One commit.
+    pub(crate) async fn write_chunks(&self, chunks: &[(String, ChunkDoc)]) -> Result<(), StoreError> {
+        let writes = chunks
+            .iter()
+            .map(|(id, doc)| Ok(set(self.document_path(CAMPAIGN_CHUNKS, id), doc)?))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        match self.commit(writes).await {
+            CommitOutcome::Committed(_) => Ok(()),
+            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
+            CommitOutcome::Changed | CommitOutcome::AlreadyExists => {
+                Err(StoreError::Unavailable("unexpected precondition failure".into()))
+            }
+        }
+    }
+
+    /// Pending chunks of the plan, by index, up to `limit`.
+    pub(crate) async fn pending_chunks(
+        &self,
+        campaign_id: &str,
+        plan_id: &str,
+        limit: u32,
+    ) -> Result<Vec<Stored<ChunkDoc>>, StoreError> {
+        super::round_trips::count();
+        let documents: Vec<Document> = self
+            .db
+            .fluent()
+            .select()
+            .from(CAMPAIGN_CHUNKS)
+            .filter(|q| {
+                q.for_all([
+                    q.field("campaignId").eq(campaign_id),
+                    q.field("planId").eq(plan_id),
+                    q.field("state").eq("pending"),
+                ])
+            })
+            .limit(limit)
+            .query()
+            .await
+            .map_err(classify)?;
+        let mut chunks = documents
+            .into_iter()
+            .map(Stored::decode)
+            .collect::<Result<Vec<Stored<ChunkDoc>>, StoreError>>()?;
+        chunks.sort_by_key(|chunk| chunk.doc.index);
+        Ok(chunks)
+    }
+
+    /// Users per chunk state over the plan (reads the states and counts only).
+    pub(crate) async fn chunk_counts(&self, campaign_id: &str, plan_id: &str) -> Result<ChunkCounts, StoreError> {
+        #[derive(Deserialize)]
+        struct Tally {
+            state: ChunkState,
+            count: u32,
+        }
+        let mut counts = ChunkCounts::default();
+        let filter = |q: FirestoreQueryFilterBuilder| {
+            q.for_all([q.field("campaignId").eq(campaign_id), q.field("planId").eq(plan_id)])
+        };
+        self.each_page(CAMPAIGN_CHUNKS, &["state", "count"], filter, |document| {
+            let tally: Tally = firestore::FirestoreDb::deserialize_doc_to(document)?;
+            let count = u64::from(tally.count);
+            match tally.state {
+                ChunkState::Pending => counts.pending += count,
+                ChunkState::Sent => counts.sent += count,
+                ChunkState::Failed => counts.failed += count,
+                ChunkState::Skipped => counts.skipped += count,
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(counts)
+    }
+
+    /// Every document `filter` finds in `collection`, `fields` only, a page at
+    /// a time in document-id order: memory stays at one page.
+    async fn each_page(
+        &self,
+        collection: &str,
+        fields: &[&str],
+        filter: impl Fn(FirestoreQueryFilterBuilder) -> Option<firestore::FirestoreQueryFilter>,
+        mut each: impl FnMut(&Document) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let mut after: Option<String> = None;
+        loop {
+            super::round_trips::count();
+            let mut query = self
+                .db
+                .fluent()
+                .select()
+                .fields(fields.iter().copied())
+                .from(collection)
+                .filter(&filter)
+                .order(|o| o.fields([o.field("__name__").ascending()]))
+                .limit(SCAN_PAGE);
+            if let Some(last) = after.take() {
+                query = query.start_at(FirestoreQueryCursor::AfterValue(vec![super::lease::reference_value(
+                    last,
+                )]));
+            }
+            let documents: Vec<Document> = query.query().await.map_err(classify)?;
+            documents.iter().try_for_each(&mut each)?;
+            if documents.len() < SCAN_PAGE as usize {
+                return Ok(());
+            }
+            after = documents.last().map(|document| document.name.clone());
+        }
+    }
+
+    /// Claims a chunk for one turn, unless it changed since `version`.
+    pub(crate) async fn claim_chunk(&self, chunk: &Stored<ChunkDoc>) -> Result<Option<Version>, StoreError> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Claim<'a> {
+            lease_owner: &'a str,
+            wake_at_ms: i64,
+        }
+        let claim = Claim {
+            lease_owner: &self.options.instance_id,
+            wake_at_ms: super::later(FirestoreInstant::now(), self.options.lease).as_millisecond(),
+        };
+        let write = expecting(
+            merge(self.document_path(CAMPAIGN_CHUNKS, &chunk.id), &claim, Vec::new())?,
+            Expect::At(chunk.version),
+        );
+        match self.commit(vec![write]).await {
+            CommitOutcome::Committed(versions) => Ok(versions.into_iter().next().flatten()),
+            CommitOutcome::Changed | CommitOutcome::AlreadyExists => Ok(None),
+            // Not taken: its lease (if it landed) runs out, and it is claimed again.
+            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
+        }
+    }
+
+    /// Ends a claimed chunk's turn, conditional on the claim. `Ok(false)`: the
+    /// chunk moved on (another instance took it), and nothing was written.
+    pub(crate) async fn settle_chunk(
+        &self,
+        chunk: &Stored<ChunkDoc>,
+        claimed: Version,
+        end: &ChunkEnd,
+    ) -> Result<bool, StoreError> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Settle<'a> {
+            state: ChunkState,
+            wake_at_ms: i64,
+            attempts: u32,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            last_error: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            line_status: Option<u16>,
+            uncertain: bool,
+            #[serde(
+                with = "firestore::serialize_as_optional_timestamp",
+                skip_serializing_if = "Option::is_none"
+            )]
+            settled_at: Option<FirestoreInstant>,
+        }
+        let now = FirestoreInstant::now();
+        let attempts = chunk.doc.attempts.saturating_add(1);
+        let settle = match end {
+            ChunkEnd::Sent => Settle {
+                state: ChunkState::Sent,
+                wake_at_ms: now.as_millisecond(),
+                attempts,
+                last_error: None,
+                line_status: None,
+                uncertain: false,
+                settled_at: Some(now),
+            },
+            ChunkEnd::Skipped => Settle {
+                state: ChunkState::Skipped,
+                wake_at_ms: now.as_millisecond(),
+                attempts: chunk.doc.attempts,
+                last_error: None,
+                line_status: None,
+                uncertain: false,
+                settled_at: Some(now),
+            },
+            ChunkEnd::Failed { error, status } => Settle {
+                state: ChunkState::Failed,
+                wake_at_ms: now.as_millisecond(),
+                attempts,
+                last_error: Some(error),
+                line_status: *status,
+                uncertain: false,
+                settled_at: Some(now),
+            },
+            ChunkEnd::Retry {
+                wake_at_ms,
+                error,
+                counted,
+                uncertain,
+            } => Settle {
+                state: ChunkState::Pending,
+                wake_at_ms: *wake_at_ms,
+                attempts: if *counted { attempts } else { chunk.doc.attempts },
+                last_error: Some(error),
+                line_status: None,
+                // Once uncertain, until a call settles it.
+                uncertain: *uncertain || chunk.doc.uncertain,
+                settled_at: None,
+            },
+        };
+        let mut writes = vec![expecting(
+            merge(self.document_path(CAMPAIGN_CHUNKS, &chunk.id), &settle, Vec::new())?,
+            Expect::At(claimed),
+        )];
+        if let ChunkEnd::Failed { error, .. } = end {
+            let letter = DeadLetterDoc {
+                kind: DeadLetterKind::CampaignChunk,
+                target_id: chunk.id.clone(),
+                reason: error.clone(),
+                attempts,
+                webhook_event_id: None,
+                line_user_id: None,
+                event_type: None,
+                action_key: None,
+                campaign_id: Some(chunk.doc.campaign_id.clone()),
+                user_count: Some(chunk.doc.count),
+                parked_at: now,
+            };
+            writes.push(set(
+                self.document_path(DEAD_LETTERS, &dead_letter_id(letter.kind, &chunk.id)),
+                &letter,
+            )?);
+        }
+        Ok(self.commit(writes).await.first_version()?.is_some())
+    }
+
+    /// One page of the audience scan, in document-id order after `after`.
+    pub(crate) async fn users_page(
+        &self,
+        scan: &UserScan,
+        after: Option<&str>,
+    ) -> Result<(Vec<UserFacts>, Option<String>), StoreError> {
+        super::round_trips::count();
+        let mut query = self
+            .db
+            .fluent()
+            .select()
+            .fields(["following", "tags", "firstSeenMs", "followedAt"])
+            .from(USERS);
+        query = match scan {
+            UserScan::All => query,
+            UserScan::AnyTag(tags) => query.filter(|q| q.for_all([q.field("tags").array_contains_any(tags.clone())])),
+            UserScan::Tag(tag) => query.filter(|q| q.for_all([q.field("tags").array_contains(tag.as_str())])),
+        };
+        let mut query = query
+            .order(|o| o.fields([o.field("__name__").ascending()]))
+            .limit(SCAN_PAGE);
+        if let Some(last) = after {
+            query = query.start_at(FirestoreQueryCursor::AfterValue(vec![super::lease::reference_value(
+                self.document_path(USERS, last),
+            )]));
+        }
+        let documents: Vec<Document> = query.query().await.map_err(classify)?;
+        let full = documents.len() >= SCAN_PAGE as usize;
+        let mut users = Vec::with_capacity(documents.len());
+        for document in &documents {
+            let mut facts: UserFacts = firestore::FirestoreDb::deserialize_doc_to(document)?;
+            facts.id = document_id(&document.name).to_owned();
+            users.push(facts);
+        }
+        let next = if full {
+            users.last().map(|user| user.id.clone())
+        } else {
+            None
+        };
+        Ok((users, next))
+    }
+
+    /// Users who answered `scenario` (their marker names an answer).
+    pub(crate) async fn answered_users(&self, scenario: &str) -> Result<HashSet<String>, StoreError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Marker {
+            line_user_id: String,
+            #[serde(default)]
+            last_answer_id: Option<String>,
+        }
+        let mut answered = HashSet::new();
+        let filter = |q: FirestoreQueryFilterBuilder| q.for_all([q.field("scenarioId").eq(scenario)]);
+        self.each_page(SCENARIO_ANSWERS, &["lineUserId", "lastAnswerId"], filter, |document| {
+            let marker: Marker = firestore::FirestoreDb::deserialize_doc_to(document)?;
+            if marker.last_answer_id.is_some() {
+                answered.insert(marker.line_user_id);
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(answered)
+    }
+}
+
+/// A state change of a campaign, written by its lease holder or an operator.
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CampaignChange {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) state: Option<CampaignState>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) plan_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) planned: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) chunks: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) counts: Option<ChunkCounts>,
+    #[serde(
+        with = "firestore::serialize_as_optional_timestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub(crate) ended_at: Option<FirestoreInstant>,
+}
