@@ -10,6 +10,12 @@
 # one fails. Example: ./scripts/bench.sh --soak 600 --rate 300
 # --timers N seeds N step timers due at once and reports how fast one instance
 # fires them (beside raw emulator creates/s), its memory and round trips.
+# --campaign N seeds N following users tagged "bench" (and N/10 untagged), sends
+# one campaign to the tag (CAMPAIGN_CALLS_PER_SECOND=200) and reports recipients/s
+# from the POST until done (planning and sending apart), Firestore documents read
+# and written per recipient (counted on the wire), memory above idle; exit status
+# 1 unless every tagged user got exactly one multicast. Example:
+# ./scripts/bench.sh --campaign 10000
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/emulator.sh

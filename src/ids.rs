@@ -139,6 +139,11 @@ pub fn timer_id(scenario: &ScenarioId, node: &NodeId, user: &LineUserId, run: &R
 /// realistic collision risk, and short enough to read in the console.
 const DOCUMENT_ID_HEX_CHARS: usize = 40;
 
+/// LINE user ids are `U` followed by 32 lowercase hex digits.
+pub fn is_line_user_id(raw: &str) -> bool {
+    raw.len() == 33 && raw.starts_with('U') && raw[1..].bytes().all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// The first 40 hex characters of SHA-256 over the parts joined with NUL.
 ///
 /// Callers pass parts that passed [`check_id`] (or, for LINE's own ids, were checked

@@ -21,7 +21,15 @@
 //! `--timers N` seeds N step timers due in the same second and reports the time
 //! until all are pushed beside the raw creates per second of the same run, the
 //! peak memory above idle and the Firestore round trips per timer (`timers.rs`).
+//!
+//! `--campaign N` seeds N following users tagged `bench` (and N/10 untagged),
+//! sends one campaign of the lunch survey to the tag at 200 calls per second and
+//! reports recipients per second from the POST until `done` (planning and
+//! sending apart), Firestore documents read and written per recipient (counted
+//! on the wire by a proxy), the peak memory above idle, and fails unless every
+//! tagged user got exactly one multicast (`campaign.rs`).
 
+mod campaign;
 mod catalogue;
 mod driver;
 mod events;
@@ -54,9 +62,12 @@ struct Args {
     rate: u32,
     /// `--timers N`: fire N timers due at once instead of the levels.
     timers: Option<usize>,
+    /// `--campaign N`: send one campaign to N tagged users instead of the levels.
+    campaign: Option<usize>,
 }
 
-const USAGE: &str = "use --users N --in-flight 32,64 --set NAME=VALUE, or --soak [SECONDS] --rate N, or --timers N";
+const USAGE: &str =
+    "use --users N --in-flight 32,64 --set NAME=VALUE, or --soak [SECONDS] --rate N, or --timers N, or --campaign N";
 
 fn args() -> Args {
     let mut args = Args {
@@ -66,6 +77,7 @@ fn args() -> Args {
         soak: None,
         rate: soak::DEFAULT_RATE,
         timers: None,
+        campaign: None,
     };
     let mut raw = std::env::args().skip(1).peekable();
     while let Some(arg) = raw.next() {
@@ -98,6 +110,10 @@ fn args() -> Args {
             "--timers" => {
                 let count = raw.next().and_then(|n| n.parse().ok()).filter(|&n: &usize| n > 0);
                 args.timers = Some(count.expect("--timers N (above 0)"));
+            }
+            "--campaign" => {
+                let count = raw.next().and_then(|n| n.parse().ok()).filter(|&n: &usize| n > 0);
+                args.campaign = Some(count.expect("--campaign N (recipients, above 0)"));
             }
             // `cargo bench` passes `--bench` to every benchmark.
             "--bench" => {}
@@ -468,6 +484,10 @@ async fn main() -> ExitCode {
     if let Some(count) = args.timers {
         println!("{count} timers due at once, machine: {}", machine());
         return timers::run(&emulator, &stand_in, &line_url, &args.settings, count).await;
+    }
+    if let Some(count) = args.campaign {
+        println!("one campaign to {count} tagged users, machine: {}", machine());
+        return campaign::run(&emulator, &stand_in, &line_url, &args.settings, count).await;
     }
     if let Some(duration) = args.soak {
         let options = soak::Options {

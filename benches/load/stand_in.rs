@@ -1,8 +1,8 @@
 //! A minimal, fast LINE stand-in for the benchmark (the tests' wiremock one keeps
 //! every request and is built for checks, not for thousands of calls a second).
 //! It behaves like LINE where it matters: single-use reply tokens, 409 for a push
-//! retry key it accepted before. It counts what each user received, and notes
-//! when each user's first follow-up arrived.
+//! retry key it accepted before (pushes and multicasts). It counts what each
+//! user received, and notes when each user's first follow-up arrived.
 
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use serde_json::Value;
@@ -39,6 +39,29 @@ struct State {
     steps: u64,
     repeated_steps: u64,
     last_step: Option<Instant>,
+    multicast: Multicasts,
+    /// Multicasts each user received (`--campaign`).
+    multicast_received: HashMap<String, u32>,
+}
+
+/// What the multicasts accepted so far add up to (`--campaign`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Multicasts {
+    /// Calls accepted (a repeated retry key gets 409 and is not counted).
+    pub calls: u64,
+    /// Calls answered 409: their retry key was accepted before.
+    pub repeated_keys: u64,
+    /// Users over all accepted calls.
+    pub recipients: u64,
+    /// Users named twice within one call.
+    pub duplicates_in_call: u64,
+    /// Calls naming no user or more than 500 (LINE answers 400; accepted here, counted).
+    pub oversized: u64,
+    /// Accepted calls whose messages did not start with the lunch survey's intro.
+    pub unexpected_messages: u64,
+    pub largest: usize,
+    pub first: Option<Instant>,
+    pub last: Option<Instant>,
 }
 
 #[derive(Clone, Default)]
@@ -65,6 +88,15 @@ impl StandIn {
 
     pub fn last_step(&self) -> Option<Instant> {
         self.state.lock().unwrap().last_step
+    }
+
+    pub fn multicasts(&self) -> Multicasts {
+        self.state.lock().unwrap().multicast
+    }
+
+    /// How many multicasts named each user, for every user named at least once.
+    pub fn multicast_received(&self) -> HashMap<String, u32> {
+        self.state.lock().unwrap().multicast_received.clone()
     }
 
     pub fn accepted_calls(&self) -> u64 {
@@ -133,6 +165,20 @@ async fn handle(request: HttpRequest, body: web::Json<Value>, stand_in: web::Dat
             }
             body["to"].as_str().unwrap_or_default().to_owned()
         }
+        Some("multicast") => {
+            let key = request
+                .headers()
+                .get("x-line-retry-key")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            if !key.is_empty() && !state.accepted_keys.insert(key.to_owned()) {
+                state.multicast.repeated_keys += 1;
+                return HttpResponse::Conflict().json(serde_json::json!({"message": "already accepted"}));
+            }
+            state.accepted_calls += 1;
+            multicast(state, &body, arrived);
+            return HttpResponse::Ok().json(serde_json::json!({}));
+        }
         _ => return HttpResponse::NotFound().finish(),
     };
     state.accepted_calls += 1;
@@ -159,4 +205,33 @@ async fn handle(request: HttpRequest, body: web::Json<Value>, stand_in: web::Dat
         state.first_follow_up.entry(user).or_insert(arrived);
     }
     HttpResponse::Ok().json(serde_json::json!({"sentMessages": []}))
+}
+
+/// Counts an accepted multicast: one receipt per user it names.
+fn multicast(state: &mut State, body: &Value, arrived: Instant) {
+    let users: Vec<&str> = body["to"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let counts = &mut state.multicast;
+    counts.calls += 1;
+    counts.recipients += users.len() as u64;
+    counts.largest = counts.largest.max(users.len());
+    if users.is_empty() || users.len() > 500 {
+        counts.oversized += 1;
+    }
+    if body["messages"][0]["text"].as_str() != Some(INTRO) {
+        counts.unexpected_messages += 1;
+    }
+    counts.first.get_or_insert(arrived);
+    counts.last = Some(arrived);
+    let mut named = HashSet::with_capacity(users.len());
+    for user in users {
+        if !named.insert(user) {
+            counts.duplicates_in_call += 1;
+        }
+        *state.multicast_received.entry(user.to_owned()).or_default() += 1;
+    }
 }

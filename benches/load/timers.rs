@@ -22,7 +22,7 @@ const RAW_CREATES: usize = 4000;
 const OVER_RAW_TARGET: f64 = 0.25;
 const MEMORY_TARGET_MIB: f64 = 10.0;
 
-fn string(value: &str) -> Value {
+pub(crate) fn string(value: &str) -> Value {
     Value {
         value_type: Some(ValueType::StringValue(value.to_owned())),
     }
@@ -45,12 +45,12 @@ fn timestamp(ms: i64) -> Value {
     }
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
 }
 
 /// Writes whole documents in `BatchWrite`s of 500.
-async fn write_all(db: &FirestoreDb, documents: Vec<(String, Vec<(&'static str, Value)>)>) {
+pub(crate) async fn write_all(db: &FirestoreDb, documents: Vec<(String, Vec<(&'static str, Value)>)>) {
     for chunk in documents.chunks(500) {
         let writes = chunk
             .iter()

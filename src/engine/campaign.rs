@@ -194,9 +194,14 @@ impl Engine {
         }
         let start_of = |day: NaiveDate| {
             let midnight = day.and_time(chrono::NaiveTime::MIN);
-            // A zone whose midnight falls in a DST gap starts the day at the gap's end.
+            // A zone whose midnight falls in a DST gap starts the day an hour
+            // later, when its clocks show a time again.
             zone.from_local_datetime(&midnight)
                 .earliest()
+                .or_else(|| {
+                    zone.from_local_datetime(&(midnight + chrono::Duration::hours(1)))
+                        .earliest()
+                })
                 .map_or_else(|| midnight.and_utc().timestamp_millis(), |at| at.timestamp_millis())
         };
         Ok(Audience {

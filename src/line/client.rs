@@ -180,15 +180,23 @@ impl LineClient {
         match status {
             200..=299 => Ok(Delivered::Sent),
             409 if retry_key.is_some() => Ok(Delivered::AlreadyAccepted),
-            429 => Err(SendError::RateLimited {
-                retry_after: response
+            429 => {
+                let retry_after = response
                     .headers()
                     .get("retry-after")
                     .and_then(|value| value.to_str().ok())
                     .and_then(|value| value.parse::<u64>().ok())
                     // An hour at most: a wild value must not park a send for ever.
-                    .map(|seconds| Duration::from_secs(seconds.min(3600))),
-            }),
+                    .map(|seconds| Duration::from_secs(seconds.min(3600)));
+                let reason = line_error_message(response).await;
+                // LINE answers 429 too when the month's message quota is used
+                // up: that lasts until next month, so it is a refusal.
+                if reason.to_ascii_lowercase().contains("monthly limit") {
+                    Err(SendError::Rejected { status, reason })
+                } else {
+                    Err(SendError::RateLimited { retry_after })
+                }
+            }
             400..=499 => {
                 let reason = line_error_message(response).await;
                 if status == 400 && retry_key.is_none() && reason.eq_ignore_ascii_case("Invalid reply token") {

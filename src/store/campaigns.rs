@@ -109,6 +109,8 @@ pub(crate) struct ChunkDoc {
     pub(crate) campaign_id: String,
     pub(crate) plan_id: String,
     pub(crate) index: u32,
+    /// Read only when the chunk is sent (lists of chunks leave it out).
+    #[serde(default)]
     pub(crate) users: Vec<String>,
     pub(crate) count: u32,
     pub(crate) state: ChunkState,
@@ -118,12 +120,16 @@ pub(crate) struct ChunkDoc {
     pub(crate) wake_at_ms: i64,
     #[serde(default)]
     pub(crate) attempts: u32,
+    /// When it was first claimed: LINE keeps a retry key for 24 hours.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) first_attempt_ms: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) last_error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) line_status: Option<u16>,
-    /// Its last call may have reached LINE (a 5xx, no answer): a cancel does
-    /// not skip it, it is sent again with its retry key to find out.
+    /// A call of it may have reached LINE (claimed, then a 5xx, no answer or a
+    /// crash): a cancel does not skip it, it is sent again with its retry key
+    /// to find out.
     #[serde(default)]
     pub(crate) uncertain: bool,
     #[serde(
@@ -210,9 +216,40 @@ pub(crate) enum CampaignCreate {
     Existing(Box<Stored<CampaignDoc>>),
 }
 
+/// The campaigns that can be read; one that cannot (edited by hand, written by
+/// a newer version) is logged and left out rather than stopping all of them.
+fn readable(documents: Vec<Document>) -> Vec<Stored<CampaignDoc>> {
+    documents
+        .into_iter()
+        .filter_map(|document| {
+            let id = document_id(&document.name).to_owned();
+            Stored::decode(document)
+                .inspect_err(|error| tracing::error!(campaign.id = %id, error = %error, "a campaign cannot be read"))
+                .ok()
+        })
+        .collect()
+}
+
 pub(crate) fn chunk_id(campaign_id: &str, plan_id: &str, index: u32) -> String {
     format!("{campaign_id}-{plan_id}-{index:05}")
 }
+
+/// Every chunk field but its users: what a sender needs to pick and claim one.
+const CHUNK_FIELDS_BUT_USERS: [&str; 13] = [
+    "campaignId",
+    "planId",
+    "index",
+    "count",
+    "state",
+    "leaseOwner",
+    "wakeAtMs",
+    "attempts",
+    "firstAttemptMs",
+    "lastError",
+    "lineStatus",
+    "uncertain",
+    "settledAt",
+];
 
 /// Reads per page of the audience scan.
 const SCAN_PAGE: u32 = 1000;
@@ -253,7 +290,7 @@ impl Store {
             .query()
             .await
             .map_err(classify)?;
-        documents.into_iter().map(Stored::decode).collect()
+        Ok(readable(documents))
     }
 
     /// Campaigns still planning, sending or being cancelled.
@@ -277,7 +314,7 @@ impl Store {
             .query()
             .await
             .map_err(classify)?;
-        documents.into_iter().map(Stored::decode).collect()
+        Ok(readable(documents))
     }
 
     /// Takes the campaign's lease (or renews it) unless it changed since `version`.
@@ -322,7 +359,15 @@ impl Store {
         }
     }
 
-    /// Pending chunks of the plan, by index, up to `limit`.
+    /// The users of a chunk, read when it is sent.
+    pub(crate) async fn chunk_users(&self, id: &str) -> Result<Option<Vec<String>>, StoreError> {
+        Ok(self
+            .get_stored::<ChunkDoc>(CAMPAIGN_CHUNKS, id)
+            .await?
+            .map(|chunk| chunk.doc.users))
+    }
+
+    /// Pending chunks of the plan, by index, up to `limit`, without their users.
     pub(crate) async fn pending_chunks(
         &self,
         campaign_id: &str,
@@ -334,6 +379,7 @@ impl Store {
             .db
             .fluent()
             .select()
+            .fields(CHUNK_FIELDS_BUT_USERS)
             .from(CAMPAIGN_CHUNKS)
             .filter(|q| {
                 q.for_all([
@@ -422,10 +468,16 @@ impl Store {
         struct Claim<'a> {
             lease_owner: &'a str,
             wake_at_ms: i64,
+            first_attempt_ms: i64,
+            /// Until its settle says otherwise, its call may reach LINE.
+            uncertain: bool,
         }
+        let now = FirestoreInstant::now();
         let claim = Claim {
             lease_owner: &self.options.instance_id,
-            wake_at_ms: super::later(FirestoreInstant::now(), self.options.lease).as_millisecond(),
+            wake_at_ms: super::later(now, self.options.lease).as_millisecond(),
+            first_attempt_ms: chunk.doc.first_attempt_ms.unwrap_or(now.as_millisecond()),
+            uncertain: true,
         };
         let write = expecting(
             merge(self.document_path(CAMPAIGN_CHUNKS, &chunk.id), &claim, Vec::new())?,

@@ -286,6 +286,8 @@ async fn bad_campaign_requests_get_400_with_a_clear_message_and_change_nothing()
             assert!(message.contains(expected), "{body}: {message}");
         }
     }
+    let unkeyed = post_campaign(&app.address, &json!({"scenarioId": "lunch"}), None).await;
+    assert_eq!(unkeyed.status(), 400, "a campaign needs an Idempotency-Key");
     assert_eq!(app.firestore.count("campaigns").await, 0);
     assert!(app.line.calls().is_empty());
     let missing = app
@@ -387,6 +389,46 @@ async fn a_chunk_line_refuses_is_parked_with_its_error_and_user_count() {
         ))
         .await;
     assert_eq!(replay.status(), 409);
+}
+
+#[tokio::test]
+async fn a_monthly_limit_429_parks_the_chunk_instead_of_retrying_for_ever() {
+    let app = spawn_app().await;
+    seed_users(&app.firestore, 10, |_| true, |_| false).await;
+    app.line.fail_next_multicasts([Fault::MonthlyLimit]);
+    let id = start_campaign(&app.address, &unsatisfied(), "monthly").await;
+    let status = wait_for_state(&app.address, &id, "done", Duration::from_secs(30)).await;
+    assert_eq!(count(&status, "failed"), 10, "{status}");
+    assert_eq!(app.line.calls().len(), 1, "not retried");
+    let letters: Value = app.get_admin("/admin/dead-letters").await.json().await.unwrap();
+    let reason = letters["deadLetters"][0]["reason"].as_str().unwrap().to_owned();
+    assert!(reason.contains("monthly limit"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_cancel_while_the_audience_is_read_sends_nothing() {
+    let app = spawn_app_with(TestOptions {
+        // A short lease: the heartbeat renews (and reads the campaign) every 2.3 s
+        // while 12,000 users are read.
+        adjust: |config| config.lease = Duration::from_millis(7000),
+        ..TestOptions::default()
+    })
+    .await;
+    seed_users(&app.firestore, 12_000, |_| true, |_| false).await;
+    let id = start_campaign(&app.address, &unsatisfied(), "cancel-planning").await;
+    let seen = campaign_status(&app.address, &id).await;
+    let cancelled = app.post_admin(&format!("/admin/campaigns/{id}/cancel")).await;
+    assert_eq!(cancelled.status(), 200);
+    let status = wait_for_state(&app.address, &id, "cancelled", Duration::from_secs(120)).await;
+    // Long enough for a plan that ignored the cancel to send.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        app.line.calls().is_empty(),
+        "nothing is sent (it was {} when cancelled)",
+        seen["state"]
+    );
+    assert_eq!(count(&status, "sent"), 0);
+    assert_eq!(campaign_status(&app.address, &id).await["state"], "cancelled");
 }
 
 #[tokio::test]

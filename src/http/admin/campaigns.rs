@@ -2,16 +2,15 @@
 //!
 //! - `POST /admin/campaigns`: with `"dryRun": true`, 200 with the audience's
 //!   size and up to 20 user ids; otherwise 202 with the campaign id, derived
-//!   from the `Idempotency-Key` (generated when absent, echoed back).
+//!   from the `Idempotency-Key` (required: 400 without it).
 //! - `GET /admin/campaigns` and `GET /admin/campaigns/{id}`: state and counts.
 //! - `POST /admin/campaigns/{id}/cancel`: chunks not yet claimed are not sent.
 
 use super::send::idempotency_key;
 use super::{AdminError, require_admin};
-use crate::engine::campaign::{AudienceRequest, CampaignStartError};
 use crate::http::AppState;
 use crate::ids::ScenarioId;
-use crate::pipeline::campaigns::{CampaignError, CampaignRequest};
+use crate::pipeline::campaigns::{AudienceRequest, CampaignError, CampaignRequest, CampaignStartError};
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 
@@ -83,6 +82,12 @@ pub(crate) async fn create(
             "count": found.count,
             "sample": found.sample,
         })));
+    }
+    // Required: a campaign retried without it would be a second campaign.
+    if request.headers().get("idempotency-key").is_none() {
+        return Err(AdminError::BadRequest(
+            "a campaign needs an Idempotency-Key header: a retry with the same key is the same campaign".into(),
+        ));
     }
     let key = idempotency_key(&request)?;
     let id = state.campaigns.create(&key, &campaign).await.map_err(admin_error)?;

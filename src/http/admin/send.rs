@@ -4,7 +4,7 @@
 
 use super::{AdminError, require_admin};
 use crate::http::AppState;
-use crate::ids::{LineUserId, ScenarioId};
+use crate::ids::{LineUserId, ScenarioId, is_line_user_id};
 use crate::pipeline::manual_send::ManualSendError;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -57,11 +57,6 @@ pub(super) fn idempotency_key(request: &HttpRequest) -> Result<String, AdminErro
             Ok(key.to_owned())
         }
     }
-}
-
-/// LINE user ids are `U` followed by 32 lowercase hex digits.
-fn is_line_user_id(raw: &str) -> bool {
-    raw.len() == 33 && raw.starts_with('U') && raw[1..].bytes().all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 fn parse_users(body: &[u8]) -> Result<Vec<LineUserId>, AdminError> {

@@ -101,6 +101,8 @@ pub enum Fault {
     AcceptSlowly(Duration),
     /// 429 with `Retry-After`; nothing goes out.
     RateLimit { retry_after_secs: u64 },
+    /// 429 "You have reached your monthly limit." (no `Retry-After`); nothing goes out.
+    MonthlyLimit,
     /// This status; nothing goes out.
     Refuse(u16),
 }
@@ -245,6 +247,11 @@ impl Respond for LineResponder {
                 false,
             ),
             (Some(Fault::RateLimit { .. }), true) => (429, serde_json::json!({"message": "Too many requests"}), false),
+            (Some(Fault::MonthlyLimit), true) => (
+                429,
+                serde_json::json!({"message": "You have reached your monthly limit."}),
+                false,
+            ),
             (_, true) if path == MULTICAST_PATH && multicast_problem(&body).is_some() => (
                 400,
                 serde_json::json!({"message": "The request body has 1 error(s)",

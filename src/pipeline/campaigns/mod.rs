@@ -1,0 +1,349 @@
+//! Campaigns: a scenario sent to every following user, or to a segment, once
+//! per user, at LINE's limits.
+//!
+//! - `POST /admin/campaigns` checks the request, renders the messages once and
+//!   creates `campaigns/{id}`, the id derived from the `Idempotency-Key` (a
+//!   retry is the same campaign; another body with the key is refused).
+//! - One instance at a time holds a campaign's lease and drives it: it
+//!   snapshots the audience into chunks of at most 500 users (one plan; only
+//!   the plan recorded when sending starts is ever sent), then sends each chunk
+//!   with one multicast call carrying a retry key derived from the chunk, at the
+//!   campaign's rate, honouring 429 and `Retry-After`. A chunk is claimed before
+//!   its call and settled conditional on the claim, so after a crash another
+//!   instance sends it again with the same retry key and LINE answers 409: each
+//!   user gets the campaign at most once.
+//! - A cancel marks the campaign; a chunk claimed after it is skipped, not sent.
+
+mod chunk;
+mod driver;
+mod members;
+
+pub(crate) use crate::engine::campaign::{AudienceRequest, CampaignStartError};
+
+use crate::engine::Engine;
+use crate::engine::campaign::{AudienceError, aggregation_unit, campaign_id};
+use crate::ids::ScenarioId;
+use crate::line::client::LineClient;
+use crate::outbound::RetryPolicy;
+use crate::store::{
+    CampaignChange, CampaignCreate, CampaignDoc, CampaignState, ChunkCounts, Store, StoreError, Stored,
+};
+use firestore::FirestoreInstant;
+use members::Members;
+use sha2::{Digest, Sha256};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+/// Users a dry run shows.
+const SAMPLE_SIZE: usize = 20;
+/// Rounds of read and conditional write of a campaign before giving up.
+const ROUNDS: usize = 4;
+
+/// A campaign as asked for, before its id.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CampaignRequest {
+    pub(crate) scenario_id: ScenarioId,
+    pub(crate) audience: AudienceRequest,
+    pub(crate) skip_answered: bool,
+    pub(crate) calls_per_second: Option<u32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CampaignError {
+    #[error(transparent)]
+    Audience(#[from] AudienceError),
+    #[error(transparent)]
+    Scenario(#[from] CampaignStartError),
+    #[error("callsPerSecond must be 1 to {0} (LINE's multicast rate limit)")]
+    BadRate(u32),
+    #[error("the Idempotency-Key cannot be used: it contains NUL")]
+    BadKey,
+    #[error("this Idempotency-Key was used for a different campaign; use a new key")]
+    KeyReused,
+    #[error("no campaign with id {0:?}")]
+    UnknownCampaign(String),
+    #[error("the campaign is {0} and cannot be cancelled")]
+    Finished(&'static str),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What a dry run found.
+#[derive(Debug)]
+pub(crate) struct DryRun {
+    pub(crate) count: u64,
+    pub(crate) sample: Vec<String>,
+}
+
+/// A campaign's state and counts, as reported.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CampaignStatus {
+    pub(crate) campaign_id: String,
+    pub(crate) scenario_id: String,
+    pub(crate) state: &'static str,
+    pub(crate) planned: u64,
+    pub(crate) sent: u64,
+    pub(crate) failed: u64,
+    pub(crate) skipped: u64,
+    /// Planned users not sent, failed or skipped yet.
+    pub(crate) pending: u64,
+    pub(crate) chunks: u32,
+    pub(crate) skip_answered: bool,
+    pub(crate) calls_per_second: u32,
+    pub(crate) aggregation_unit: String,
+    pub(crate) audience: serde_json::Value,
+    pub(crate) created_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) ended_at: Option<String>,
+}
+
+#[derive(Clone)]
+pub(crate) struct Campaigns {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: Engine,
+    store: Store,
+    line: LineClient,
+    policy: RetryPolicy,
+    default_rate: u32,
+    wake: Notify,
+    /// Campaigns this instance drives now.
+    driving: Mutex<HashSet<String>>,
+}
+
+/// Why a driver stopped before the campaign ended.
+#[derive(Debug)]
+enum Stop {
+    /// Another instance holds the campaign now.
+    Lost,
+    Store(StoreError),
+}
+
+impl From<StoreError> for Stop {
+    fn from(error: StoreError) -> Self {
+        Stop::Store(error)
+    }
+}
+
+impl Campaigns {
+    pub(crate) fn new(engine: Engine, store: Store, line: LineClient, policy: RetryPolicy, default_rate: u32) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                engine,
+                store,
+                line,
+                policy,
+                default_rate,
+                wake: Notify::new(),
+                driving: Mutex::new(HashSet::new()),
+            }),
+        }
+    }
+
+    fn rate(&self, request: &CampaignRequest) -> Result<u32, CampaignError> {
+        let ceiling = crate::config::LINE_MULTICAST_CALLS_PER_SECOND;
+        match request.calls_per_second {
+            None => Ok(self.inner.default_rate),
+            Some(rate) if (1..=ceiling).contains(&rate) => Ok(rate),
+            Some(_) => Err(CampaignError::BadRate(ceiling)),
+        }
+    }
+
+    /// Counts the audience and shows some of it; sends and stores nothing.
+    pub(crate) async fn dry_run(&self, request: &CampaignRequest) -> Result<DryRun, CampaignError> {
+        let engine = &self.inner.engine;
+        engine.campaign_start(&request.scenario_id, "dry-run")?;
+        self.rate(request)?;
+        let audience = engine.audience(&request.audience, &request.scenario_id)?;
+        let skip = request.skip_answered.then_some(&request.scenario_id);
+        let mut members = Members::read(&self.inner.store, audience, skip).await?;
+        let mut count = 0u64;
+        let mut sample = Vec::new();
+        while let Some(page) = members.next_page().await? {
+            count += page.len() as u64;
+            sample.extend(page.into_iter().take(SAMPLE_SIZE.saturating_sub(sample.len())));
+        }
+        Ok(DryRun { count, sample })
+    }
+
+    /// Creates the campaign (or finds the one this key created) and returns its id.
+    pub(crate) async fn create(&self, key: &str, request: &CampaignRequest) -> Result<String, CampaignError> {
+        let id = campaign_id(key).ok_or(CampaignError::BadKey)?;
+        let engine = &self.inner.engine;
+        let start = engine.campaign_start(&request.scenario_id, &id)?;
+        let rate = self.rate(request)?;
+        engine.audience(&request.audience, &request.scenario_id)?;
+        let messages = serde_json::to_string(&start.messages)
+            .map_err(|error| StoreError::Unavailable(format!("messages cannot be written: {error}")))?;
+        let audience = serde_json::to_string(&request.audience)
+            .map_err(|error| StoreError::Unavailable(format!("the audience cannot be written: {error}")))?;
+        let doc = CampaignDoc {
+            scenario_id: request.scenario_id.to_string(),
+            scenario_version: start.version,
+            run: start.run.to_string(),
+            idempotency_key: key.to_owned(),
+            request_hash: request_hash(request),
+            audience,
+            skip_answered: request.skip_answered,
+            calls_per_second: rate,
+            messages,
+            aggregation_unit: aggregation_unit(&id),
+            state: CampaignState::Planning,
+            plan_id: None,
+            planned: 0,
+            chunks: 0,
+            counts: None,
+            lease_owner: None,
+            lease_until: None,
+            attempts: 0,
+            created_at: FirestoreInstant::now(),
+            ended_at: None,
+        };
+        match self.inner.store.create_campaign(&id, &doc).await? {
+            CampaignCreate::Created => {
+                tracing::info!(campaign.id = %id, scenario.id = %request.scenario_id, outcome = "created", "campaign created");
+                self.inner.wake.notify_one();
+                Ok(id)
+            }
+            CampaignCreate::Existing(existing) if existing.doc.request_hash == doc.request_hash => Ok(id),
+            CampaignCreate::Existing(_) => Err(CampaignError::KeyReused),
+        }
+    }
+
+    pub(crate) async fn status(&self, id: &str) -> Result<Option<CampaignStatus>, StoreError> {
+        match self.inner.store.campaign(id).await? {
+            Some(stored) => Ok(Some(self.report(stored).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The newest campaigns first.
+    pub(crate) async fn list(&self, limit: u32) -> Result<Vec<CampaignStatus>, StoreError> {
+        let mut listed = Vec::new();
+        for stored in self.inner.store.campaigns(limit).await? {
+            listed.push(self.report(stored).await?);
+        }
+        Ok(listed)
+    }
+
+    async fn report(&self, stored: Stored<CampaignDoc>) -> Result<CampaignStatus, StoreError> {
+        let doc = stored.doc;
+        let counts = match (&doc.counts, &doc.plan_id) {
+            (Some(counts), _) => *counts,
+            (None, Some(plan)) => self.inner.store.chunk_counts(&stored.id, plan).await?,
+            (None, None) => ChunkCounts::default(),
+        };
+        Ok(CampaignStatus {
+            campaign_id: stored.id,
+            scenario_id: doc.scenario_id,
+            state: doc.state.as_str(),
+            planned: doc.planned,
+            sent: counts.sent,
+            failed: counts.failed,
+            skipped: counts.skipped,
+            pending: counts.pending,
+            chunks: doc.chunks,
+            skip_answered: doc.skip_answered,
+            calls_per_second: doc.calls_per_second,
+            aggregation_unit: doc.aggregation_unit,
+            audience: serde_json::from_str(&doc.audience).unwrap_or(serde_json::Value::Null),
+            created_at: doc.created_at.to_string(),
+            ended_at: doc.ended_at.map(|at| at.to_string()),
+        })
+    }
+
+    /// Stops the campaign: chunks not yet claimed are not sent.
+    pub(crate) async fn cancel(&self, id: &str) -> Result<&'static str, CampaignError> {
+        let store = &self.inner.store;
+        for _ in 0..ROUNDS {
+            let stored = store
+                .campaign(id)
+                .await?
+                .ok_or_else(|| CampaignError::UnknownCampaign(id.to_owned()))?;
+            match stored.doc.state {
+                CampaignState::Cancelling | CampaignState::Cancelled => return Ok(stored.doc.state.as_str()),
+                CampaignState::Done => return Err(CampaignError::Finished("done")),
+                CampaignState::Planning | CampaignState::Sending => {}
+            }
+            let change = CampaignChange {
+                state: Some(CampaignState::Cancelling),
+                ..CampaignChange::default()
+            };
+            if store.change_campaign(id, stored.version, &change).await?.is_some() {
+                tracing::info!(campaign.id = %id, outcome = "cancelling", "campaign cancelled by an operator");
+                self.inner.wake.notify_one();
+                return Ok(CampaignState::Cancelling.as_str());
+            }
+        }
+        Err(StoreError::Unavailable("the campaign kept changing; try again".into()).into())
+    }
+
+    /// Looks for campaigns to drive until `shutdown`: at every `interval`, and
+    /// when one is created or cancelled here.
+    pub(crate) async fn run(self, interval: Duration, shutdown: CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = self.inner.wake.notified() => {}
+                _ = tokio::time::sleep(interval) => {}
+            }
+            let active = match self.inner.store.active_campaigns().await {
+                Ok(active) => active,
+                Err(error) => {
+                    tracing::warn!(error = %error, "cannot look for campaigns");
+                    continue;
+                }
+            };
+            let now = FirestoreInstant::now();
+            for stored in active {
+                let free = stored.doc.lease_until.is_none_or(|until| until < now)
+                    || stored.doc.lease_owner.as_deref() == Some(self.inner.store.instance_id());
+                if !free || !self.start_driving(&stored.id) {
+                    continue;
+                }
+                let campaigns = self.clone();
+                let shutdown = shutdown.clone();
+                let span = tracing::info_span!("campaign", campaign.id = %stored.id);
+                tokio::spawn(
+                    async move {
+                        let id = stored.id.clone();
+                        tokio::select! {
+                            _ = shutdown.cancelled() => {}
+                            _ = campaigns.drive(stored) => {}
+                        }
+                        campaigns.stop_driving(&id);
+                    }
+                    .instrument(span),
+                );
+            }
+        }
+    }
+
+    fn start_driving(&self, id: &str) -> bool {
+        self.inner
+            .driving
+            .lock()
+            .map(|mut driving| driving.insert(id.to_owned()))
+            .unwrap_or(false)
+    }
+
+    fn stop_driving(&self, id: &str) {
+        if let Ok(mut driving) = self.inner.driving.lock() {
+            driving.remove(id);
+        }
+    }
+}
+
+/// The request as understood, for comparing a retried call with the first.
+fn request_hash(request: &CampaignRequest) -> String {
+    let canonical = serde_json::to_vec(request).unwrap_or_default();
+    hex::encode(Sha256::digest(&canonical))
+}
