@@ -320,11 +320,10 @@ impl Campaigns {
                             log_progress(doc.planned, sent_users, started);
                         }
                     }
-                    // The rest of the round skips too; stop claiming.
-                    Ok(TurnOutcome::Cancelled) => {
-                        cancelled = true;
-                        break;
-                    }
+                    // The rest of the round runs out: each turn claims, reads
+                    // the cancel and skips. Dropping them instead would leave
+                    // claimed chunks marked uncertain, which a cancel sends.
+                    Ok(TurnOutcome::Cancelled) => cancelled = true,
                     Ok(TurnOutcome::NotSettled) => {}
                     Err(error) => tracing::warn!(error = %error, outcome = "retry_later", "a chunk's turn failed"),
                 }
@@ -380,8 +379,10 @@ impl Campaigns {
                     // Claimed before the cancel, and LINE may have taken it:
                     // the same retry key finds out (409) or sends it once.
                     resolve.run(chunk).await?;
-                } else if let Some(claimed) = store.claim_chunk(chunk).await? {
-                    store.settle_chunk(chunk, claimed, &ChunkEnd::Skipped).await?;
+                } else {
+                    // Not claimed and due: skipped conditional on the version
+                    // read, without a claim (which would mark it uncertain).
+                    store.settle_chunk(chunk, chunk.version, &ChunkEnd::Skipped).await?;
                 }
             }
         }
