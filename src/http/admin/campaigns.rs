@@ -7,14 +7,12 @@
 //! - `POST /admin/campaigns/{id}/cancel`: chunks not yet claimed are not sent.
 
 use super::send::idempotency_key;
-use super::{AdminError, require_admin};
+use super::{AdminError, ListQuery, require_admin};
 use crate::http::AppState;
 use crate::ids::ScenarioId;
 use crate::pipeline::campaigns::{AudienceRequest, CampaignError, CampaignRequest, CampaignStartError};
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
-
-const MAX_LISTED: u32 = 100;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -101,18 +99,13 @@ pub(crate) async fn create(
         })))
 }
 
-#[derive(Debug, Deserialize)]
-pub(crate) struct ListQuery {
-    limit: Option<u32>,
-}
-
 pub(crate) async fn list(
     request: HttpRequest,
     query: web::Query<ListQuery>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
     require_admin(&request, &state)?;
-    let limit = query.limit.unwrap_or(MAX_LISTED).clamp(1, MAX_LISTED);
+    let limit = query.limit();
     let campaigns = state.campaigns.list(limit).await?;
     Ok(HttpResponse::Ok().json(serde_json::json!({ "campaigns": campaigns })))
 }

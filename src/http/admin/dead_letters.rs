@@ -1,19 +1,12 @@
 //! `GET /admin/dead-letters` lists what kept failing; `POST
 //! /admin/dead-letters/{id}/replay` runs one again (see `pipeline::replay`).
 
-use super::{AdminError, require_admin};
+use super::{AdminError, ListQuery, require_admin};
 use crate::http::AppState;
 use crate::pipeline::replay::{ReplayError, Replayed};
 use crate::store::{DeadLetterDoc, Settlement};
 use actix_web::{HttpRequest, HttpResponse, web};
-use serde::{Deserialize, Serialize};
-
-const MAX_LISTED: u32 = 100;
-
-#[derive(Debug, Deserialize)]
-pub(crate) struct ListQuery {
-    limit: Option<u32>,
-}
+use serde::Serialize;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -29,7 +22,7 @@ pub(crate) async fn list(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
     require_admin(&request, &state)?;
-    let limit = query.limit.unwrap_or(MAX_LISTED).clamp(1, MAX_LISTED);
+    let limit = query.limit();
     let letters: Vec<Listed> = state
         .store
         .dead_letters(limit)

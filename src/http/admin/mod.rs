@@ -71,6 +71,20 @@ impl ResponseError for AdminError {
     }
 }
 
+/// `?limit=N` of the admin lists: 1 to 100, 100 when absent.
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct ListQuery {
+    limit: Option<u32>,
+}
+
+impl ListQuery {
+    const MAX: u32 = 100;
+
+    fn limit(&self) -> u32 {
+        self.limit.unwrap_or(Self::MAX).clamp(1, Self::MAX)
+    }
+}
+
 /// The token of an `Authorization: Bearer <token>` header; the scheme is
 /// case-insensitive (RFC 7235).
 fn bearer_token(header: &str) -> Option<&str> {
