@@ -27,6 +27,10 @@ pub struct Config {
     pub log_format: LogFormat,
     pub max_body_bytes: usize,
     pub firestore_timeout: Duration,
+    /// Upper bound for one page of a background or admin scan (audiences,
+    /// results, exports): the emulator and a cold Firestore may take seconds to
+    /// fill a filtered page, and no LINE request waits on it.
+    pub firestore_scan_timeout: Duration,
     pub line_timeout: Duration,
     pub reply_token_max_age: Duration,
     /// Events processed at once; 0 makes this instance store events only.
@@ -152,6 +156,7 @@ impl Config {
             },
             max_body_bytes: parse(&get, "MAX_BODY_BYTES", 256 * 1024)?,
             firestore_timeout: Duration::from_millis(parse(&get, "FIRESTORE_TIMEOUT_MS", 1500)?),
+            firestore_scan_timeout: Duration::from_millis(parse(&get, "FIRESTORE_SCAN_TIMEOUT_MS", 30_000)?),
             line_timeout: Duration::from_millis(parse(&get, "LINE_TIMEOUT_MS", 5_000)?),
             reply_token_max_age: Duration::from_secs(parse(&get, "REPLY_TOKEN_MAX_AGE_SECS", 50)?),
             worker_count: parse(&get, "WORKER_COUNT", 16)?,
@@ -185,12 +190,13 @@ impl Config {
                 problem: "is required to send to LINE; set LINE_DRY_RUN=true to run without sending".to_owned(),
             });
         }
-        let positive: [(&'static str, bool); 9] = [
+        let positive: [(&'static str, bool); 10] = [
             ("HTTP_WORKERS", self.http_workers == 0),
             ("QUEUE_CAPACITY", self.queue_capacity == 0),
             ("SWEEP_INTERVAL_MS", self.sweep_interval.is_zero()),
             ("LEASE_MS", self.lease.is_zero()),
             ("FIRESTORE_TIMEOUT_MS", self.firestore_timeout.is_zero()),
+            ("FIRESTORE_SCAN_TIMEOUT_MS", self.firestore_scan_timeout.is_zero()),
             ("LINE_TIMEOUT_MS", self.line_timeout.is_zero()),
             ("MAX_EVENT_ATTEMPTS", self.max_event_attempts == 0),
             ("MAX_SEND_ATTEMPTS", self.max_send_attempts == 0),
@@ -342,7 +348,8 @@ mod tests {
 
     #[test]
     fn settings_that_would_break_at_run_time_are_refused_by_name() {
-        let cases: [(&str, &str, &str); 15] = [
+        let cases: [(&str, &str, &str); 16] = [
+            ("FIRESTORE_SCAN_TIMEOUT_MS", "0", "FIRESTORE_SCAN_TIMEOUT_MS"),
             ("CAMPAIGN_CALLS_PER_SECOND", "0", "CAMPAIGN_CALLS_PER_SECOND"),
             ("CAMPAIGN_CALLS_PER_SECOND", "201", "CAMPAIGN_CALLS_PER_SECOND"),
             ("SWEEP_INTERVAL_MS", "0", "SWEEP_INTERVAL_MS"),

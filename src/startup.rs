@@ -11,6 +11,7 @@ use crate::pipeline::campaigns::Campaigns;
 use crate::pipeline::ingest::Ingest;
 use crate::pipeline::manual_send::ManualSender;
 use crate::pipeline::replay::Replayer;
+use crate::pipeline::results::Results;
 use crate::pipeline::{Pipeline, PipelineSettings, Processor, ProcessorSettings};
 use crate::scenario::load_dir;
 use crate::store::VersionCheck;
@@ -39,6 +40,7 @@ impl Application {
             database_id: config.firestore_database.clone(),
             emulator_host: config.firestore_emulator_host.clone(),
             request_timeout: config.firestore_timeout,
+            scan_timeout: config.firestore_scan_timeout,
             legacy_answer_lookup: config.legacy_answer_lookup,
             instance_id: config.instance_id.clone(),
             lease: config.lease,
@@ -115,6 +117,7 @@ impl Application {
         }
         let state = web::Data::new(AppState {
             ingest: Ingest::new(processor.versions(), store.clone(), pipeline.clone(), metrics.clone()),
+            results: Results::new(engine.clone(), store.clone()),
             manual_sender: ManualSender::new(engine, store.clone(), courier),
             campaigns,
             replayer: Replayer::new(processor),
@@ -142,6 +145,7 @@ impl Application {
                     )
                     .route("/admin/dead-letters", web::get().to(admin::dead_letters::list))
                     .route("/admin/metrics", web::get().to(admin::metrics))
+                    .route("/admin/scenarios/{id}/results", web::get().to(admin::results::show))
                     .route("/admin/campaigns", web::post().to(admin::campaigns::create))
                     .route("/admin/campaigns", web::get().to(admin::campaigns::list))
                     .route("/admin/campaigns/{id}", web::get().to(admin::campaigns::show))

@@ -3,7 +3,7 @@
 
 use super::Engine;
 use super::render::render_in_run;
-use crate::ids::{RunId, ScenarioId, deterministic_id};
+use crate::ids::{NodeId, RunId, ScenarioId, deterministic_id};
 use crate::line::messages::Message;
 use chrono::{NaiveDate, TimeZone};
 use serde::Deserialize;
@@ -158,6 +158,8 @@ pub(crate) struct CampaignStart {
     pub(crate) messages: Vec<Message>,
     pub(crate) version: u32,
     pub(crate) run: RunId,
+    /// The question node the messages ask: counted as sent per recipient.
+    pub(crate) asks: Option<NodeId>,
 }
 
 impl Engine {
@@ -254,6 +256,7 @@ impl Engine {
             messages: rendered.messages,
             version: loaded.scenario.version,
             run,
+            asks: rendered.asks,
         })
     }
 }

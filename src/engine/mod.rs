@@ -5,6 +5,7 @@
 
 pub(crate) mod campaign;
 mod render;
+pub(crate) mod results;
 mod start;
 mod typed;
 
@@ -113,6 +114,9 @@ pub(crate) struct AnswerPlan {
     /// What the follow-up schedules.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) timers: Vec<TimerPlan>,
+    /// The question node the follow-up asks (counted as sent with it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) asks: Option<NodeId>,
 }
 
 /// "Has this user answered `scenario`, and when was it last started?" — one get
@@ -140,6 +144,8 @@ pub(crate) struct CardTapPlan {
     pub(crate) run_version: Option<u32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) timers: Vec<TimerPlan>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) asks: Option<NodeId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -158,6 +164,8 @@ pub(crate) struct StartPlan {
     pub(crate) run_version: Option<u32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) timers: Vec<TimerPlan>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) asks: Option<NodeId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -345,6 +353,7 @@ impl Engine {
             run: Some(run),
             run_version: Some(scenario.scenario.version),
             timers: rendered.timers,
+            asks: rendered.asks,
         })
     }
 
@@ -463,6 +472,7 @@ impl Engine {
                     run: Some(run),
                     run_version: Some(target.scenario.version),
                     timers: rendered.timers,
+                    asks: rendered.asks,
                 }))
             }
         }
@@ -509,6 +519,7 @@ impl Answering<'_> {
             closes: self.closes,
             run: self.run,
             timers: follow_up.timers,
+            asks: follow_up.asks,
             user: self.user,
             scenario,
             node: self.node,

@@ -20,6 +20,10 @@ pub(crate) struct Rendered {
     /// the reminder and expiry of the question they ask. Only in a run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) timers: Vec<TimerPlan>,
+    /// The question node these messages ask (the last node of a chain, of any
+    /// question kind): its "sent" count goes up with their ledger entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) asks: Option<NodeId>,
 }
 
 /// A timer to schedule, before its due time is computed (at commit).
@@ -74,6 +78,10 @@ pub(crate) fn render_in_run(
         }),
         _ => None,
     });
+    let asks = nodes
+        .last()
+        .filter(|node| matches!(node, Node::Survey(_) | Node::TextQuestion(_) | Node::DateQuestion(_)))
+        .map(|node| node.id().clone());
     Ok(Rendered {
         messages: nodes
             .into_iter()
@@ -81,6 +89,7 @@ pub(crate) fn render_in_run(
             .collect(),
         opens,
         timers,
+        asks,
     })
 }
 

@@ -83,6 +83,9 @@ pub(crate) enum Firing {
         timers: Vec<TimerPlan>,
         /// The text or date question the sent chain asks.
         opens: Option<QuestionRef>,
+        /// The question node the sent chain asks for the first time in the
+        /// run (a reminder asks again: not counted as sent).
+        asks: Option<NodeId>,
         /// The expiry closes the user's open question (it is this one).
         closes: bool,
         /// A reminder with reminders left: when the next one is due.
@@ -135,6 +138,7 @@ impl Engine {
                     messages: rendered.messages,
                     timers: rendered.timers,
                     opens: rendered.opens,
+                    asks: rendered.asks,
                     closes: false,
                     rearm: None,
                     outcome: "sent",
@@ -168,6 +172,7 @@ impl Engine {
                     messages,
                     timers: Vec::new(),
                     opens: None,
+                    asks: None,
                     closes: false,
                     rearm,
                     outcome: "reminded",
@@ -189,6 +194,7 @@ impl Engine {
                     messages: rendered.messages,
                     timers: rendered.timers,
                     opens: rendered.opens,
+                    asks: rendered.asks,
                     closes,
                     rearm: None,
                     outcome: if late { "expired_late" } else { "expired" },

@@ -10,6 +10,7 @@ use crate::pipeline::campaigns::Campaigns;
 use crate::pipeline::ingest::Ingest;
 use crate::pipeline::manual_send::ManualSender;
 use crate::pipeline::replay::Replayer;
+use crate::pipeline::results::Results;
 use crate::store::Store;
 use std::sync::Arc;
 
@@ -19,6 +20,7 @@ pub(crate) struct AppState {
     pub(crate) manual_sender: ManualSender,
     pub(crate) campaigns: Campaigns,
     pub(crate) replayer: Replayer,
+    pub(crate) results: Results,
     /// Read-only uses: dead-letter lists and batch counts.
     pub(crate) store: Store,
     pub(crate) metrics: Arc<Metrics>,

@@ -88,6 +88,9 @@ pub(crate) struct OutboundAction {
     pub(crate) webhook_event_id: Option<String>,
     pub(crate) inbox_id: Option<String>,
     pub(crate) answer_id: Option<String>,
+    /// The question node the messages ask: its "sent" count rises with the
+    /// entry's create.
+    pub(crate) asks: Option<crate::store::AsksDoc>,
 }
 
 /// An action's ledger entry, built once: written by the effect's commit, then
@@ -140,6 +143,7 @@ impl OutboundAction {
             webhook_event_id: self.webhook_event_id.as_deref(),
             inbox_id: self.inbox_id.as_deref(),
             answer_id: self.answer_id.as_deref(),
+            asks: self.asks.clone(),
         });
         Ok(StagedAction {
             ledger_id,

@@ -69,7 +69,7 @@ impl Processor {
                 question,
                 timers: &timers,
                 cancels: &cancels,
-                ..answer_record(work, plan)
+                ..answer_record(work, plan, &self.engine)
             };
             if let Some(staged) = follow_up.as_mut() {
                 staged.renew_lease(&self.store);

@@ -155,6 +155,7 @@ impl ManualSender {
             webhook_event_id: None,
             inbox_id: None,
             answer_id: None,
+            asks: super::asked(&self.engine, scenario, rendered.asks.as_ref()),
         };
         let staged = match action.stage(&self.store) {
             Ok(staged) => staged,

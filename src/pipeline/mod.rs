@@ -18,6 +18,7 @@ pub(crate) mod ingest;
 pub(crate) mod manual_send;
 mod processed;
 pub(crate) mod replay;
+pub(crate) mod results;
 mod retries;
 mod start;
 mod sweeper;
@@ -40,6 +41,19 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use work::Work;
+
+/// The "sent" count a ledger entry asking `node` raises: the node, and today in
+/// the scenario's time zone.
+pub(crate) fn asked(
+    engine: &crate::engine::Engine,
+    scenario: &crate::ids::ScenarioId,
+    node: Option<&crate::ids::NodeId>,
+) -> Option<crate::store::AsksDoc> {
+    node.map(|node| crate::store::AsksDoc {
+        node: node.to_string(),
+        day: engine.day_of(scenario, chrono::Utc::now()),
+    })
+}
 
 /// One unit of work.
 pub(crate) enum Job {

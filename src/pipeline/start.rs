@@ -7,6 +7,7 @@
 //! answer, starts the scenario at most once. Scenarios without a survey have no
 //! guard: no read, no marker, they run every time.
 
+use super::asked;
 use super::hold::{Failure, Found, Hold};
 use super::processed::Processed;
 use super::typed::opening;
@@ -15,7 +16,7 @@ use super::worker::Processor;
 use crate::engine::{
     CardTapPlan, FLEX_TAP_TAG, QuestionRef, ScenarioGuard, StartPlan, StartVerdict, TimerPlan, start_verdict,
 };
-use crate::ids::{LineUserId, RunId, ScenarioId};
+use crate::ids::{LineUserId, NodeId, RunId, ScenarioId};
 use crate::line::messages::Message;
 use crate::outbound::{ActionKey, StagedAction};
 use crate::store::{Effect, EffectWrites, InboxState, MessageKey, StartRecord, StoreError};
@@ -40,6 +41,8 @@ struct Starting<'a> {
     run: Option<&'a RunId>,
     run_version: Option<u32>,
     timers: &'a [TimerPlan],
+    /// The question node the messages ask.
+    asks: Option<&'a NodeId>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +77,7 @@ impl Processor {
             run: plan.run.as_ref(),
             run_version: plan.run_version,
             timers: &plan.timers,
+            asks: plan.asks.as_ref(),
         };
         Ok(match self.carry_out(hold, work, starting).await? {
             Ended::Verdict(StartVerdict::Start) if plan.guard.is_some() => Processed::StartedGuarded,
@@ -96,6 +100,7 @@ impl Processor {
             run: plan.run.as_ref(),
             run_version: plan.run_version,
             timers: &plan.timers,
+            asks: plan.asks.as_ref(),
         };
         Ok(match self.carry_out(hold, work, starting).await? {
             Ended::Verdict(StartVerdict::Start) => Processed::CardTapped,
@@ -121,6 +126,7 @@ impl Processor {
                 starting.scenario,
                 starting.messages,
                 self.reply_is_fresh(work),
+                asked(&self.engine, starting.scenario, starting.asks),
             )
             .map(|action| action.stage(&self.store))
             .transpose()?;

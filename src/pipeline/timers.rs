@@ -287,7 +287,7 @@ impl Processor {
                     .filter(|expiry| expiry.doc.state == TimerState::Pending)
                     .map(|expiry| utc(expiry.doc.due_at)),
             };
-            let (messages, timers, opens, closes, rearm, outcome) = match engine.fire(&due, &seen, Utc::now()) {
+            let (messages, timers, opens, asks, closes, rearm, outcome) = match engine.fire(&due, &seen, Utc::now()) {
                 Firing::Skip(skip) => {
                     let ended = self
                         .store
@@ -299,10 +299,11 @@ impl Processor {
                     messages,
                     timers,
                     opens,
+                    asks,
                     closes,
                     rearm,
                     outcome,
-                } => (messages, timers, opens, closes, rearm, outcome),
+                } => (messages, timers, opens, asks, closes, rearm, outcome),
             };
             let scheduled = schedule(&engine, &user, &timers);
             // A reminder's or an expiry's new question replaces only the open
@@ -346,7 +347,8 @@ impl Processor {
                         && sibling.doc.state == TimerState::Pending
                 })
                 .map(|sibling| (sibling.id.as_str(), sibling.version));
-            let staged = self.stage_timer_action(job, &due, &user, messages)?;
+            let asks = super::asked(&engine, &due.scenario, asks.as_ref());
+            let staged = self.stage_timer_action(job, &due, &user, messages, asks)?;
             let end = TimerEnd {
                 state: TimerState::Done,
                 outcome,
@@ -402,6 +404,7 @@ impl Processor {
         due: &DueTimer,
         user: &LineUserId,
         messages: Vec<crate::line::messages::Message>,
+        asks: Option<crate::store::AsksDoc>,
     ) -> Result<Option<StagedAction>, crate::store::StoreError> {
         if messages.is_empty() {
             return Ok(None);
@@ -415,6 +418,7 @@ impl Processor {
             webhook_event_id: None,
             inbox_id: None,
             answer_id: None,
+            asks,
         };
         let mut staged = action.stage(&self.store)?;
         staged.renew_lease(&self.store);

@@ -7,6 +7,7 @@
 //! loses the race to a valid one changes nothing. With no open question the text
 //! is an ordinary message: its keyword trigger may start a scenario.
 
+use super::asked;
 use super::hold::{Failure, Found, Hold};
 use super::processed::Processed;
 use super::work::Work;
@@ -159,6 +160,7 @@ impl Processor {
                         scenario,
                         processed: Processed::InvalidAnswer,
                         timers: &[],
+                        asks: None,
                     };
                     self.react(hold, work, message, outcome).await?
                 }
@@ -172,6 +174,7 @@ impl Processor {
                         scenario: &open.question.scenario,
                         processed: Processed::GaveUp,
                         timers: &then.timers,
+                        asks: then.asks.as_ref(),
                     };
                     self.react(hold, work, message, outcome).await?
                 }
@@ -230,7 +233,7 @@ impl Processor {
             question: Some(change),
             message: Some(message),
             timers: &timers,
-            ..answer_record(work, plan)
+            ..answer_record(work, plan, &self.engine)
         };
         let entry = follow_up.as_ref().map(StagedAction::entry);
         let found = match self.store.commit_answer(&hold.key, hold.version, &record, entry).await {
@@ -280,6 +283,7 @@ impl Processor {
                 reaction.scenario,
                 reaction.messages,
                 self.reply_is_fresh(work),
+                asked(&self.engine, reaction.scenario, reaction.asks),
             )
             .map(|action| action.stage(&self.store))
             .transpose()?;
@@ -341,6 +345,7 @@ impl Processor {
                 &plan.scenario,
                 &plan.follow_up,
                 self.reply_is_fresh(work),
+                asked(&self.engine, &plan.scenario, plan.asks.as_ref()),
             )
             .map(|mut action| {
                 action.answer_id = Some(plan.answer_id.clone());
@@ -359,11 +364,18 @@ struct Reaction<'a> {
     processed: Processed,
     /// What the sent chain schedules (giving up may lead on).
     timers: &'a [crate::engine::TimerPlan],
+    /// The question node the sent chain asks (giving up may lead on).
+    asks: Option<&'a crate::ids::NodeId>,
 }
 
 /// The answer as the store records it.
-pub(super) fn answer_record<'a>(work: &'a Work, plan: &'a AnswerPlan) -> AnswerRecord<'a> {
+pub(super) fn answer_record<'a>(
+    work: &'a Work,
+    plan: &'a AnswerPlan,
+    engine: &crate::engine::Engine,
+) -> AnswerRecord<'a> {
     AnswerRecord {
+        day: engine.day_of(&plan.scenario, chrono::Utc::now()),
         answer_id: &plan.answer_id,
         marker_id: &plan.marker_id,
         scenario_id: plan.scenario.as_str(),

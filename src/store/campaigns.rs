@@ -46,6 +46,10 @@ pub(crate) struct CampaignDoc {
     pub(crate) messages: String,
     /// LINE's `customAggregationUnits` name of this campaign.
     pub(crate) aggregation_unit: String,
+    /// The question node the messages ask: each sent chunk counts its users
+    /// as sent for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) asks_node: Option<String>,
     pub(crate) state: CampaignState,
     /// The plan being sent (chunk ids start with it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -376,7 +380,7 @@ impl Store {
     ) -> Result<Vec<Stored<ChunkDoc>>, StoreError> {
         super::round_trips::count();
         let documents: Vec<Document> = self
-            .db
+            .scan_db
             .fluent()
             .select()
             .fields(CHUNK_FIELDS_BUT_USERS)
@@ -428,7 +432,7 @@ impl Store {
 
     /// Every document `filter` finds in `collection`, `fields` only, a page at
     /// a time in document-id order: memory stays at one page.
-    async fn each_page(
+    pub(super) async fn each_page(
         &self,
         collection: &str,
         fields: &[&str],
@@ -439,7 +443,7 @@ impl Store {
         loop {
             super::round_trips::count();
             let mut query = self
-                .db
+                .scan_db
                 .fluent()
                 .select()
                 .fields(fields.iter().copied())
@@ -498,6 +502,7 @@ impl Store {
         chunk: &Stored<ChunkDoc>,
         claimed: Version,
         end: &ChunkEnd,
+        sent_count: Option<(&str, &super::AsksDoc)>,
     ) -> Result<bool, StoreError> {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
@@ -566,6 +571,10 @@ impl Store {
             merge(self.document_path(CAMPAIGN_CHUNKS, &chunk.id), &settle, Vec::new())?,
             Expect::At(claimed),
         )];
+        // Exact: the settle is conditional on the claim, so it lands once.
+        if let (ChunkEnd::Sent, Some((scenario_id, asks))) = (end, sent_count) {
+            writes.push(self.sent_many_write(scenario_id, asks, &chunk.id, chunk.doc.count)?);
+        }
         if let ChunkEnd::Failed { error, .. } = end {
             let letter = DeadLetterDoc {
                 kind: DeadLetterKind::CampaignChunk,
@@ -596,7 +605,7 @@ impl Store {
     ) -> Result<(Vec<UserFacts>, Option<String>), StoreError> {
         super::round_trips::count();
         let mut query = self
-            .db
+            .scan_db
             .fluent()
             .select()
             .fields(["following", "tags", "firstSeenMs", "followedAt"])

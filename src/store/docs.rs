@@ -20,6 +20,7 @@ pub(crate) mod collections {
     pub(crate) const SCENARIO_VERSIONS: &str = "scenario_versions";
     pub(crate) const CAMPAIGNS: &str = "campaigns";
     pub(crate) const CAMPAIGN_CHUNKS: &str = "campaign_chunks";
+    pub(crate) const RESULT_COUNTERS: &str = "result_counters";
 }
 
 /// `survey_responses/{answerId}`: one user's answer to one survey node.
@@ -160,6 +161,10 @@ pub(crate) struct LedgerDoc {
     pub(crate) inbox_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) answer_id: Option<String>,
+    /// The question node the messages ask: its "sent" count rose with this
+    /// entry's create.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) asks: Option<super::results::AsksDoc>,
     #[serde(with = "firestore::serialize_as_timestamp")]
     pub(crate) expire_at: FirestoreInstant,
 }

@@ -42,6 +42,9 @@ pub(crate) struct AnswerRecord<'a> {
     /// answer conditional on the version read: an expiry that fires first makes
     /// the answer record nothing.
     pub(crate) cancels: &'a [(String, Version)],
+    /// Today in the scenario's time zone (`YYYY-MM-DD`): the day whose result
+    /// counters the answer raises.
+    pub(crate) day: String,
 }
 
 /// A guarded start (guards 2 and 3): recorded on the user's marker, conditional
@@ -172,6 +175,8 @@ impl Store {
         let mut writes = vec![
             self.inbox_done_write(inbox, version)?,
             create(self.document_path(SURVEY_RESPONSES, answer.answer_id), &doc)?,
+            // Exact: this commit lands once, as guard 1's create does.
+            self.answer_count_write(answer.answer_id, &doc, &answer.day)?,
             self.user_write(answer.user, answer.tags, now)?,
             // A merge, not a set: the marker's last start stays, and a guard that
             // read the marker before this commit finds it changed.
@@ -195,6 +200,7 @@ impl Store {
             writes.push(self.timer_write(timer_id, doc)?);
         }
         if let Some((ledger_id, entry)) = follow_up {
+            writes.extend(self.sent_count_write(ledger_id, entry)?);
             writes.push(self.ledger_create_write(ledger_id, entry)?);
         }
         Ok(writes)
@@ -273,6 +279,7 @@ impl Store {
             writes.push(self.timer_write(timer_id, doc)?);
         }
         if let Some((ledger_id, entry)) = effects.action {
+            writes.extend(self.sent_count_write(ledger_id, entry)?);
             writes.push(self.ledger_create_write(ledger_id, entry)?);
         }
         Ok(writes)

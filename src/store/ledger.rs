@@ -106,6 +106,8 @@ pub(crate) struct NewAction<'a> {
     pub(crate) webhook_event_id: Option<&'a str>,
     pub(crate) inbox_id: Option<&'a str>,
     pub(crate) answer_id: Option<&'a str>,
+    /// The question node the messages ask, and today in the scenario's zone.
+    pub(crate) asks: Option<super::AsksDoc>,
 }
 
 #[derive(Serialize)]
@@ -148,6 +150,7 @@ impl Store {
             webhook_event_id: action.webhook_event_id.map(str::to_owned),
             inbox_id: action.inbox_id.map(str::to_owned),
             answer_id: action.answer_id.map(str::to_owned),
+            asks: action.asks,
             expire_at: later(now, LEDGER_RETENTION),
         }
     }
@@ -222,6 +225,7 @@ impl Store {
         for _ in 0..3 {
             // The entry first: its version is the first one the commit reports.
             let mut writes = vec![self.ledger_create_write(ledger_id, doc)?];
+            writes.extend(self.sent_count_write(ledger_id, doc)?);
             if let Some(question) = question {
                 writes.push(self.question_write(question)?);
             }

@@ -11,7 +11,7 @@
 //! `survey_responses`, `users`, `scenario_answers` (per user and scenario: answered,
 //! last started), `webhook_inbox`, `outbound_ledger`, `message_marks`,
 //! `admin_requests`, `dead_letters`, `open_questions`, `message_texts`, `timers`
-//! `scenario_versions`, `campaigns` and `campaign_chunks`.
+//! `scenario_versions`, `campaigns`, `campaign_chunks` and `result_counters`.
 
 mod campaigns;
 mod claimer;
@@ -26,6 +26,7 @@ mod ledger;
 mod messages;
 mod questions;
 mod reads;
+mod results;
 pub(crate) mod round_trips;
 mod settler;
 mod timers;
@@ -45,6 +46,7 @@ pub(crate) use lease::{Stored, Swept};
 pub(crate) use ledger::{Attempted, NewAction, Recorded, SettleWrite, Settlement};
 pub(crate) use messages::{MessageKey, UnsendOutcome};
 pub(crate) use questions::{OpenQuestionDoc, QuestionChange};
+pub(crate) use results::AsksDoc;
 pub(crate) use timers::{ContextRequest, FiringWrites, TimerContext, TimerDoc, TimerEnd, TimerState, still_held};
 pub(crate) use versions::VersionCheck;
 pub(crate) use writes::CommitOutcome;
@@ -92,6 +94,9 @@ pub(crate) struct StoreOptions {
     /// Upper bound for one Firestore request, so an unreachable Firestore turns
     /// into a 5xx well within LINE's ~2 s patience instead of a hung request.
     pub(crate) request_timeout: Duration,
+    /// Upper bound for one page of a scan (audiences, results): admin and
+    /// background work, so it may wait longer than a webhook could.
+    pub(crate) scan_timeout: Duration,
     /// Also look for answers saved under random ids (before deterministic ids).
     pub(crate) legacy_answer_lookup: bool,
     /// Names this process as the owner of the leases it takes.
@@ -103,27 +108,36 @@ pub(crate) struct StoreOptions {
 #[derive(Clone)]
 pub(crate) struct Store {
     db: FirestoreDb,
+    /// The same database with the longer `scan_timeout`, for paged scans.
+    scan_db: FirestoreDb,
     options: StoreOptions,
     settler: Settler,
     claimer: Claimer,
 }
 
+/// One client of the database whose every request gives up after `timeout`.
+async fn connect_with_timeout(options: &StoreOptions, timeout: Duration) -> Result<FirestoreDb, StoreError> {
+    let mut db_options = FirestoreDbOptions::new(options.project_id.clone())
+        .with_database_id(options.database_id.clone())
+        .with_request_timeout(timeout)
+        // A failed read is retried once; writes are never retried by the crate.
+        .with_max_retries(1);
+    if let Some(host) = &options.emulator_host {
+        db_options = db_options.with_firebase_api_url(format!("http://{host}"));
+    }
+    Ok(FirestoreDb::with_options(db_options).await?)
+}
+
 impl Store {
     /// Connects eagerly, so a wrong emulator address fails at start.
     pub(crate) async fn connect(options: StoreOptions) -> Result<Self, StoreError> {
-        let mut db_options = FirestoreDbOptions::new(options.project_id.clone())
-            .with_database_id(options.database_id.clone())
-            .with_request_timeout(options.request_timeout)
-            // A failed read is retried once; writes are never retried by the crate.
-            .with_max_retries(1);
-        if let Some(host) = &options.emulator_host {
-            db_options = db_options.with_firebase_api_url(format!("http://{host}"));
-        }
-        let db = FirestoreDb::with_options(db_options).await?;
+        let db = connect_with_timeout(&options, options.request_timeout).await?;
+        let scan_db = connect_with_timeout(&options, options.scan_timeout).await?;
         let settler = Settler::start(db.clone(), options.request_timeout);
         let claimer = Claimer::start(db.clone(), options.request_timeout);
         Ok(Self {
             db,
+            scan_db,
             options,
             settler,
             claimer,

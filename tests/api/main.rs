@@ -17,6 +17,7 @@ mod indexes;
 mod outage;
 mod outbound;
 mod recovery;
+mod results;
 mod round_trips;
 mod rules;
 mod scenarios;

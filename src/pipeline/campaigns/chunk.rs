@@ -75,6 +75,9 @@ pub(super) struct ChunkTurn<'a> {
     pub(super) campaign_id: &'a str,
     pub(super) messages: &'a [Message],
     pub(super) unit: &'a str,
+    pub(super) scenario_id: &'a str,
+    /// The question node the messages ask (counted as sent per recipient).
+    pub(super) asks_node: Option<&'a str>,
     pub(super) pace: &'a Pace,
     /// Sending an uncertain chunk of a cancelled campaign again, to settle it.
     pub(super) resolving: bool,
@@ -99,7 +102,7 @@ impl ChunkTurn<'_> {
                 .await?
                 .is_some_and(|campaign| campaign.doc.state == CampaignState::Sending);
         if !sending {
-            store.settle_chunk(chunk, claimed, &ChunkEnd::Skipped).await?;
+            store.settle_chunk(chunk, claimed, &ChunkEnd::Skipped, None).await?;
             return Ok(TurnOutcome::Cancelled);
         }
         let first_attempt = chunk
@@ -132,7 +135,13 @@ impl ChunkTurn<'_> {
             ChunkEnd::Skipped => "skipped",
         };
         tracing::info!(chunk.id = %chunk.id, chunk.users = chunk.doc.count, outcome, "campaign chunk");
-        if !store.settle_chunk(chunk, claimed, &end).await? {
+        let asks = self.asks_node.and_then(|node| {
+            let scenario = crate::ids::ScenarioId::parse(self.scenario_id).ok()?;
+            let node = crate::ids::NodeId::parse(node).ok()?;
+            super::super::asked(&self.campaigns.inner.engine, &scenario, Some(&node))
+        });
+        let sent_count = asks.as_ref().map(|asks| (self.scenario_id, asks));
+        if !store.settle_chunk(chunk, claimed, &end, sent_count).await? {
             return Ok(TurnOutcome::NotSettled);
         }
         Ok(match end {

@@ -303,6 +303,8 @@ impl Campaigns {
                 campaign_id: &lease.id,
                 messages: &messages,
                 unit: &doc.aggregation_unit,
+                scenario_id: &doc.scenario_id,
+                asks_node: doc.asks_node.as_deref(),
                 pace: &pace,
                 resolving: false,
             };
@@ -355,6 +357,8 @@ impl Campaigns {
             campaign_id: &lease.id,
             messages: &messages,
             unit: &doc.aggregation_unit,
+            scenario_id: &doc.scenario_id,
+            asks_node: doc.asks_node.as_deref(),
             pace: &pace,
             resolving: true,
         };
@@ -382,7 +386,9 @@ impl Campaigns {
                 } else {
                     // Not claimed and due: skipped conditional on the version
                     // read, without a claim (which would mark it uncertain).
-                    store.settle_chunk(chunk, chunk.version, &ChunkEnd::Skipped).await?;
+                    store
+                        .settle_chunk(chunk, chunk.version, &ChunkEnd::Skipped, None)
+                        .await?;
                 }
             }
         }

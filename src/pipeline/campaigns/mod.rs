@@ -196,6 +196,7 @@ impl Campaigns {
             calls_per_second: rate,
             messages,
             aggregation_unit: aggregation_unit(&id),
+            asks_node: start.asks.as_ref().map(ToString::to_string),
             state: CampaignState::Planning,
             plan_id: None,
             planned: 0,

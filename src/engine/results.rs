@@ -1,0 +1,325 @@
+//! Survey results, decided from counts: which nodes a scenario's funnel shows,
+//! in what order, with what rates and shares. Pure: the counts come in.
+
+use super::Engine;
+use crate::ids::{NodeId, ScenarioId};
+use crate::scenario::{LoadedScenario, Node};
+use chrono::{DateTime, NaiveDate, TimeZone, Utc};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// How many latest answers a free-text question shows.
+pub(crate) const LATEST_TEXT_ANSWERS: u32 = 20;
+
+/// The counts of one scenario over a range of days.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Counts<'a> {
+    pub(crate) sent: &'a BTreeMap<String, u64>,
+    pub(crate) answered: &'a BTreeMap<String, u64>,
+    pub(crate) choices: &'a BTreeMap<String, BTreeMap<String, u64>>,
+}
+
+/// One question node's results.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct NodeResults {
+    pub(crate) node_id: String,
+    /// `survey`, `text_question` or `date_question`.
+    pub(crate) kind: &'static str,
+    pub(crate) text: String,
+    pub(crate) sent: u64,
+    pub(crate) answered: u64,
+    /// `answered / sent`, when something was sent.
+    pub(crate) response_rate: Option<f64>,
+    /// A choice question's choices, in the scenario's order, then values no
+    /// longer among its choices (from an earlier version).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) choices: Vec<ChoiceResults>,
+    /// A free-text question's latest answers (filled by the caller).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) latest: Option<Vec<LatestAnswer>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ChoiceResults {
+    pub(crate) value: String,
+    /// `None` for a value the current scenario no longer offers.
+    pub(crate) label: Option<String>,
+    pub(crate) count: u64,
+    /// `count / answered` of the node, when it was answered.
+    pub(crate) share: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct LatestAnswer {
+    pub(crate) answer_id: String,
+    pub(crate) user_id: String,
+    pub(crate) value: String,
+    /// RFC 3339 in the scenario's time zone.
+    pub(crate) answered_at: String,
+}
+
+/// A results request's days, checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DayRange {
+    pub(crate) from: Option<NaiveDate>,
+    pub(crate) to: Option<NaiveDate>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum RangeError {
+    #[error("{field} must be a date written YYYY-MM-DD, not {value:?}")]
+    BadDate { field: &'static str, value: String },
+    #[error("from ({from}) is after to ({to})")]
+    Inverted { from: NaiveDate, to: NaiveDate },
+}
+
+impl DayRange {
+    /// `from` and `to` as a query gives them; empty counts as absent.
+    pub(crate) fn parse(from: Option<&str>, to: Option<&str>) -> Result<Self, RangeError> {
+        let day = |field: &'static str, value: Option<&str>| match value.map(str::trim).filter(|v| !v.is_empty()) {
+            None => Ok(None),
+            Some(value) => NaiveDate::parse_from_str(value, "%Y-%m-%d")
+                .map(Some)
+                .map_err(|_| RangeError::BadDate {
+                    field,
+                    value: value.to_owned(),
+                }),
+        };
+        let range = Self {
+            from: day("from", from)?,
+            to: day("to", to)?,
+        };
+        if let (Some(from), Some(to)) = (range.from, range.to)
+            && from > to
+        {
+            return Err(RangeError::Inverted { from, to });
+        }
+        Ok(range)
+    }
+
+    /// The days as counter documents name them.
+    pub(crate) fn days(&self) -> (Option<String>, Option<String>) {
+        let text = |day: Option<NaiveDate>| day.map(|day| day.format("%Y-%m-%d").to_string());
+        (text(self.from), text(self.to))
+    }
+}
+
+impl Engine {
+    /// `at`'s day in the time zone of `scenario` (Tokyo for one that is gone),
+    /// `YYYY-MM-DD`: the day whose counters an effect raises.
+    pub(crate) fn day_of(&self, scenario: &ScenarioId, at: DateTime<Utc>) -> String {
+        let zone = self.zone_of(scenario);
+        at.with_timezone(&zone).format("%Y-%m-%d").to_string()
+    }
+
+    pub(crate) fn zone_of(&self, scenario: &ScenarioId) -> chrono_tz::Tz {
+        self.scenario(scenario)
+            .map_or(crate::scenario::DEFAULT_TIME_ZONE, |loaded| loaded.timing().zone)
+    }
+
+    /// `[start, end)` of a range in epoch milliseconds, in the scenario's zone.
+    pub(crate) fn range_ms(&self, scenario: &ScenarioId, range: DayRange) -> (Option<i64>, Option<i64>) {
+        let zone = self.zone_of(scenario);
+        let start_of = |day: NaiveDate| {
+            let midnight = day.and_time(chrono::NaiveTime::MIN);
+            zone.from_local_datetime(&midnight)
+                .earliest()
+                .or_else(|| {
+                    zone.from_local_datetime(&(midnight + chrono::Duration::hours(1)))
+                        .earliest()
+                })
+                .map_or_else(|| midnight.and_utc().timestamp_millis(), |at| at.timestamp_millis())
+        };
+        (
+            range.from.map(start_of),
+            range.to.and_then(|day| day.succ_opt()).map(start_of),
+        )
+    }
+
+    /// Epoch milliseconds as RFC 3339 in the scenario's zone.
+    pub(crate) fn local_time(&self, scenario: &ScenarioId, ms: i64) -> String {
+        let zone = self.zone_of(scenario);
+        DateTime::from_timestamp_millis(ms)
+            .map(|at| {
+                at.with_timezone(&zone)
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, false)
+            })
+            .unwrap_or_default()
+    }
+
+    /// The funnel of `scenario`: its question nodes in file order, with counts.
+    pub(crate) fn results(&self, scenario: &ScenarioId, counts: &Counts<'_>) -> Option<Vec<NodeResults>> {
+        let loaded = self.scenario(scenario)?;
+        Some(question_nodes(loaded).map(|node| node_results(node, counts)).collect())
+    }
+}
+
+fn question_nodes(loaded: &LoadedScenario) -> impl Iterator<Item = &Node> {
+    loaded
+        .scenario
+        .nodes
+        .iter()
+        .filter(|node| matches!(node, Node::Survey(_) | Node::TextQuestion(_) | Node::DateQuestion(_)))
+}
+
+fn node_results(node: &Node, counts: &Counts<'_>) -> NodeResults {
+    let id: &NodeId = node.id();
+    let count = |map: &BTreeMap<String, u64>| map.get(id.as_str()).copied().unwrap_or(0);
+    let sent = count(counts.sent);
+    let answered = count(counts.answered);
+    let ratio = |part: u64, whole: u64| (whole > 0).then(|| part as f64 / whole as f64);
+    let (kind, text, choices) = match node {
+        Node::Survey(survey) => {
+            let counted = counts.choices.get(id.as_str());
+            let of = |value: &str| counted.and_then(|values| values.get(value)).copied().unwrap_or(0);
+            let mut choices: Vec<ChoiceResults> = survey
+                .choices
+                .iter()
+                .map(|choice| ChoiceResults {
+                    value: choice.value.clone(),
+                    label: Some(choice.label.clone()),
+                    count: of(&choice.value),
+                    share: ratio(of(&choice.value), answered),
+                })
+                .collect();
+            for (value, count) in counted.into_iter().flatten() {
+                if !survey.choices.iter().any(|choice| &choice.value == value) {
+                    choices.push(ChoiceResults {
+                        value: value.clone(),
+                        label: None,
+                        count: *count,
+                        share: ratio(*count, answered),
+                    });
+                }
+            }
+            ("survey", survey.text.clone(), choices)
+        }
+        Node::TextQuestion(question) => ("text_question", question.text.clone(), Vec::new()),
+        Node::DateQuestion(question) => ("date_question", question.text.clone(), Vec::new()),
+        _ => ("other", String::new(), Vec::new()),
+    };
+    NodeResults {
+        node_id: id.to_string(),
+        kind,
+        text,
+        sent,
+        answered,
+        response_rate: ratio(answered, sent),
+        choices,
+        latest: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `from`, `to`, and the range or words of the error.
+    type RangeCase<'a> = (Option<&'a str>, Option<&'a str>, Result<DayRange, &'a str>);
+
+    #[test]
+    fn day_ranges_parse_or_say_what_is_wrong() {
+        let day = |text: &str| NaiveDate::parse_from_str(text, "%Y-%m-%d").ok();
+        let cases: [RangeCase; 6] = [
+            (None, None, Ok(DayRange { from: None, to: None })),
+            (Some(""), Some(" "), Ok(DayRange { from: None, to: None })),
+            (
+                Some("2026-12-01"),
+                Some("2026-12-01"),
+                Ok(DayRange {
+                    from: day("2026-12-01"),
+                    to: day("2026-12-01"),
+                }),
+            ),
+            (Some("2026-13-01"), None, Err("from must be a date")),
+            (None, Some("yesterday"), Err("to must be a date")),
+            (Some("2026-12-02"), Some("2026-12-01"), Err("is after")),
+        ];
+        for (from, to, expected) in cases {
+            match (DayRange::parse(from, to), expected) {
+                (Ok(range), Ok(expected)) => assert_eq!(range, expected),
+                (Err(error), Err(words)) => assert!(error.to_string().contains(words), "{error}"),
+                (got, expected) => panic!("{from:?}..{to:?}: {got:?}, expected {expected:?}"),
+            }
+        }
+    }
+
+    fn engine() -> Engine {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let scenarios = crate::scenario::load_dir(&dir).expect("the samples load");
+        Engine::new(std::sync::Arc::new(scenarios))
+    }
+
+    #[test]
+    fn a_funnel_lists_question_nodes_in_order_with_rates_shares_and_old_values() {
+        let engine = engine();
+        let map = |pairs: &[(&str, u64)]| -> BTreeMap<String, u64> {
+            pairs.iter().map(|(key, count)| ((*key).to_owned(), *count)).collect()
+        };
+        let sent = map(&[("rating", 10), ("return", 4)]);
+        let answered = map(&[("rating", 8)]);
+        let choices = BTreeMap::from([("rating".to_owned(), map(&[("5", 6), ("1", 1), ("3", 1)]))]);
+        let counts = Counts {
+            sent: &sent,
+            answered: &answered,
+            choices: &choices,
+        };
+        let scenario = ScenarioId::parse("satisfaction").expect("valid");
+        let nodes = engine.results(&scenario, &counts).expect("a known scenario");
+        let ids: Vec<&str> = nodes.iter().map(|node| node.node_id.as_str()).collect();
+        assert_eq!(ids, ["rating", "return"]);
+        let rating = &nodes[0];
+        assert_eq!((rating.sent, rating.answered, rating.response_rate), (10, 8, Some(0.8)));
+        let shares: Vec<(&str, Option<&str>, u64, Option<f64>)> = rating
+            .choices
+            .iter()
+            .map(|c| (c.value.as_str(), c.label.as_deref(), c.count, c.share))
+            .collect();
+        assert_eq!(
+            shares,
+            [
+                ("5", Some("Very satisfied"), 6, Some(0.75)),
+                ("4", Some("Satisfied"), 0, Some(0.0)),
+                ("2", Some("Not really"), 0, Some(0.0)),
+                ("1", Some("Unsatisfied"), 1, Some(0.125)),
+                ("3", None, 1, Some(0.125)),
+            ]
+        );
+        let back = &nodes[1];
+        assert_eq!((back.sent, back.answered, back.response_rate), (4, 0, Some(0.0)));
+        assert!(
+            back.choices.iter().all(|choice| choice.share.is_none()),
+            "nothing answered: no shares"
+        );
+        assert!(
+            engine
+                .results(&ScenarioId::parse("gone").expect("valid"), &counts)
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn days_and_ranges_follow_the_scenarios_zone() {
+        let engine = engine();
+        let scenario = ScenarioId::parse("satisfaction").expect("valid");
+        // 2026-11-30 15:30 UTC is 2026-12-01 00:30 in Tokyo (the default zone).
+        let at = DateTime::parse_from_rfc3339("2026-11-30T15:30:00Z")
+            .expect("valid")
+            .with_timezone(&Utc);
+        assert_eq!(engine.day_of(&scenario, at), "2026-12-01");
+        let range = DayRange::parse(Some("2026-12-01"), Some("2026-12-01")).expect("valid");
+        let (from, to) = engine.range_ms(&scenario, range);
+        let tokyo_midnight = DateTime::parse_from_rfc3339("2026-11-30T15:00:00Z")
+            .expect("valid")
+            .timestamp_millis();
+        assert_eq!(from, Some(tokyo_midnight));
+        assert_eq!(to, Some(tokyo_midnight + 24 * 3_600_000));
+        assert_eq!(
+            engine.local_time(&scenario, tokyo_midnight),
+            "2026-12-01T00:00:00.000+09:00"
+        );
+    }
+}

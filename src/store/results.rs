@@ -1,0 +1,368 @@
+//! Exact result counts: sharded counter documents that the answer commit and
+//! the commit of a question's ledger entry raise with increment transforms.
+//!
+//! They are exact because they ride in commits that happen once: guard 1's
+//! `create()` of the answer, the `create()` of the ledger entry (a campaign
+//! chunk: its settle, conditional on its claim). No read, no transaction: an
+//! increment from each commit, whatever runs at the same time.
+//!
+//! `result_counters/{scenarioKey}_{day}_{shard}`, one document per scenario,
+//! day (in the scenario's time zone) and shard, so that a busy survey spreads
+//! its writes over [`SHARDS`] documents. Fields: `scenarioId`, `day`, and the maps
+//! `sent.{node}`, `answered.{node}` and `choices.{node}.{value}`, each key
+//! prefixed with `~` (Firestore reserves keys such as `__x__`).
+
+use super::docs::collections::{RESULT_COUNTERS, SURVEY_RESPONSES};
+use super::docs::{AnswerDoc, LedgerDoc};
+use super::lease::reference_value;
+use super::writes::merge;
+use super::{Store, StoreError, classify};
+use crate::ids::deterministic_id;
+use gcloud_sdk::google::firestore::v1::document_transform::FieldTransform;
+use gcloud_sdk::google::firestore::v1::document_transform::field_transform::TransformType;
+use gcloud_sdk::google::firestore::v1::{self as v1, Document, Write};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Counter documents per scenario and day. A document sustains about one write
+/// per second; ten take a storm of answers to one survey.
+pub(crate) const SHARDS: u32 = 10;
+
+/// A question's ledger entry counts as "sent" for this node, on this day.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct AsksDoc {
+    pub(crate) node: String,
+    /// `YYYY-MM-DD` in the scenario's time zone when the entry was recorded.
+    pub(crate) day: String,
+}
+
+/// The counts of one scenario over a range of days, summed over shards.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct ResultCounts {
+    pub(crate) sent: BTreeMap<String, u64>,
+    pub(crate) answered: BTreeMap<String, u64>,
+    /// Per node, per choice value.
+    pub(crate) choices: BTreeMap<String, BTreeMap<String, u64>>,
+}
+
+/// One answer as a results page lists it (a free-text question's latest).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ListedAnswer {
+    pub(crate) answer_id: String,
+    pub(crate) user: String,
+    pub(crate) value: Option<crate::scenario::typed::AnswerValue>,
+    pub(crate) answered_at_ms: i64,
+}
+
+/// A stored counter document, as read.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct CounterDoc {
+    sent: BTreeMap<String, i64>,
+    answered: BTreeMap<String, i64>,
+    choices: BTreeMap<String, BTreeMap<String, i64>>,
+}
+
+/// The fields every counter document carries besides its counts.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CounterFields<'a> {
+    scenario_id: &'a str,
+    day: &'a str,
+}
+
+impl Store {
+    /// The "sent" increment of a ledger entry that asks a question; `None`
+    /// when it asks none. Written in the commit that creates the entry.
+    pub(super) fn sent_count_write(&self, ledger_id: &str, doc: &LedgerDoc) -> Result<Option<Write>, StoreError> {
+        let Some(asks) = &doc.asks else {
+            return Ok(None);
+        };
+        self.counter_write(
+            &doc.scenario_id,
+            &asks.day,
+            ledger_id,
+            vec![increment(&["sent", &key(&asks.node)], 1)],
+        )
+        .map(Some)
+    }
+
+    /// "Sent" for `recipients` at once: a campaign chunk's settle.
+    pub(super) fn sent_many_write(
+        &self,
+        scenario_id: &str,
+        asks: &AsksDoc,
+        chunk_id: &str,
+        recipients: u32,
+    ) -> Result<Write, StoreError> {
+        self.counter_write(
+            scenario_id,
+            &asks.day,
+            chunk_id,
+            vec![increment(&["sent", &key(&asks.node)], i64::from(recipients))],
+        )
+    }
+
+    /// "Answered" for the node, and the choice's count for a choice answer.
+    pub(super) fn answer_count_write(&self, answer_id: &str, doc: &AnswerDoc, day: &str) -> Result<Write, StoreError> {
+        let node = key(&doc.node_id);
+        let mut increments = vec![increment(&["answered", &node], 1)];
+        if doc.value_type == "choice"
+            && let Some(value) = &doc.value
+        {
+            increments.push(increment(&["choices", &node, &key(&value.to_string())], 1));
+        }
+        self.counter_write(&doc.scenario_id, day, answer_id, increments)
+    }
+
+    fn counter_write(
+        &self,
+        scenario_id: &str,
+        day: &str,
+        shard_by: &str,
+        increments: Vec<FieldTransform>,
+    ) -> Result<Write, StoreError> {
+        let id = counter_id(scenario_id, day, shard_of(shard_by));
+        Ok(merge(
+            self.document_path(RESULT_COUNTERS, &id),
+            &CounterFields { scenario_id, day },
+            increments,
+        )?)
+    }
+
+    /// The counts of `scenario_id` from day `from` to day `to` (inclusive,
+    /// `YYYY-MM-DD`; absent: unbounded). One query over a range of document
+    /// names: no index to maintain.
+    pub(crate) async fn result_counts(
+        &self,
+        scenario_id: &str,
+        from: Option<&str>,
+        to: Option<&str>,
+    ) -> Result<ResultCounts, StoreError> {
+        let prefix = scenario_key(scenario_id);
+        let first = self.document_path(RESULT_COUNTERS, &format!("{prefix}_{}", from.unwrap_or("")));
+        // `~` sorts after every digit and `-`: the last shard of the last day.
+        let last = self.document_path(
+            RESULT_COUNTERS,
+            &format!("{prefix}_{}~", to.map(|to| format!("{to}_")).unwrap_or_default()),
+        );
+        let mut counts = ResultCounts::default();
+        self.each_page(
+            RESULT_COUNTERS,
+            &["sent", "answered", "choices"],
+            |q| {
+                q.for_all([
+                    q.field("__name__")
+                        .greater_than_or_equal(reference_value(first.clone())),
+                    q.field("__name__").less_than_or_equal(reference_value(last.clone())),
+                ])
+            },
+            |document: &Document| {
+                let doc: CounterDoc = firestore::FirestoreDb::deserialize_doc_to(document)?;
+                add_counts(&mut counts, doc);
+                Ok(())
+            },
+        )
+        .await?;
+        Ok(counts)
+    }
+
+    /// The latest `limit` answers to one node answered in `[from_ms, to_ms)`,
+    /// newest first. Needs the composite index (scenarioId, nodeId, answeredAt
+    /// descending) in `firestore.indexes.json`.
+    pub(crate) async fn latest_answers(
+        &self,
+        scenario_id: &str,
+        node_id: &str,
+        from_ms: Option<i64>,
+        to_ms: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<ListedAnswer>, StoreError> {
+        let instant = |ms: i64| {
+            firestore::FirestoreTimestamp(
+                firestore::FirestoreInstant::from_microsecond(ms.saturating_mul(1000))
+                    .unwrap_or(firestore::FirestoreInstant::MAX),
+            )
+        };
+        super::round_trips::count();
+        let documents: Vec<Document> = self
+            .scan_db
+            .fluent()
+            .select()
+            .fields(["lineUserId", "value", "answeredAt"])
+            .from(SURVEY_RESPONSES)
+            .filter(|q| {
+                q.for_all([
+                    q.field("scenarioId").eq(scenario_id),
+                    q.field("nodeId").eq(node_id),
+                    from_ms.and_then(|ms| q.field("answeredAt").greater_than_or_equal(instant(ms))),
+                    to_ms.and_then(|ms| q.field("answeredAt").less_than(instant(ms))),
+                ])
+            })
+            .order(|o| o.fields([o.field("answeredAt").descending()]))
+            .limit(limit)
+            .query()
+            .await
+            .map_err(classify)?;
+        documents.iter().map(listed_answer).collect()
+    }
+}
+
+/// Adds one counter document into the totals; a count that went negative or
+/// is not an integer is read as zero rather than failing the report.
+fn add_counts(counts: &mut ResultCounts, doc: CounterDoc) {
+    let positive = |count: i64| u64::try_from(count).unwrap_or(0);
+    for (node, count) in doc.sent {
+        *counts.sent.entry(unkey(&node)).or_default() += positive(count);
+    }
+    for (node, count) in doc.answered {
+        *counts.answered.entry(unkey(&node)).or_default() += positive(count);
+    }
+    for (node, values) in doc.choices {
+        let node = counts.choices.entry(unkey(&node)).or_default();
+        for (value, count) in values {
+            *node.entry(unkey(&value)).or_default() += positive(count);
+        }
+    }
+}
+
+fn listed_answer(document: &Document) -> Result<ListedAnswer, StoreError> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Listed {
+        line_user_id: String,
+        #[serde(default)]
+        value: Option<crate::scenario::typed::AnswerValue>,
+        #[serde(with = "firestore::serialize_as_timestamp")]
+        answered_at: firestore::FirestoreInstant,
+    }
+    let listed: Listed = firestore::FirestoreDb::deserialize_doc_to(document)?;
+    Ok(ListedAnswer {
+        answer_id: super::lease::document_id(&document.name).to_owned(),
+        user: listed.line_user_id,
+        value: listed.value,
+        answered_at_ms: listed.answered_at.as_millisecond(),
+    })
+}
+
+/// `{scenarioKey}_{day}_{shard}`: a scenario's documents sort together, by day.
+fn counter_id(scenario_id: &str, day: &str, shard: u32) -> String {
+    format!("{}_{day}_{shard:02}", scenario_key(scenario_id))
+}
+
+/// A fixed-length stand-in for the scenario id: ids may hold any character,
+/// and one id must never be a prefix of another's range.
+fn scenario_key(scenario_id: &str) -> String {
+    let mut id = deterministic_id(&["result_counters", scenario_id]);
+    id.truncate(20);
+    id
+}
+
+/// Spreads writes over the shards by the id of what is counted.
+fn shard_of(id: &str) -> u32 {
+    let hex = deterministic_id(&["shard", id]);
+    u32::from_str_radix(&hex[..8], 16).unwrap_or(0) % SHARDS
+}
+
+/// A map key for a node id or a choice value.
+fn key(id: &str) -> String {
+    format!("~{id}")
+}
+
+fn unkey(key: &str) -> String {
+    key.strip_prefix('~').unwrap_or(key).to_owned()
+}
+
+/// An increment of the map field at `path` (segments quoted as needed).
+fn increment(path: &[&str], by: i64) -> FieldTransform {
+    FieldTransform {
+        field_path: field_path(path),
+        transform_type: Some(TransformType::Increment(v1::Value {
+            value_type: Some(v1::value::ValueType::IntegerValue(by)),
+        })),
+    }
+}
+
+/// A Firestore field path: a segment that is not a plain identifier goes in
+/// backticks, with backticks and backslashes escaped.
+fn field_path(segments: &[&str]) -> String {
+    segments
+        .iter()
+        .map(|segment| {
+            let plain = segment
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && segment.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if plain {
+                (*segment).to_owned()
+            } else {
+                format!("`{}`", segment.replace('\\', "\\\\").replace('`', "\\`"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_paths_quote_what_is_not_an_identifier() {
+        let cases: [(&[&str], &str); 5] = [
+            (&["sent", "rating"], "sent.rating"),
+            (&["sent", "~rating"], "sent.`~rating`"),
+            (&["choices", "~q 1", "~a`b"], "choices.`~q 1`.`~a\\`b`"),
+            (&["x", "~a\\b"], "x.`~a\\\\b`"),
+            (&["answered", "~満足"], "answered.`~満足`"),
+        ];
+        for (segments, expected) in cases {
+            assert_eq!(field_path(segments), expected, "{segments:?}");
+        }
+    }
+
+    #[test]
+    fn keys_round_trip_and_never_look_reserved() {
+        for id in ["rating", "__name__", "~x", "満足度", ""] {
+            let stored = key(id);
+            assert!(!(stored.starts_with("__") && stored.ends_with("__")), "{stored}");
+            assert_eq!(unkey(&stored), id);
+        }
+    }
+
+    #[test]
+    fn a_scenarios_counter_ids_sort_by_day_and_stay_apart_from_others() {
+        let a = counter_id("lunch", "2026-12-01", 3);
+        let b = counter_id("lunch", "2026-12-02", 0);
+        assert!(a < b);
+        assert!(a.starts_with(&scenario_key("lunch")));
+        assert_ne!(scenario_key("lunch"), scenario_key("lunch2"));
+        assert_eq!(scenario_key("lunch").len(), 20);
+        // The range's end bound sorts after every shard of its last day.
+        assert!(counter_id("lunch", "2026-12-02", SHARDS - 1) < format!("{}_2026-12-02_~", scenario_key("lunch")));
+        assert!(format!("{}_2026-12-02_~", scenario_key("lunch")) < counter_id("lunch", "2026-12-03", 0));
+    }
+
+    #[test]
+    fn shards_spread_and_stay_in_range() {
+        let shards: std::collections::BTreeSet<u32> = (0..200).map(|i| shard_of(&format!("answer-{i}"))).collect();
+        assert_eq!(shards.len(), SHARDS as usize, "200 ids reach every shard");
+        assert_eq!(shard_of("same"), shard_of("same"));
+    }
+
+    #[test]
+    fn counts_add_over_documents_and_ignore_negatives() {
+        let mut counts = ResultCounts::default();
+        let doc = |sent: i64, answered: i64| CounterDoc {
+            sent: BTreeMap::from([("~q".to_owned(), sent)]),
+            answered: BTreeMap::from([("~q".to_owned(), answered)]),
+            choices: BTreeMap::from([("~q".to_owned(), BTreeMap::from([("~5".to_owned(), answered)]))]),
+        };
+        add_counts(&mut counts, doc(3, 2));
+        add_counts(&mut counts, doc(4, -1));
+        assert_eq!(counts.sent["q"], 7);
+        assert_eq!(counts.answered["q"], 2);
+        assert_eq!(counts.choices["q"]["5"], 2);
+    }
+}
