@@ -194,18 +194,7 @@ impl Engine {
                 to: to.to_string(),
             });
         }
-        let start_of = |day: NaiveDate| {
-            let midnight = day.and_time(chrono::NaiveTime::MIN);
-            // A zone whose midnight falls in a DST gap starts the day an hour
-            // later, when its clocks show a time again.
-            zone.from_local_datetime(&midnight)
-                .earliest()
-                .or_else(|| {
-                    zone.from_local_datetime(&(midnight + chrono::Duration::hours(1)))
-                        .earliest()
-                })
-                .map_or_else(|| midnight.and_utc().timestamp_millis(), |at| at.timestamp_millis())
-        };
+        let start_of = |day: NaiveDate| start_of_day_ms(zone, day);
         Ok(Audience {
             any_of,
             all_of,
@@ -295,6 +284,20 @@ fn date(field: &'static str, raw: Option<&str>) -> Result<Option<NaiveDate>, Aud
 }
 
 /// A campaign's id: the same `Idempotency-Key` is the same campaign.
+/// Epoch milliseconds of the start of `day` in `zone`. A zone whose midnight
+/// falls in a DST gap starts the day an hour later, when its clocks show a
+/// time again.
+pub(crate) fn start_of_day_ms(zone: chrono_tz::Tz, day: NaiveDate) -> i64 {
+    let midnight = day.and_time(chrono::NaiveTime::MIN);
+    zone.from_local_datetime(&midnight)
+        .earliest()
+        .or_else(|| {
+            zone.from_local_datetime(&(midnight + chrono::Duration::hours(1)))
+                .earliest()
+        })
+        .map_or_else(|| midnight.and_utc().timestamp_millis(), |at| at.timestamp_millis())
+}
+
 pub(crate) fn campaign_id(idempotency_key: &str) -> Option<String> {
     (!idempotency_key.contains('\0')).then(|| deterministic_id(&["campaign", idempotency_key]))
 }

@@ -4,7 +4,7 @@
 use super::Engine;
 use crate::ids::{NodeId, ScenarioId};
 use crate::scenario::{LoadedScenario, Node};
-use chrono::{DateTime, NaiveDate, TimeZone, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -123,16 +123,7 @@ impl Engine {
     /// `[start, end)` of a range in epoch milliseconds, in the scenario's zone.
     pub(crate) fn range_ms(&self, scenario: &ScenarioId, range: DayRange) -> (Option<i64>, Option<i64>) {
         let zone = self.zone_of(scenario);
-        let start_of = |day: NaiveDate| {
-            let midnight = day.and_time(chrono::NaiveTime::MIN);
-            zone.from_local_datetime(&midnight)
-                .earliest()
-                .or_else(|| {
-                    zone.from_local_datetime(&(midnight + chrono::Duration::hours(1)))
-                        .earliest()
-                })
-                .map_or_else(|| midnight.and_utc().timestamp_millis(), |at| at.timestamp_millis())
-        };
+        let start_of = |day: NaiveDate| super::campaign::start_of_day_ms(zone, day);
         (
             range.from.map(start_of),
             range.to.and_then(|day| day.succ_opt()).map(start_of),
