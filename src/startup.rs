@@ -8,6 +8,7 @@ use crate::line::client::LineClient;
 use crate::metrics::Metrics;
 use crate::outbound::{Courier, RetryPolicy};
 use crate::pipeline::campaigns::Campaigns;
+use crate::pipeline::export::Exporter;
 use crate::pipeline::ingest::Ingest;
 use crate::pipeline::manual_send::ManualSender;
 use crate::pipeline::replay::Replayer;
@@ -118,6 +119,7 @@ impl Application {
         let state = web::Data::new(AppState {
             ingest: Ingest::new(processor.versions(), store.clone(), pipeline.clone(), metrics.clone()),
             results: Results::new(engine.clone(), store.clone()),
+            exporter: Exporter::new(engine.clone(), store.clone()),
             manual_sender: ManualSender::new(engine, store.clone(), courier),
             campaigns,
             replayer: Replayer::new(processor),
@@ -153,6 +155,10 @@ impl Application {
                     .route(
                         "/admin/dead-letters/{id}/replay",
                         web::post().to(admin::dead_letters::replay),
+                    )
+                    .route(
+                        "/admin/scenarios/{scenario_id}/answers.csv",
+                        web::get().to(admin::export::answers_csv),
                     )
                     .route("/admin/users/{user_id}/timers", web::get().to(admin::timers::list))
                     .route(

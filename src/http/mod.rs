@@ -7,6 +7,7 @@ pub(crate) mod webhook;
 
 use crate::metrics::Metrics;
 use crate::pipeline::campaigns::Campaigns;
+use crate::pipeline::export::Exporter;
 use crate::pipeline::ingest::Ingest;
 use crate::pipeline::manual_send::ManualSender;
 use crate::pipeline::replay::Replayer;
@@ -21,6 +22,7 @@ pub(crate) struct AppState {
     pub(crate) campaigns: Campaigns,
     pub(crate) replayer: Replayer,
     pub(crate) results: Results,
+    pub(crate) exporter: Exporter,
     /// Read-only uses: dead-letter lists and batch counts.
     pub(crate) store: Store,
     pub(crate) metrics: Arc<Metrics>,

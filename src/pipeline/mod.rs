@@ -13,6 +13,7 @@
 
 mod answer;
 pub(crate) mod campaigns;
+pub(crate) mod export;
 mod hold;
 pub(crate) mod ingest;
 pub(crate) mod manual_send;

@@ -92,6 +92,12 @@ pub fn too_late(timing: &Timing, due: DateTime<Utc>, now: DateTime<Utc>) -> bool
     late > allowed
 }
 
+/// When local `date` begins in the scenario's zone: its midnight, or the first
+/// instant after a daylight saving gap that swallows midnight.
+pub fn day_start(timing: &Timing, date: NaiveDate) -> DateTime<Utc> {
+    at_local(timing, date, 0, NaiveTime::MIN)
+}
+
 /// `now + duration`, saturating at the latest representable instant.
 fn add(now: DateTime<Utc>, duration: Duration) -> DateTime<Utc> {
     TimeDelta::from_std(duration)

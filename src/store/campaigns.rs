@@ -20,8 +20,8 @@ use super::inbox::dead_letter_id;
 use super::lease::{Stored, document_id};
 use super::writes::{CommitOutcome, Expect, create, expecting, merge, set};
 use super::{Store, StoreError, Version, classify};
+use firestore::FirestoreInstant;
 use firestore::select_filter_builder::FirestoreQueryFilterBuilder;
-use firestore::{FirestoreInstant, FirestoreQueryCursor};
 use gcloud_sdk::google::firestore::v1::Document;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -441,27 +441,14 @@ impl Store {
     ) -> Result<(), StoreError> {
         let mut after: Option<String> = None;
         loop {
-            super::round_trips::count();
-            let mut query = self
-                .scan_db
-                .fluent()
-                .select()
-                .fields(fields.iter().copied())
-                .from(collection)
-                .filter(&filter)
-                .order(|o| o.fields([o.field("__name__").ascending()]))
-                .limit(SCAN_PAGE);
-            if let Some(last) = after.take() {
-                query = query.start_at(FirestoreQueryCursor::AfterValue(vec![super::lease::reference_value(
-                    last,
-                )]));
-            }
-            let documents: Vec<Document> = query.query().await.map_err(classify)?;
+            let documents = self
+                .page_by_id(collection, fields, &filter, after.as_deref(), SCAN_PAGE)
+                .await?;
             documents.iter().try_for_each(&mut each)?;
             if documents.len() < SCAN_PAGE as usize {
                 return Ok(());
             }
-            after = documents.last().map(|document| document.name.clone());
+            after = documents.last().map(|document| document_id(&document.name).to_owned());
         }
     }
 
@@ -603,27 +590,13 @@ impl Store {
         scan: &UserScan,
         after: Option<&str>,
     ) -> Result<(Vec<UserFacts>, Option<String>), StoreError> {
-        super::round_trips::count();
-        let mut query = self
-            .scan_db
-            .fluent()
-            .select()
-            .fields(["following", "tags", "firstSeenMs", "followedAt"])
-            .from(USERS);
-        query = match scan {
-            UserScan::All => query,
-            UserScan::AnyTag(tags) => query.filter(|q| q.for_all([q.field("tags").array_contains_any(tags.clone())])),
-            UserScan::Tag(tag) => query.filter(|q| q.for_all([q.field("tags").array_contains(tag.as_str())])),
+        let filter = |q: FirestoreQueryFilterBuilder| match scan {
+            UserScan::All => None,
+            UserScan::AnyTag(tags) => q.for_all([q.field("tags").array_contains_any(tags.clone())]),
+            UserScan::Tag(tag) => q.for_all([q.field("tags").array_contains(tag.as_str())]),
         };
-        let mut query = query
-            .order(|o| o.fields([o.field("__name__").ascending()]))
-            .limit(SCAN_PAGE);
-        if let Some(last) = after {
-            query = query.start_at(FirestoreQueryCursor::AfterValue(vec![super::lease::reference_value(
-                self.document_path(USERS, last),
-            )]));
-        }
-        let documents: Vec<Document> = query.query().await.map_err(classify)?;
+        let fields = ["following", "tags", "firstSeenMs", "followedAt"];
+        let documents = self.page_by_id(USERS, &fields, filter, after, SCAN_PAGE).await?;
         let full = documents.len() >= SCAN_PAGE as usize;
         let mut users = Vec::with_capacity(documents.len());
         for document in &documents {

@@ -18,6 +18,7 @@ mod claimer;
 mod dead_letters;
 mod docs;
 mod effects;
+mod export;
 mod guards;
 mod idempotency;
 mod inbox;
@@ -40,6 +41,7 @@ pub(crate) use campaigns::{
 };
 pub(crate) use docs::{DeadLetterDoc, DeadLetterKind, InboxDoc, InboxState, LedgerDoc, LedgerState, RouteDoc};
 pub(crate) use effects::{AnswerRecord, Effect, EffectWrites, RunRecord, StartRecord};
+pub(crate) use export::{AnswerPage, EXPORT_PAGE, ListedAnswer};
 pub(crate) use idempotency::RequestCheck;
 pub(crate) use inbox::{Claim, InboxKey, NewEvent};
 pub(crate) use lease::{Stored, Swept};

@@ -10,6 +10,7 @@ mod cli;
 mod contract;
 mod delivery;
 mod duplicates;
+mod export;
 mod faults;
 mod guards;
 mod inbox;

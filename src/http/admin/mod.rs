@@ -3,6 +3,7 @@
 
 pub(crate) mod campaigns;
 pub(crate) mod dead_letters;
+pub(crate) mod export;
 pub(crate) mod results;
 pub(crate) mod send;
 pub(crate) mod timers;

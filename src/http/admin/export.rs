@@ -1,0 +1,45 @@
+//! `GET /admin/scenarios/{id}/answers.csv[?from=YYYY-MM-DD&to=YYYY-MM-DD]`: every
+//! answer of the scenario as CSV, streamed (see `pipeline::export`).
+
+use super::{AdminError, require_admin};
+use crate::http::AppState;
+use crate::pipeline::export::ExportError;
+use actix_web::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ExportQuery {
+    from: Option<String>,
+    to: Option<String>,
+}
+
+pub(crate) async fn answers_csv(
+    request: HttpRequest,
+    path: web::Path<String>,
+    query: web::Query<ExportQuery>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, AdminError> {
+    require_admin(&request, &state)?;
+    let scenario = path.into_inner();
+    let export = state
+        .exporter
+        .start(&scenario, query.from.as_deref(), query.to.as_deref())
+        .await
+        .map_err(|error| match error {
+            ExportError::UnknownScenario(id) => AdminError::UnknownScenario(id),
+            ExportError::Store(error) => AdminError::Store(error),
+            error @ (ExportError::BadDate { .. } | ExportError::InvertedDates { .. }) => {
+                AdminError::BadRequest(error.to_string())
+            }
+            ExportError::Format(error) => AdminError::Internal(error.to_string()),
+        })?;
+    tracing::info!(scenario.id = %scenario, outcome = "started", "answers export started");
+    let disposition = format!("attachment; filename=\"{}\"", export.filename());
+    Ok(HttpResponse::Ok()
+        .insert_header((CONTENT_TYPE, "text/csv; charset=utf-8"))
+        .insert_header((CONTENT_DISPOSITION, disposition))
+        // Answers are personal data: no shared cache keeps a copy.
+        .insert_header(("Cache-Control", "no-store"))
+        .streaming(export.into_stream()))
+}

@@ -1,0 +1,235 @@
+//! The CSV export of a scenario's answers, streamed a page at a time.
+//!
+//! [`Exporter::start`] checks the request (scenario, dates) and reads the first
+//! page before anything is sent, so an unknown scenario, a bad date or an
+//! unreachable Firestore still gets its status code. [`Export::into_stream`]
+//! then yields the BOM, the header and the first page's rows, and reads each
+//! further page only when the one before has been taken by the response: memory
+//! holds one page (500 answers) whatever the number of answers. A page that
+//! cannot be read ends the stream with an error, which aborts the response
+//! (no final chunk), so a client never takes a cut file for a whole one.
+//!
+//! A date range is applied to each page in memory: `answeredAt` has no index
+//! (see `store::export`), so every answer of the scenario is read either way.
+
+mod format;
+
+use crate::engine::Engine;
+use crate::ids::ScenarioId;
+use crate::scenario::schedule::day_start;
+use crate::store::{AnswerPage, EXPORT_PAGE, ListedAnswer, Store, StoreError};
+use actix_web::web::Bytes;
+use chrono::NaiveDate;
+use chrono_tz::Tz;
+use format::Labels;
+use futures::Stream;
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ExportError {
+    #[error("no scenario with id {0:?}")]
+    UnknownScenario(String),
+    #[error("{field} must be a date YYYY-MM-DD, not {value:?}")]
+    BadDate { field: &'static str, value: String },
+    #[error("from ({from}) is after to ({to})")]
+    InvertedDates { from: String, to: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the CSV could not be written: {0}")]
+    Format(#[from] csv::Error),
+}
+
+/// Streams scenarios' answers as CSV.
+#[derive(Clone)]
+pub(crate) struct Exporter {
+    engine: Engine,
+    store: Store,
+}
+
+/// An export whose request was checked and whose first page was read.
+pub(crate) struct Export {
+    store: Store,
+    scenario: String,
+    zone: Tz,
+    labels: Labels,
+    /// `[from, to)` in microseconds since the epoch, when a range was asked.
+    range: Option<(i64, i64)>,
+    first: AnswerPage,
+    from: Option<NaiveDate>,
+    to: Option<NaiveDate>,
+}
+
+fn date(field: &'static str, raw: Option<&str>) -> Result<Option<NaiveDate>, ExportError> {
+    raw.map(|value| {
+        NaiveDate::parse_from_str(value, "%Y-%m-%d").map_err(|_| ExportError::BadDate {
+            field,
+            value: value.to_owned(),
+        })
+    })
+    .transpose()
+}
+
+impl Exporter {
+    pub(crate) fn new(engine: Engine, store: Store) -> Self {
+        Self { engine, store }
+    }
+
+    /// Checks the request and reads the first page. `from` and `to` are dates
+    /// (`YYYY-MM-DD`, both included) in the scenario's time zone.
+    pub(crate) async fn start(
+        &self,
+        scenario: &str,
+        from: Option<&str>,
+        to: Option<&str>,
+    ) -> Result<Export, ExportError> {
+        let unknown = || ExportError::UnknownScenario(scenario.to_owned());
+        let id = ScenarioId::parse(scenario).map_err(|_| unknown())?;
+        let loaded = self.engine.scenario(&id).ok_or_else(unknown)?;
+        let timing = loaded.timing().clone();
+        let (from, to) = (date("from", from)?, date("to", to)?);
+        if let (Some(from), Some(to)) = (from, to)
+            && from > to
+        {
+            return Err(ExportError::InvertedDates {
+                from: from.to_string(),
+                to: to.to_string(),
+            });
+        }
+        let range = (from.is_some() || to.is_some()).then(|| {
+            let start = from.map_or(i64::MIN, |day| day_start(&timing, day).timestamp_micros());
+            let end = to
+                .and_then(|day| day.succ_opt())
+                .map_or(i64::MAX, |day| day_start(&timing, day).timestamp_micros());
+            (start, end)
+        });
+        let labels = Labels::of(loaded);
+        let first = self.store.answers_page(scenario, None, EXPORT_PAGE).await?;
+        Ok(Export {
+            store: self.store.clone(),
+            scenario: scenario.to_owned(),
+            zone: timing.zone,
+            labels,
+            range,
+            first,
+            from,
+            to,
+        })
+    }
+}
+
+/// Where the stream is.
+enum Step {
+    /// The first page, read before the response began.
+    First(AnswerPage),
+    /// The next page starts after this answer id.
+    After(String),
+    Done,
+}
+
+struct Progress {
+    export: Export,
+    step: Step,
+    rows: u64,
+    pages: u64,
+}
+
+impl Export {
+    /// `answers-{scenario}[-from][_to].csv`, with characters other than ASCII
+    /// letters, digits, `-`, `_` and `.` replaced, so the header needs no quoting
+    /// rules of its own.
+    pub(crate) fn filename(&self) -> String {
+        let safe: String = self
+            .scenario
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let mut name = format!("answers-{safe}");
+        if let Some(from) = self.from {
+            name.push_str(&format!("-from-{from}"));
+        }
+        if let Some(to) = self.to {
+            name.push_str(&format!("-to-{to}"));
+        }
+        name.push_str(".csv");
+        name
+    }
+
+    fn wanted(&self, answer: &ListedAnswer) -> bool {
+        match self.range {
+            None => true,
+            Some((start, end)) => answer
+                .answered_at
+                .map(|at| at.as_microsecond())
+                .is_some_and(|at| start <= at && at < end),
+        }
+    }
+
+    /// The CSV, a chunk per page: the first chunk starts with the BOM and the
+    /// header. A page that cannot be read ends it with an error.
+    pub(crate) fn into_stream(mut self) -> impl Stream<Item = Result<Bytes, ExportError>> + 'static {
+        let first = std::mem::take(&mut self.first);
+        let progress = Progress {
+            export: self,
+            step: Step::First(first),
+            rows: 0,
+            pages: 0,
+        };
+        futures::stream::try_unfold(progress, |mut progress| async move {
+            let head = matches!(progress.step, Step::First(_));
+            loop {
+                let page = match std::mem::replace(&mut progress.step, Step::Done) {
+                    Step::Done => {
+                        tracing::info!(
+                            scenario.id = %progress.export.scenario,
+                            rows = progress.rows,
+                            pages = progress.pages,
+                            outcome = "exported",
+                            "answers exported"
+                        );
+                        return Ok(None);
+                    }
+                    Step::First(page) => page,
+                    Step::After(cursor) => {
+                        let read = progress
+                            .export
+                            .store
+                            .answers_page(&progress.export.scenario, Some(&cursor), EXPORT_PAGE)
+                            .await;
+                        match read {
+                            Ok(page) => page,
+                            Err(error) => {
+                                tracing::error!(
+                                    scenario.id = %progress.export.scenario,
+                                    rows = progress.rows,
+                                    pages = progress.pages,
+                                    error = %error,
+                                    outcome = "aborted",
+                                    "an answer page could not be read; the download is cut off with an error"
+                                );
+                                return Err(ExportError::Store(error));
+                            }
+                        }
+                    }
+                };
+                progress.pages += 1;
+                progress.step = page.next.clone().map_or(Step::Done, Step::After);
+                let export = &progress.export;
+                let rows: Vec<&ListedAnswer> = page.answers.iter().filter(|a| export.wanted(a)).collect();
+                let count = rows.len() as u64;
+                let bytes = format::encode(head, rows, &export.labels, export.zone)?;
+                progress.rows += count;
+                if bytes.is_empty() {
+                    // Nothing of this page is in the range: read on rather than
+                    // send an empty chunk.
+                    continue;
+                }
+                return Ok(Some((Bytes::from(bytes), progress)));
+            }
+        })
+    }
+}

@@ -1,0 +1,109 @@
+//! A scenario's answers, a page at a time: for the CSV export (every page, in
+//! turn) and for lists that show answers paged (one page per request).
+//!
+//! Pages come from `survey_responses` where `scenarioId` is the scenario, in
+//! document-id order after a cursor (the last answer id of the page before).
+//! The automatic single-field index on `scenarioId` serves that query, so no
+//! composite index is needed and memory holds one page, however many answers
+//! there are. A date range is not asked of Firestore: `answeredAt` is exempt
+//! from indexing (it only grows, and an index on it would cap answer writes at
+//! about 500 per second), so callers filter each page on it.
+
+use super::docs::collections::SURVEY_RESPONSES;
+use super::lease::document_id;
+use super::{Store, StoreError};
+use crate::scenario::typed::AnswerValue;
+use firestore::FirestoreInstant;
+use firestore::select_filter_builder::FirestoreQueryFilterBuilder;
+use serde::Deserialize;
+
+/// Answers per page of the export (Firestore's responses stay well under its
+/// limits: an answer holds at most 5,000 characters of text).
+pub(crate) const EXPORT_PAGE: u32 = 500;
+
+/// The fields an answer page reads: everything an answer holds.
+const ANSWER_FIELDS: [&str; 10] = [
+    "scenarioId",
+    "nodeId",
+    "lineUserId",
+    "value",
+    "valueType",
+    "redacted",
+    "tags",
+    "scenarioVersion",
+    "answeredAt",
+    "webhookEventId",
+];
+
+/// One stored answer as listed. Lenient where [`super::docs::AnswerDoc`] is
+/// strict: answers written under random ids by earlier versions may lack
+/// fields, and they are listed all the same.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ListedAnswer {
+    /// The document id (`survey_responses/{id}`).
+    #[serde(skip)]
+    pub(crate) id: String,
+    #[serde(default)]
+    pub(crate) scenario_id: String,
+    #[serde(default)]
+    pub(crate) node_id: String,
+    #[serde(default)]
+    pub(crate) line_user_id: String,
+    /// Absent once redacted (the user unsent the typed answer).
+    #[serde(default)]
+    pub(crate) value: Option<AnswerValue>,
+    #[serde(default)]
+    pub(crate) value_type: String,
+    #[serde(default)]
+    pub(crate) redacted: bool,
+    #[serde(default)]
+    pub(crate) tags: Vec<String>,
+    #[serde(default)]
+    pub(crate) scenario_version: Option<u32>,
+    #[serde(default, with = "firestore::serialize_as_optional_timestamp")]
+    pub(crate) answered_at: Option<FirestoreInstant>,
+    #[serde(default)]
+    pub(crate) webhook_event_id: Option<String>,
+}
+
+/// One page of a scenario's answers.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AnswerPage {
+    /// In answer-id order (ids are hashes: not by time).
+    pub(crate) answers: Vec<ListedAnswer>,
+    /// The cursor of the next page (the last answer id of this one); `None`
+    /// when this page is the last.
+    pub(crate) next: Option<String>,
+}
+
+impl Store {
+    /// Up to `limit` answers of `scenario` (1 to 1,000; clamped) after the
+    /// answer with id `after` (`None`: from the first), in answer-id order.
+    /// Pass the page's `next` as `after` to read the next page. One query.
+    pub(crate) async fn answers_page(
+        &self,
+        scenario: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<AnswerPage, StoreError> {
+        let limit = limit.clamp(1, 1000);
+        let filter = |q: FirestoreQueryFilterBuilder| q.for_all([q.field("scenarioId").eq(scenario)]);
+        let documents = self
+            .page_by_id(SURVEY_RESPONSES, &ANSWER_FIELDS, filter, after, limit)
+            .await?;
+        let full = documents.len() >= limit as usize;
+        let mut answers = Vec::with_capacity(documents.len());
+        for document in &documents {
+            let mut answer: ListedAnswer = firestore::FirestoreDb::deserialize_doc_to(document)?;
+            answer.id = document_id(&document.name).to_owned();
+            answers.push(answer);
+        }
+        let next = if full {
+            answers.last().map(|answer| answer.id.clone())
+        } else {
+            None
+        };
+        Ok(AnswerPage { answers, next })
+    }
+}
