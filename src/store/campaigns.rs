@@ -18,6 +18,7 @@ use super::docs::collections::{CAMPAIGN_CHUNKS, CAMPAIGNS, DEAD_LETTERS, SCENARI
 use super::docs::{DeadLetterDoc, DeadLetterKind};
 use super::inbox::dead_letter_id;
 use super::lease::{Stored, document_id};
+use super::round_trips::Timed;
 use super::writes::{CommitOutcome, Expect, create, expecting, merge, set};
 use super::{Store, StoreError, Version, classify};
 use firestore::select_filter_builder::FirestoreQueryFilterBuilder;
@@ -288,6 +289,7 @@ impl Store {
             .order(|o| o.fields([o.field("createdAt").descending()]))
             .limit(limit)
             .query()
+            .timed(super::round_trips::QUERY)
             .await
             .map_err(classify)?;
         Ok(readable(documents))
@@ -312,6 +314,7 @@ impl Store {
             .filter(|q| q.for_all([q.field("state").is_in(active.clone())]))
             .limit(100)
             .query()
+            .timed(super::round_trips::QUERY)
             .await
             .map_err(classify)?;
         Ok(readable(documents))
@@ -390,6 +393,7 @@ impl Store {
             })
             .limit(limit)
             .query()
+            .timed(super::round_trips::QUERY)
             .await
             .map_err(classify)?;
         let mut chunks = documents
@@ -452,7 +456,7 @@ impl Store {
                     last,
                 )]));
             }
-            let documents: Vec<Document> = query.query().await.map_err(classify)?;
+            let documents: Vec<Document> = query.query().timed(super::round_trips::QUERY).await.map_err(classify)?;
             documents.iter().try_for_each(&mut each)?;
             if documents.len() < SCAN_PAGE as usize {
                 return Ok(());
@@ -614,7 +618,7 @@ impl Store {
                 self.document_path(USERS, last),
             )]));
         }
-        let documents: Vec<Document> = query.query().await.map_err(classify)?;
+        let documents: Vec<Document> = query.query().timed(super::round_trips::QUERY).await.map_err(classify)?;
         let full = documents.len() >= SCAN_PAGE as usize;
         let mut users = Vec::with_capacity(documents.len());
         for document in &documents {

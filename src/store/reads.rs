@@ -64,8 +64,15 @@ pub(super) async fn get_documents(
         }
         Ok::<_, StoreError>(found)
     };
-    let mut found = tokio::time::timeout(timeout, read)
-        .await
-        .map_err(|_| StoreError::Unavailable("read timed out".into()))??;
+    let mut found = super::round_trips::observed(
+        super::round_trips::BATCH_GET,
+        tokio::time::timeout(timeout, read),
+        |read| match read {
+            Ok(Ok(_)) => crate::metrics::series::OK,
+            _ => crate::metrics::series::ERROR,
+        },
+    )
+    .await
+    .map_err(|_| StoreError::Unavailable("read timed out".into()))??;
     Ok(paths.iter().map(|path| found.remove(path)).collect())
 }

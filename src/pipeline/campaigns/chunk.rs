@@ -99,7 +99,9 @@ impl ChunkTurn<'_> {
                 .await?
                 .is_some_and(|campaign| campaign.doc.state == CampaignState::Sending);
         if !sending {
-            store.settle_chunk(chunk, claimed, &ChunkEnd::Skipped).await?;
+            if store.settle_chunk(chunk, claimed, &ChunkEnd::Skipped).await? {
+                crate::metrics::series::campaign_chunk("skipped", chunk.doc.count);
+            }
             return Ok(TurnOutcome::Cancelled);
         }
         let first_attempt = chunk
@@ -135,6 +137,7 @@ impl ChunkTurn<'_> {
         if !store.settle_chunk(chunk, claimed, &end).await? {
             return Ok(TurnOutcome::NotSettled);
         }
+        crate::metrics::series::campaign_chunk(outcome, chunk.doc.count);
         Ok(match end {
             ChunkEnd::Sent => TurnOutcome::Settled {
                 sent: u64::from(chunk.doc.count),

@@ -382,7 +382,9 @@ impl Campaigns {
                 } else {
                     // Not claimed and due: skipped conditional on the version
                     // read, without a claim (which would mark it uncertain).
-                    store.settle_chunk(chunk, chunk.version, &ChunkEnd::Skipped).await?;
+                    if store.settle_chunk(chunk, chunk.version, &ChunkEnd::Skipped).await? {
+                        crate::metrics::series::campaign_chunk("skipped", chunk.doc.count);
+                    }
                 }
             }
         }
