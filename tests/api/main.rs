@@ -14,6 +14,7 @@ mod faults;
 mod guards;
 mod inbox;
 mod indexes;
+mod metrics;
 mod outage;
 mod outbound;
 mod recovery;
