@@ -118,8 +118,8 @@ async fn webhook_traffic_shows_in_the_counters_and_the_backlog_in_the_gauges() {
     )
     .unwrap_or_default();
     assert!(
-        commits >= 3.0,
-        "a commit per stored event at least, got {commits}\n{text}"
+        commits >= 1.0,
+        "commits counted (claims go by batch write), got {commits}\n{text}"
     );
     assert!(
         text.contains("line_survey_firestore_round_trip_seconds_bucket{"),
