@@ -393,7 +393,8 @@ mod tests {
 
     #[test]
     fn metrics_get_a_port_of_their_own_only_when_asked() {
-        let cases: [(&[(&str, &str)], Option<u16>); 4] = [
+        type Settings = &'static [(&'static str, &'static str)];
+        let cases: [(Settings, Option<u16>); 4] = [
             (&[], None),
             (&[("METRICS_PORT", "9090")], Some(9090)),
             (&[("METRICS_PORT", " ")], None),
