@@ -9,6 +9,9 @@ pub struct Config {
     /// Address to bind; `0.0.0.0` so Cloud Run's front end can reach the container.
     pub host: String,
     pub port: u16,
+    /// `GET /metrics` on this port of its own, without a token (and not on
+    /// `port`); `None`: on `port`, behind the admin token.
+    pub metrics_port: Option<u16>,
     pub channel_secret: String,
     /// Required unless this is a dry run.
     pub channel_access_token: Option<String>,
@@ -81,6 +84,7 @@ impl std::fmt::Debug for Config {
         f.debug_struct("Config")
             .field("host", &self.host)
             .field("port", &self.port)
+            .field("metrics_port", &self.metrics_port)
             .field("channel_secret", &"<redacted>")
             .field(
                 "channel_access_token",
@@ -134,6 +138,9 @@ impl Config {
         let config = Self {
             host: get("HOST").unwrap_or_else(|| "0.0.0.0".to_owned()),
             port: parse(&get, "PORT", 8080)?,
+            metrics_port: get("METRICS_PORT")
+                .map(|_| parse(&get, "METRICS_PORT", 0u16))
+                .transpose()?,
             channel_secret: get("LINE_CHANNEL_SECRET").ok_or(ConfigError::Missing("LINE_CHANNEL_SECRET"))?,
             channel_access_token,
             line_dry_run,
@@ -239,6 +246,15 @@ impl Config {
             return invalid(
                 "CAMPAIGN_CALLS_PER_SECOND",
                 &format!("must be 1 to {LINE_MULTICAST_CALLS_PER_SECOND} (LINE's multicast rate limit)"),
+            );
+        }
+        if self
+            .metrics_port
+            .is_some_and(|metrics| metrics == self.port && metrics != 0)
+        {
+            return invalid(
+                "METRICS_PORT",
+                "must differ from PORT (unset it to serve /metrics on PORT)",
             );
         }
         if self.instance_id.contains('\0') {
@@ -348,7 +364,7 @@ mod tests {
 
     #[test]
     fn settings_that_would_break_at_run_time_are_refused_by_name() {
-        let cases: [(&str, &str, &str); 16] = [
+        let cases: [(&str, &str, &str); 20] = [
             ("FIRESTORE_SCAN_TIMEOUT_MS", "0", "FIRESTORE_SCAN_TIMEOUT_MS"),
             ("CAMPAIGN_CALLS_PER_SECOND", "0", "CAMPAIGN_CALLS_PER_SECOND"),
             ("CAMPAIGN_CALLS_PER_SECOND", "201", "CAMPAIGN_CALLS_PER_SECOND"),
@@ -367,6 +383,11 @@ mod tests {
             ("REPLY_TOKEN_MAX_AGE_SECS", "56", "REPLY_TOKEN_MAX_AGE_SECS"),
             ("FIRESTORE_DATABASE", "a/b", "FIRESTORE_DATABASE"),
             ("START_DEDUP_SECS", "soon", "START_DEDUP_SECS"),
+            ("METRICS_PORT", "metrics", "METRICS_PORT"),
+            ("METRICS_PORT", "65536", "METRICS_PORT"),
+            ("METRICS_PORT", "-1", "METRICS_PORT"),
+            // The main port's default.
+            ("METRICS_PORT", "8080", "METRICS_PORT"),
         ];
         for (name, value, refused) in cases {
             assert_eq!(refused_setting(deployed(&[(name, value)])), refused, "{name}={value}");
@@ -375,6 +396,25 @@ mod tests {
         assert_eq!(ok.worker_count, 0, "an ingest-only instance is fine");
         assert_eq!(ok.firestore_database, "(default)");
         assert_eq!(ok.start_dedup, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn metrics_get_a_port_of_their_own_only_when_asked() {
+        type Settings = &'static [(&'static str, &'static str)];
+        let cases: [(Settings, Option<u16>); 4] = [
+            (&[], None),
+            (&[("METRICS_PORT", "9090")], Some(9090)),
+            (&[("METRICS_PORT", " ")], None),
+            (&[("PORT", "9090"), ("METRICS_PORT", "8080")], Some(8080)),
+        ];
+        for (settings, metrics_port) in cases {
+            assert_eq!(deployed(settings).unwrap().metrics_port, metrics_port, "{settings:?}");
+        }
+        let same = deployed(&[("PORT", "9090"), ("METRICS_PORT", "9090")]).unwrap_err();
+        assert_eq!(
+            same.to_string(),
+            "METRICS_PORT is invalid: must differ from PORT (unset it to serve /metrics on PORT)"
+        );
     }
 
     #[test]

@@ -1,6 +1,12 @@
 //! Counters the service keeps about itself: events handled and the Firestore
 //! round trips they cost, per kind of event. Served at `GET /admin/metrics`; the
 //! benchmark prints round trips per event from them.
+//!
+//! The Prometheus series of `GET /metrics` are listed in [`series`]; [`exporter`]
+//! holds the recorder they are kept in.
+
+pub(crate) mod exporter;
+pub(crate) mod series;
 
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -3,7 +3,7 @@
 
 use crate::config::Config;
 use crate::engine::Engine;
-use crate::http::{AppState, admin, health, webhook};
+use crate::http::{AppState, admin, health, prometheus, webhook};
 use crate::line::client::LineClient;
 use crate::metrics::Metrics;
 use crate::outbound::{Courier, RetryPolicy};
@@ -13,6 +13,7 @@ use crate::pipeline::ingest::Ingest;
 use crate::pipeline::manual_send::ManualSender;
 use crate::pipeline::replay::Replayer;
 use crate::pipeline::results::Results;
+use crate::pipeline::scrape::Scrape;
 use crate::pipeline::{Pipeline, PipelineSettings, Processor, ProcessorSettings};
 use crate::scenario::load_dir;
 use crate::store::VersionCheck;
@@ -28,6 +29,8 @@ use tokio_util::sync::CancellationToken;
 pub struct Application {
     port: u16,
     server: Server,
+    /// `GET /metrics` on `METRICS_PORT`, when set: its port and server.
+    metrics_server: Option<(u16, Server)>,
     pipeline: Arc<Pipeline>,
     shutdown_grace: Duration,
 }
@@ -116,6 +119,8 @@ impl Application {
         if config.worker_count > 0 {
             tokio::spawn(campaigns.clone().run(config.sweep_interval, shutdown.clone()));
         }
+        let scrape = Scrape::new(crate::metrics::exporter::handle(), store.clone(), pipeline.clone());
+        scrape.spawn_upkeep(shutdown.clone());
         let state = web::Data::new(AppState {
             ingest: Ingest::new(processor.versions(), store.clone(), pipeline.clone(), metrics.clone()),
             results: Results::new(engine.clone(), store.clone()),
@@ -125,6 +130,7 @@ impl Application {
             replayer: Replayer::new(processor),
             store,
             metrics,
+            scrape,
             channel_secret: config.channel_secret.clone(),
             admin_token: config.admin_token.clone(),
         });
@@ -133,6 +139,12 @@ impl Application {
         let port = listener.local_addr()?.port();
         let max_body_bytes = config.max_body_bytes;
         let admin_enabled = config.admin_token.is_some();
+        let metrics_server = match config.metrics_port {
+            Some(metrics_port) => Some(metrics_server(&config.host, metrics_port, state.clone())?),
+            None => None,
+        };
+        // With a metrics port of its own, the main port does not serve /metrics.
+        let metrics_on_main_port = admin_enabled && metrics_server.is_none();
         let server = HttpServer::new(move || {
             let mut app = App::new()
                 .app_data(state.clone())
@@ -166,6 +178,9 @@ impl Application {
                         web::delete().to(admin::timers::cancel),
                     );
             }
+            if metrics_on_main_port {
+                app = app.route("/metrics", web::get().to(prometheus::with_token));
+            }
             app.default_service(web::to(|| async {
                 HttpResponse::NotFound().json(crate::http::error_body("no such route"))
             }))
@@ -180,6 +195,7 @@ impl Application {
         Ok(Self {
             port,
             server,
+            metrics_server,
             pipeline,
             shutdown_grace: config.shutdown_grace,
         })
@@ -189,11 +205,21 @@ impl Application {
         self.port
     }
 
+    /// The port `GET /metrics` is served on without a token, when `METRICS_PORT` is set.
+    pub fn metrics_port(&self) -> Option<u16> {
+        self.metrics_server.as_ref().map(|(port, _)| *port)
+    }
+
     /// Serves until SIGTERM or SIGINT, then stops taking requests, lets requests
     /// in progress finish, hands queued work back and waits for running work,
     /// all within the grace period.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let handle = self.server.handle();
+        let metrics_handle = self.metrics_server.map(|(_, server)| {
+            let handle = server.handle();
+            tokio::spawn(server);
+            handle
+        });
         let mut server = tokio::spawn(self.server);
         tokio::select! {
             result = &mut server => return result.unwrap_or_else(|error| Err(std::io::Error::other(error))),
@@ -201,11 +227,39 @@ impl Application {
         }
         let started = std::time::Instant::now();
         handle.stop(true).await;
+        if let Some(metrics_handle) = metrics_handle {
+            metrics_handle.stop(false).await;
+        }
         let left = self.shutdown_grace.saturating_sub(started.elapsed());
         self.pipeline.shutdown(left).await;
         tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "stopped");
         Ok(())
     }
+}
+
+async fn not_found() -> HttpResponse {
+    HttpResponse::NotFound().json(crate::http::error_body("no such route"))
+}
+
+/// `GET /metrics` without a token, alone on `port` (its own listener and one
+/// worker): a scraper on a private network reaches it, the webhook's port does not
+/// serve it.
+fn metrics_server(host: &str, port: u16, state: web::Data<AppState>) -> anyhow::Result<(u16, Server)> {
+    let listener =
+        TcpListener::bind((host, port)).with_context(|| format!("cannot listen on {host}:{port} (METRICS_PORT)"))?;
+    let port = listener.local_addr()?.port();
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .route("/metrics", web::get().to(prometheus::open))
+            .default_service(web::to(not_found))
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)?
+    .run();
+    tracing::info!(port, "metrics listening");
+    Ok((port, server))
 }
 
 /// Resolves at the first SIGTERM (Cloud Run's stop signal) or SIGINT (Ctrl-C).

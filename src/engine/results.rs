@@ -4,7 +4,7 @@
 use super::Engine;
 use crate::ids::{NodeId, ScenarioId};
 use crate::scenario::{LoadedScenario, Node};
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -81,12 +81,10 @@ impl DayRange {
     pub(crate) fn parse(from: Option<&str>, to: Option<&str>) -> Result<Self, RangeError> {
         let day = |field: &'static str, value: Option<&str>| match value.map(str::trim).filter(|v| !v.is_empty()) {
             None => Ok(None),
-            Some(value) => NaiveDate::parse_from_str(value, "%Y-%m-%d")
-                .map(Some)
-                .map_err(|_| RangeError::BadDate {
-                    field,
-                    value: value.to_owned(),
-                }),
+            Some(value) => strict_day(value).map(Some).ok_or_else(|| RangeError::BadDate {
+                field,
+                value: value.to_owned(),
+            }),
         };
         let range = Self {
             from: day("from", from)?,
@@ -105,6 +103,22 @@ impl DayRange {
         let text = |day: Option<NaiveDate>| day.map(|day| day.format("%Y-%m-%d").to_string());
         (text(self.from), text(self.to))
     }
+}
+
+/// A day written exactly `YYYY-MM-DD`, in the years 1970 to 9999: chrono alone
+/// also takes `+10000-01-01` or `0000-01-01`, days Firestore timestamps and
+/// counter document names cannot hold.
+fn strict_day(value: &str) -> Option<NaiveDate> {
+    let shape = value.len() == 10
+        && value.bytes().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 {
+                b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }
+        });
+    let day = NaiveDate::parse_from_str(value, "%Y-%m-%d").ok().filter(|_| shape)?;
+    (1970..=9999).contains(&day.year()).then_some(day)
 }
 
 impl Engine {
@@ -214,7 +228,7 @@ mod tests {
     #[test]
     fn day_ranges_parse_or_say_what_is_wrong() {
         let day = |text: &str| NaiveDate::parse_from_str(text, "%Y-%m-%d").ok();
-        let cases: [RangeCase; 6] = [
+        let cases: [RangeCase; 11] = [
             (None, None, Ok(DayRange { from: None, to: None })),
             (Some(""), Some(" "), Ok(DayRange { from: None, to: None })),
             (
@@ -228,6 +242,18 @@ mod tests {
             (Some("2026-13-01"), None, Err("from must be a date")),
             (None, Some("yesterday"), Err("to must be a date")),
             (Some("2026-12-02"), Some("2026-12-01"), Err("is after")),
+            (Some("+10000-01-01"), None, Err("from must be a date")),
+            (Some("0000-01-01"), None, Err("from must be a date")),
+            (None, Some("1969-12-31"), Err("to must be a date")),
+            (None, Some("2026-1-5"), Err("to must be a date")),
+            (
+                Some("1970-01-01"),
+                Some("9999-12-31"),
+                Ok(DayRange {
+                    from: day("1970-01-01"),
+                    to: day("9999-12-31"),
+                }),
+            ),
         ];
         for (from, to, expected) in cases {
             match (DayRange::parse(from, to), expected) {

@@ -3,6 +3,7 @@
 
 pub(crate) mod admin;
 pub(crate) mod health;
+pub(crate) mod prometheus;
 pub(crate) mod webhook;
 
 use crate::metrics::Metrics;
@@ -12,6 +13,7 @@ use crate::pipeline::ingest::Ingest;
 use crate::pipeline::manual_send::ManualSender;
 use crate::pipeline::replay::Replayer;
 use crate::pipeline::results::Results;
+use crate::pipeline::scrape::Scrape;
 use crate::store::Store;
 use std::sync::Arc;
 
@@ -26,6 +28,8 @@ pub(crate) struct AppState {
     /// Read-only uses: dead-letter lists and batch counts.
     pub(crate) store: Store,
     pub(crate) metrics: Arc<Metrics>,
+    /// The Prometheus exposition of `GET /metrics`.
+    pub(crate) scrape: Scrape,
     pub(crate) channel_secret: String,
     pub(crate) admin_token: Option<String>,
 }

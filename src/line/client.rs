@@ -6,6 +6,7 @@
 //! send counts as `logged`, never `sent`.
 
 use super::messages::{Message, MulticastRequest, PushRequest, ReplyRequest, describe};
+use crate::metrics::series::{self, LineStatus};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -169,7 +170,15 @@ impl LineClient {
         if let Some(key) = retry_key {
             request = request.header("X-Line-Retry-Key", key.to_string());
         }
-        let response = request.send().await.map_err(|error| {
+        let started = std::time::Instant::now();
+        let response = request.send().await;
+        let called = match &response {
+            Ok(response) => LineStatus::Http(response.status().as_u16()),
+            Err(error) if error.is_timeout() => LineStatus::Timeout,
+            Err(_) => LineStatus::Error,
+        };
+        series::line_call(path, called, started.elapsed());
+        let response = response.map_err(|error| {
             if error.is_connect() {
                 SendError::Unreachable(error.to_string())
             } else {

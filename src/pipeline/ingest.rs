@@ -14,6 +14,7 @@ use super::{EventJob, Job, Pipeline};
 use crate::engine::{Decision, Engine, Ignored, OpenQuestionSeen, TextPlan};
 use crate::line::webhook::{Envelope, Event, EventKind, EventParse, MessageContent};
 use crate::metrics::Metrics;
+use crate::metrics::series::{self, Guard};
 use crate::store::round_trips::counted;
 use crate::store::{Claim, InboxKey, InboxState, MessageKey, NewEvent, Store, StoreError, UnsendOutcome};
 use std::collections::HashSet;
@@ -71,6 +72,8 @@ impl Ingest {
                     webhook_event_id,
                     reason,
                 } => {
+                    let kind = raw.get("type").and_then(serde_json::Value::as_str).unwrap_or_default();
+                    series::webhook_event(kind, "malformed");
                     tracing::warn!(
                         event.id = webhook_event_id.as_deref().unwrap_or("-"),
                         reason,
@@ -132,27 +135,43 @@ impl Ingest {
         turn: super::Turn,
         after: Option<&InboxKey>,
     ) -> Result<Option<InboxKey>, StoreError> {
-        let engine = self.engine_for(&event).await?;
+        let engine = match self.engine_for(&event).await {
+            Ok(engine) => engine,
+            Err(error) => {
+                series::webhook_event(&event.type_name, "not_stored");
+                return Err(error);
+            }
+        };
         let decision = match engine.decide(&event) {
             Decision::Text(plan) => self.text_decision(plan, event.timestamp).await,
             decision => decision,
         };
         let result = match decision {
             Decision::Ignore(reason @ Ignored::BrokenScenario { .. }) => {
+                series::webhook_event(&event.type_name, "ignored");
                 tracing::error!(outcome = "ignored", reason = %reason, "event acknowledged");
                 return Ok(None);
             }
             Decision::Ignore(reason) => {
+                series::webhook_event(&event.type_name, "ignored");
                 tracing::info!(outcome = "ignored", reason = %reason, "event acknowledged");
                 return Ok(None);
             }
-            Decision::Unsend { message_id } => self.unsend(destination, &message_id).await.map(|()| None),
+            Decision::Unsend { message_id } => self
+                .unsend(destination, &message_id)
+                .await
+                .map(|outcome| series::webhook_event(&event.type_name, outcome))
+                .map(|()| None),
             decision => match Plan::from_decision(decision) {
                 Some(plan) => self.claim(destination, &event, plan, turn, after).await,
-                None => Ok(None),
+                None => {
+                    series::webhook_event(&event.type_name, "ignored");
+                    Ok(None)
+                }
             },
         };
         if let Err(error) = &result {
+            series::webhook_event(&event.type_name, "not_stored");
             tracing::error!(error = %error, outcome = "not_stored", "event not stored; LINE should redeliver");
         }
         result
@@ -167,6 +186,7 @@ impl Ingest {
         after: Option<&InboxKey>,
     ) -> Result<Option<InboxKey>, StoreError> {
         let Some(key) = InboxKey::new(destination, &event.webhook_event_id) else {
+            series::webhook_event(&event.type_name, "ignored");
             tracing::warn!(outcome = "ignored", reason = "unusable event id", "event acknowledged");
             return Ok(None);
         };
@@ -209,6 +229,8 @@ impl Ingest {
         match claim {
             Claim::Duplicate => {
                 self.metrics.record("redelivery", round_trips);
+                series::webhook_event(&event.type_name, "duplicate");
+                series::duplicate_stopped(Guard::Inbox, "redelivered");
                 tracing::info!(inbox.id = key.as_str(), outcome = "duplicate", "event acknowledged");
                 if self.forget_unanswered(&key) {
                     let ingest = self.clone();
@@ -217,6 +239,7 @@ impl Ingest {
                 }
             }
             Claim::Claimed { version } => {
+                series::webhook_event(&event.type_name, "stored");
                 let queued = slot.is_some();
                 if !queued {
                     self.pipeline.processor.sweep_soon.notify_one();
@@ -358,20 +381,21 @@ impl Ingest {
         }
     }
 
-    async fn unsend(&self, destination: &str, message_id: &str) -> Result<(), StoreError> {
+    /// Records an unsend; its outcome for the metrics.
+    async fn unsend(&self, destination: &str, message_id: &str) -> Result<&'static str, StoreError> {
         let Some(message) = MessageKey::new(destination, message_id) else {
             tracing::warn!(
                 outcome = "ignored",
                 reason = "unusable message id",
                 "unsend acknowledged"
             );
-            return Ok(());
+            return Ok("ignored");
         };
         let outcome = match self.store.record_unsend(&message).await? {
             UnsendOutcome::Stopped => "unsent_before_effect",
             UnsendOutcome::TooLate => "unsent_after_effect",
         };
         tracing::info!(outcome, "unsend recorded");
-        Ok(())
+        Ok(outcome)
     }
 }

@@ -21,6 +21,7 @@ mod processed;
 pub(crate) mod replay;
 pub(crate) mod results;
 mod retries;
+pub(crate) mod scrape;
 mod start;
 mod sweeper;
 mod timers;
@@ -305,6 +306,12 @@ impl Pipeline {
             permit,
             in_hand: &self.in_hand,
         })
+    }
+
+    /// Jobs waiting in this instance's queues (reserved room included): events, sends.
+    pub(crate) fn queued(&self) -> (usize, usize) {
+        let waiting = |queue: &mpsc::Sender<Job>| queue.max_capacity().saturating_sub(queue.capacity());
+        (waiting(&self.jobs), waiting(&self.sends))
     }
 
     /// Room left in the send queue.

@@ -1,6 +1,8 @@
 //! What became of one event: its outcome for the log and for replays, and its
 //! kind for the metrics.
 
+use crate::metrics::series::Guard;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Processed {
     Answered,
@@ -75,6 +77,58 @@ impl Processed {
             Processed::QuestionExpired => "answer_to_expired_question",
             Processed::Followed => "follow",
             Processed::Unfollowed => "unfollow",
+        }
+    }
+
+    /// The guard that stopped this event as a duplicate, and why; `None` when
+    /// it was no duplicate.
+    pub(crate) fn duplicate(self) -> Option<(Guard, &'static str)> {
+        match self {
+            Processed::AlreadyAnswered => Some((Guard::Answer, "already_answered")),
+            Processed::CardTapAnswered => Some((Guard::CardTap, "already_answered")),
+            Processed::CardTapDeduplicated => Some((Guard::CardTap, "recently_started")),
+            Processed::NotRestarted => Some((Guard::Trigger, "already_answered")),
+            Processed::StartDeduplicated => Some((Guard::Trigger, "recently_started")),
+            Processed::Answered
+            | Processed::StartedGuarded
+            | Processed::Started
+            | Processed::CardTapped
+            | Processed::Unsent
+            | Processed::NoTrigger
+            | Processed::InvalidAnswer
+            | Processed::GaveUp
+            | Processed::QuestionNotOpen
+            | Processed::QuestionExpired
+            | Processed::Followed
+            | Processed::Unfollowed => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_guard_counts_the_duplicates_it_stopped() {
+        let cases = [
+            (Processed::AlreadyAnswered, Some((Guard::Answer, "already_answered"))),
+            (Processed::CardTapAnswered, Some((Guard::CardTap, "already_answered"))),
+            (
+                Processed::CardTapDeduplicated,
+                Some((Guard::CardTap, "recently_started")),
+            ),
+            (Processed::NotRestarted, Some((Guard::Trigger, "already_answered"))),
+            (Processed::StartDeduplicated, Some((Guard::Trigger, "recently_started"))),
+            (Processed::Answered, None),
+            (Processed::CardTapped, None),
+            (Processed::StartedGuarded, None),
+            (Processed::Started, None),
+            (Processed::Unsent, None),
+            (Processed::QuestionNotOpen, None),
+        ];
+        for (processed, duplicate) in cases {
+            assert_eq!(processed.duplicate(), duplicate, "{processed:?}");
         }
     }
 }

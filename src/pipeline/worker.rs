@@ -9,6 +9,7 @@ use super::work::{Plan, Work};
 use super::{EventJob, InHand, Job};
 use crate::engine::Engine;
 use crate::metrics::Metrics;
+use crate::metrics::series;
 use crate::outbound::{Courier, Origin, StagedAction};
 use crate::store::round_trips::counted;
 use crate::store::{Store, Version};
@@ -80,8 +81,10 @@ impl Processor {
                 let predecessor_done = turn.wait(self.store.lease() / 2).await;
                 let span = event_span(&job.work, job.key.as_str());
                 let fresh = job.claim_round_trips;
+                let event_type = job.work.event_type.clone();
                 let (result, round_trips) = counted(self.attempt(*job, predecessor_done).instrument(span)).await;
                 turn.finish(result.is_ok());
+                record_attempt(&event_type, &result);
                 // Counted for events whose whole life this instance saw (not recoveries).
                 if let (Ok(processed), Some(claim)) = (result, fresh) {
                     self.metrics.record(processed.metric_kind(), claim + round_trips);
@@ -283,6 +286,22 @@ impl Processor {
             tracing::warn!(error = %error, "could not hand work back; its lease will run out");
         }
     }
+}
+
+/// Counts one processing attempt by its outcome, and the duplicate it stopped.
+fn record_attempt(event_type: &str, result: &Result<Processed, Failure>) {
+    let outcome = match result {
+        Ok(processed) => {
+            if let Some((guard, reason)) = processed.duplicate() {
+                series::duplicate_stopped(guard, reason);
+            }
+            processed.as_str()
+        }
+        Err(Failure::Store(_)) => "failed",
+        Err(Failure::Superseded) => "superseded",
+        Err(Failure::Waiting) => "waiting",
+    };
+    series::event_processed(event_type, outcome);
 }
 
 pub(super) fn event_span(work: &Work, inbox_id: &str) -> tracing::Span {

@@ -18,6 +18,7 @@ use super::docs::collections::{CAMPAIGN_CHUNKS, CAMPAIGNS, DEAD_LETTERS, SCENARI
 use super::docs::{DeadLetterDoc, DeadLetterKind};
 use super::inbox::dead_letter_id;
 use super::lease::{Stored, document_id};
+use super::round_trips::Timed;
 use super::writes::{CommitOutcome, Expect, create, expecting, merge, set};
 use super::{Store, StoreError, Version, classify};
 use firestore::FirestoreInstant;
@@ -292,6 +293,7 @@ impl Store {
             .order(|o| o.fields([o.field("createdAt").descending()]))
             .limit(limit)
             .query()
+            .timed(super::round_trips::QUERY)
             .await
             .map_err(classify)?;
         Ok(readable(documents))
@@ -316,6 +318,7 @@ impl Store {
             .filter(|q| q.for_all([q.field("state").is_in(active.clone())]))
             .limit(100)
             .query()
+            .timed(super::round_trips::QUERY)
             .await
             .map_err(classify)?;
         Ok(readable(documents))
@@ -394,6 +397,7 @@ impl Store {
             })
             .limit(limit)
             .query()
+            .timed(super::round_trips::QUERY)
             .await
             .map_err(classify)?;
         let mut chunks = documents

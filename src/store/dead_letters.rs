@@ -5,6 +5,7 @@
 use super::docs::DeadLetterDoc;
 use super::docs::collections::DEAD_LETTERS;
 use super::lease::document_id;
+use super::round_trips::Timed;
 use super::{Store, StoreError, classify};
 
 /// A dead letter and its id.
@@ -26,6 +27,7 @@ impl Store {
             .order(|o| o.fields([o.field("parkedAt").descending()]))
             .limit(limit)
             .query()
+            .timed(super::round_trips::QUERY)
             .await
             .map_err(classify)?;
         Ok(documents

@@ -6,6 +6,7 @@ use super::docs::{InboxDoc, MessageMarkDoc, MessageMarkState, ScenarioMarkerDoc}
 use super::inbox::InboxKey;
 use super::lease::Stored;
 use super::messages::MessageKey;
+use super::round_trips::Timed;
 use super::{Store, StoreError, Version, classify};
 use gcloud_sdk::google::firestore::v1::Document;
 
@@ -132,6 +133,7 @@ impl Store {
             })
             .limit(1)
             .query()
+            .timed(super::round_trips::QUERY)
             .await
             .map_err(classify)?;
         Ok(!found.is_empty())

@@ -10,6 +10,7 @@
 //! emulator, which scans the collection for every query, it costs one scan; a
 //! composite index with a shard prefix would have cost one scan per shard.
 
+use super::round_trips::Timed;
 use super::writes::{CommitOutcome, Expect, expecting, merge};
 use super::{Store, StoreError, Version, classify};
 use firestore::FirestoreInstant;
@@ -141,7 +142,7 @@ impl Store {
         if let Some(end) = end {
             query = query.end_at(FirestoreQueryCursor::BeforeValue(vec![end]));
         }
-        query.query().await.map_err(classify)
+        query.query().timed(super::round_trips::QUERY).await.map_err(classify)
     }
 
     /// Moves the lease to this instance unless the record changed since `version`.

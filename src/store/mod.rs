@@ -13,6 +13,7 @@
 //! `admin_requests`, `dead_letters`, `open_questions`, `message_texts`, `timers`
 //! `scenario_versions`, `campaigns`, `campaign_chunks` and `result_counters`.
 
+mod backlog;
 mod campaigns;
 mod claimer;
 mod dead_letters;
@@ -35,6 +36,7 @@ mod users;
 mod versions;
 mod writes;
 
+pub(crate) use backlog::Backlog;
 pub(crate) use campaigns::{
     CampaignChange, CampaignCreate, CampaignDoc, CampaignState, ChunkCounts, ChunkDoc, ChunkEnd, ChunkState, UserScan,
     chunk_id,

@@ -4,6 +4,7 @@
 //! documents a page at a time, in document-id order.
 
 use super::lease::Stored;
+use super::round_trips::Timed;
 use super::{Store, StoreError, classify};
 use firestore::errors::FirestoreError;
 use firestore::select_filter_builder::FirestoreQueryFilterBuilder;
@@ -59,7 +60,7 @@ impl Store {
                 self.document_path(collection, last),
             )]));
         }
-        query.query().await.map_err(classify)
+        query.query().timed(super::round_trips::QUERY).await.map_err(classify)
     }
 }
 
@@ -97,8 +98,15 @@ pub(super) async fn get_documents(
         }
         Ok::<_, StoreError>(found)
     };
-    let mut found = tokio::time::timeout(timeout, read)
-        .await
-        .map_err(|_| StoreError::Unavailable("read timed out".into()))??;
+    let mut found = super::round_trips::observed(
+        super::round_trips::BATCH_GET,
+        tokio::time::timeout(timeout, read),
+        |read| match read {
+            Ok(Ok(_)) => crate::metrics::series::OK,
+            _ => crate::metrics::series::ERROR,
+        },
+    )
+    .await
+    .map_err(|_| StoreError::Unavailable("read timed out".into()))??;
     Ok(paths.iter().map(|path| found.remove(path)).collect())
 }

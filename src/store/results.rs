@@ -15,6 +15,7 @@
 use super::docs::collections::{RESULT_COUNTERS, SURVEY_RESPONSES};
 use super::docs::{AnswerDoc, LedgerDoc};
 use super::lease::reference_value;
+use super::round_trips::Timed;
 use super::writes::merge;
 use super::{Store, StoreError, classify};
 use crate::ids::deterministic_id;
@@ -202,9 +203,21 @@ impl Store {
             .order(|o| o.fields([o.field("answeredAt").descending()]))
             .limit(limit)
             .query()
+            .timed(super::round_trips::QUERY)
             .await
             .map_err(classify)?;
-        documents.iter().map(listed_answer).collect()
+        // One unreadable answer (written by hand, or by an older version) is
+        // left out and logged rather than failing the whole report.
+        Ok(documents
+            .iter()
+            .filter_map(|document| match listed_answer(document) {
+                Ok(answer) => Some(answer),
+                Err(error) => {
+                    tracing::warn!(answer.id = %super::lease::document_id(&document.name), %error, "unreadable answer left out of results");
+                    None
+                }
+            })
+            .collect())
     }
 }
 
@@ -213,15 +226,18 @@ impl Store {
 fn add_counts(counts: &mut ResultCounts, doc: CounterDoc) {
     let positive = |count: i64| u64::try_from(count).unwrap_or(0);
     for (node, count) in doc.sent {
-        *counts.sent.entry(unkey(&node)).or_default() += positive(count);
+        let total = counts.sent.entry(unkey(&node)).or_default();
+        *total = total.saturating_add(positive(count));
     }
     for (node, count) in doc.answered {
-        *counts.answered.entry(unkey(&node)).or_default() += positive(count);
+        let total = counts.answered.entry(unkey(&node)).or_default();
+        *total = total.saturating_add(positive(count));
     }
     for (node, values) in doc.choices {
         let node = counts.choices.entry(unkey(&node)).or_default();
         for (value, count) in values {
-            *node.entry(unkey(&value)).or_default() += positive(count);
+            let total = node.entry(unkey(&value)).or_default();
+            *total = total.saturating_add(positive(count));
         }
     }
 }

@@ -18,6 +18,7 @@
 use super::docs::collections::{OPEN_QUESTIONS, SCENARIO_ANSWERS, SURVEY_RESPONSES, TIMERS, USERS};
 use super::lease::{Stored, Swept, swept};
 use super::questions::QuestionChange;
+use super::round_trips::Timed;
 use super::writes::{CommitOutcome, Expect, batch_write, code, expecting, merge, set};
 use super::{LedgerDoc, OpenQuestionDoc, Store, StoreError, Version, classify, later};
 use crate::ids::TimerKind;
@@ -267,6 +268,7 @@ impl Store {
             .order(|o| o.fields([o.field("wakeAtMs").ascending()]))
             .limit(limit)
             .query()
+            .timed(super::round_trips::QUERY)
             .await
             .map_err(classify)?;
         Ok(documents.into_iter().map(swept).collect())
@@ -505,6 +507,7 @@ impl Store {
             })
             .limit(limit)
             .query()
+            .timed(super::round_trips::QUERY)
             .await
             .map_err(classify)?;
         let mut timers = documents

@@ -208,7 +208,24 @@ pub(super) async fn commit_writes(db: &FirestoreDb, writes: Vec<Write>, timeout:
     let mut request = gcloud_sdk::tonic::Request::new(request);
     request.set_timeout(timeout);
     let mut client = db.client().get();
-    match tokio::time::timeout(timeout, client.commit(request)).await {
+    let answer = super::round_trips::observed(
+        super::round_trips::COMMIT,
+        tokio::time::timeout(timeout, client.commit(request)),
+        |answer| match answer {
+            Ok(Ok(_)) => crate::metrics::series::OK,
+            Ok(Err(status))
+                if matches!(
+                    status.code(),
+                    Code::AlreadyExists | Code::FailedPrecondition | Code::NotFound
+                ) =>
+            {
+                crate::metrics::series::CONFLICT
+            }
+            _ => crate::metrics::series::ERROR,
+        },
+    )
+    .await;
+    match answer {
         Err(_) => CommitOutcome::Unknown(StoreError::Unavailable("commit timed out; outcome unknown".into())),
         Ok(Ok(response)) => CommitOutcome::Committed(
             response
@@ -267,7 +284,16 @@ pub(super) async fn batch_write(
     let mut request = gcloud_sdk::tonic::Request::new(request);
     request.set_timeout(timeout);
     let mut client = db.client().get();
-    match tokio::time::timeout(timeout, client.batch_write(request)).await {
+    let answer = super::round_trips::observed(
+        super::round_trips::BATCH_WRITE,
+        tokio::time::timeout(timeout, client.batch_write(request)),
+        |answer| match answer {
+            Ok(Ok(_)) => crate::metrics::series::OK,
+            _ => crate::metrics::series::ERROR,
+        },
+    )
+    .await;
+    match answer {
         Err(_) => Err(StoreError::Unavailable("batch write timed out; outcome unknown".into())),
         Ok(Err(status)) => Err(classify(FirestoreError::from(status))),
         Ok(Ok(response)) => {

@@ -15,6 +15,7 @@ mod faults;
 mod guards;
 mod inbox;
 mod indexes;
+mod metrics;
 mod outage;
 mod outbound;
 mod recovery;

@@ -29,9 +29,7 @@ pub(crate) async fn answers_csv(
         .map_err(|error| match error {
             ExportError::UnknownScenario(id) => AdminError::UnknownScenario(id),
             ExportError::Store(error) => AdminError::Store(error),
-            error @ (ExportError::BadDate { .. } | ExportError::InvertedDates { .. }) => {
-                AdminError::BadRequest(error.to_string())
-            }
+            error @ ExportError::BadRange(_) => AdminError::BadRequest(error.to_string()),
             ExportError::Format(error) => AdminError::Internal(error.to_string()),
         })?;
     tracing::info!(scenario.id = %scenario, outcome = "started", "answers export started");

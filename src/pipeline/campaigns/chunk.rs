@@ -102,7 +102,9 @@ impl ChunkTurn<'_> {
                 .await?
                 .is_some_and(|campaign| campaign.doc.state == CampaignState::Sending);
         if !sending {
-            store.settle_chunk(chunk, claimed, &ChunkEnd::Skipped, None).await?;
+            if store.settle_chunk(chunk, claimed, &ChunkEnd::Skipped, None).await? {
+                crate::metrics::series::campaign_chunk("skipped", chunk.doc.count);
+            }
             return Ok(TurnOutcome::Cancelled);
         }
         let first_attempt = chunk
@@ -144,6 +146,7 @@ impl ChunkTurn<'_> {
         if !store.settle_chunk(chunk, claimed, &end, sent_count).await? {
             return Ok(TurnOutcome::NotSettled);
         }
+        crate::metrics::series::campaign_chunk(outcome, chunk.doc.count);
         Ok(match end {
             ChunkEnd::Sent => TurnOutcome::Settled {
                 sent: u64::from(chunk.doc.count),

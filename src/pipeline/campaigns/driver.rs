@@ -386,9 +386,12 @@ impl Campaigns {
                 } else {
                     // Not claimed and due: skipped conditional on the version
                     // read, without a claim (which would mark it uncertain).
-                    store
+                    if store
                         .settle_chunk(chunk, chunk.version, &ChunkEnd::Skipped, None)
-                        .await?;
+                        .await?
+                    {
+                        crate::metrics::series::campaign_chunk("skipped", chunk.doc.count);
+                    }
                 }
             }
         }

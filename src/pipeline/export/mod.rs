@@ -15,6 +15,7 @@
 mod format;
 
 use crate::engine::Engine;
+use crate::engine::results::{DayRange, RangeError};
 use crate::ids::ScenarioId;
 use crate::scenario::schedule::day_start;
 use crate::store::{AnswerPage, EXPORT_PAGE, ListedAnswer, Store, StoreError};
@@ -28,10 +29,8 @@ use futures::Stream;
 pub(crate) enum ExportError {
     #[error("no scenario with id {0:?}")]
     UnknownScenario(String),
-    #[error("{field} must be a date YYYY-MM-DD, not {value:?}")]
-    BadDate { field: &'static str, value: String },
-    #[error("from ({from}) is after to ({to})")]
-    InvertedDates { from: String, to: String },
+    #[error(transparent)]
+    BadRange(#[from] RangeError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("the CSV could not be written: {0}")]
@@ -58,16 +57,6 @@ pub(crate) struct Export {
     to: Option<NaiveDate>,
 }
 
-fn date(field: &'static str, raw: Option<&str>) -> Result<Option<NaiveDate>, ExportError> {
-    raw.map(|value| {
-        NaiveDate::parse_from_str(value, "%Y-%m-%d").map_err(|_| ExportError::BadDate {
-            field,
-            value: value.to_owned(),
-        })
-    })
-    .transpose()
-}
-
 impl Exporter {
     pub(crate) fn new(engine: Engine, store: Store) -> Self {
         Self { engine, store }
@@ -85,15 +74,8 @@ impl Exporter {
         let id = ScenarioId::parse(scenario).map_err(|_| unknown())?;
         let loaded = self.engine.scenario(&id).ok_or_else(unknown)?;
         let timing = loaded.timing().clone();
-        let (from, to) = (date("from", from)?, date("to", to)?);
-        if let (Some(from), Some(to)) = (from, to)
-            && from > to
-        {
-            return Err(ExportError::InvertedDates {
-                from: from.to_string(),
-                to: to.to_string(),
-            });
-        }
+        // The same days as the results report takes (`YYYY-MM-DD`, 1970 to 9999).
+        let DayRange { from, to } = DayRange::parse(from, to)?;
         let range = (from.is_some() || to.is_some()).then(|| {
             let start = from.map_or(i64::MIN, |day| day_start(&timing, day).timestamp_micros());
             let end = to

@@ -65,6 +65,8 @@ pub struct TestApp {
     pub line: Arc<LineStandIn>,
     pub firestore: FirestoreRest,
     pub project_id: String,
+    /// `http://127.0.0.1:<METRICS_PORT>` when the app serves `/metrics` on a port of its own.
+    pub metrics_address: Option<String>,
 }
 
 pub fn fixture_scenarios() -> PathBuf {
@@ -112,6 +114,9 @@ pub async fn spawn_app_with(options: TestOptions) -> TestApp {
     let config = test_config(&project_id, &line.uri(), &options);
     let application = Application::build(config).await.expect("the service starts");
     let address = format!("http://127.0.0.1:{}", application.port());
+    let metrics_address = application
+        .metrics_port()
+        .map(|port| format!("http://127.0.0.1:{port}"));
     tokio::spawn(application.run_until_stopped());
     TestApp {
         address,
@@ -119,6 +124,7 @@ pub async fn spawn_app_with(options: TestOptions) -> TestApp {
         line,
         firestore: FirestoreRest::new(&emulator_host(), &project_id),
         project_id,
+        metrics_address,
     }
 }
 
