@@ -16,6 +16,10 @@
 # and written per recipient (counted on the wire), memory above idle; exit status
 # 1 unless every tagged user got exactly one multicast. Example:
 # ./scripts/bench.sh --campaign 10000
+# --export N seeds N answers of the lunch survey and downloads them as CSV
+# (GET /admin/scenarios/lunch/answers.csv): rows/s, the service's RSS while it
+# streams; exit status 1 unless every answer is in the file once.
+# Example: ./scripts/bench.sh --export 100000
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/emulator.sh

@@ -28,11 +28,16 @@
 //! sending apart), Firestore documents read and written per recipient (counted
 //! on the wire by a proxy), the peak memory above idle, and fails unless every
 //! tagged user got exactly one multicast (`campaign.rs`).
+//!
+//! `--export N` seeds N answers and downloads them as CSV from one release
+//! binary, reporting rows per second and the service's memory while it streams;
+//! it fails unless every answer is in the file exactly once (`export.rs`).
 
 mod campaign;
 mod catalogue;
 mod driver;
 mod events;
+mod export;
 mod raw;
 mod service;
 mod soak;
@@ -64,10 +69,11 @@ struct Args {
     timers: Option<usize>,
     /// `--campaign N`: send one campaign to N tagged users instead of the levels.
     campaign: Option<usize>,
+    /// `--export N`: download N seeded answers as CSV instead of the levels.
+    export: Option<usize>,
 }
 
-const USAGE: &str =
-    "use --users N --in-flight 32,64 --set NAME=VALUE, or --soak [SECONDS] --rate N, or --timers N, or --campaign N";
+const USAGE: &str = "use --users N --in-flight 32,64 --set NAME=VALUE, or --soak [SECONDS] --rate N, or --timers N, or --campaign N, or --export N";
 
 fn args() -> Args {
     let mut args = Args {
@@ -78,6 +84,7 @@ fn args() -> Args {
         rate: soak::DEFAULT_RATE,
         timers: None,
         campaign: None,
+        export: None,
     };
     let mut raw = std::env::args().skip(1).peekable();
     while let Some(arg) = raw.next() {
@@ -114,6 +121,10 @@ fn args() -> Args {
             "--campaign" => {
                 let count = raw.next().and_then(|n| n.parse().ok()).filter(|&n: &usize| n > 0);
                 args.campaign = Some(count.expect("--campaign N (recipients, above 0)"));
+            }
+            "--export" => {
+                let count = raw.next().and_then(|n| n.parse().ok()).filter(|&n: &usize| n > 0);
+                args.export = Some(count.expect("--export N (answers, above 0)"));
             }
             // `cargo bench` passes `--bench` to every benchmark.
             "--bench" => {}
@@ -488,6 +499,10 @@ async fn main() -> ExitCode {
     if let Some(count) = args.campaign {
         println!("one campaign to {count} tagged users, machine: {}", machine());
         return campaign::run(&emulator, &stand_in, &line_url, &args.settings, count).await;
+    }
+    if let Some(count) = args.export {
+        println!("CSV export of {count} answers, machine: {}", machine());
+        return export::run(&emulator, &line_url, &args.settings, count).await;
     }
     if let Some(duration) = args.soak {
         let options = soak::Options {

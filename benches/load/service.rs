@@ -80,15 +80,12 @@ impl Service {
         self.status_kib("VmRSS:")
     }
 
-    /// A KiB figure of /proc/PID/status, by its field name (with the colon).
     fn status_kib(&self, field: &str) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(field))
-            .and_then(|value| value.split_whitespace().next())
-            .and_then(|kib| kib.parse().ok())
-            .unwrap_or(0)
+        status_kib(self.child.id(), field)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub async fn metrics(&self) -> serde_json::Value {
@@ -102,6 +99,23 @@ impl Service {
             .await
             .unwrap()
     }
+}
+
+/// A KiB figure of /proc/PID/status, by its field name (with the colon); 0 when
+/// the process is gone.
+fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field))
+        .and_then(|value| value.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Resident set size of `pid` now (VmRSS), in KiB.
+pub fn rss_kib_of(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
 }
 
 fn clock_ticks_per_second() -> u64 {

@@ -283,7 +283,6 @@ fn date(field: &'static str, raw: Option<&str>) -> Result<Option<NaiveDate>, Aud
     .transpose()
 }
 
-/// A campaign's id: the same `Idempotency-Key` is the same campaign.
 /// Epoch milliseconds of the start of `day` in `zone`. A zone whose midnight
 /// falls in a DST gap starts the day an hour later, when its clocks show a
 /// time again.
@@ -298,6 +297,7 @@ pub(crate) fn start_of_day_ms(zone: chrono_tz::Tz, day: NaiveDate) -> i64 {
         .map_or_else(|| midnight.and_utc().timestamp_millis(), |at| at.timestamp_millis())
 }
 
+/// A campaign's id: the same `Idempotency-Key` is the same campaign.
 pub(crate) fn campaign_id(idempotency_key: &str) -> Option<String> {
     (!idempotency_key.contains('\0')).then(|| deterministic_id(&["campaign", idempotency_key]))
 }

@@ -88,6 +88,10 @@ fn monotonic_fields_no_query_uses_are_exempt_from_indexing() {
         ("users", "lastSeenMs"),
         ("users", "firstSeenMs"),
         ("scenario_answers", "lastAnsweredAt"),
+        // Counter maps: raised by every answer and send, read by document name only.
+        ("result_counters", "sent"),
+        ("result_counters", "answered"),
+        ("result_counters", "choices"),
         ("scenario_answers", "lastStartedAt"),
         ("message_marks", "at"),
         ("message_marks", "expireAt"),
