@@ -81,6 +81,16 @@ string_id!(
     LineUserId
 );
 
+impl LineUserId {
+    /// Whether it has the shape LINE gives user ids: `U` and 32 lowercase hex
+    /// digits. Lookups by an operator check it, so a typo gets a clear answer
+    /// rather than an empty result (or a Firestore refusal of a reserved id).
+    pub fn is_line_shaped(&self) -> bool {
+        let id = self.as_str();
+        id.len() == 33 && id.starts_with('U') && id[1..].bytes().all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'))
+    }
+}
+
 string_id!(
     /// One pass of a user through a scenario: started by a trigger, a card tap or
     /// a manual send, continued by its answers and timers. Timers of a run that a
@@ -200,5 +210,23 @@ mod tests {
         assert_eq!(ScenarioId::parse("a\0b"), Err(IdError::ContainsNul));
         assert_eq!(NodeId::parse(""), Err(IdError::Empty));
         assert!(LineUserId::parse("x".repeat(101)).is_err());
+    }
+
+    #[test]
+    fn line_shaped_user_ids_are_u_and_32_lowercase_hex_digits() {
+        let cases = [
+            ("U4af4980629e0e4a9c2fbd5b2ad1d7e9b", true),
+            ("U00000000000000000000000000000000", true),
+            ("U4AF4980629E0E4A9C2FBD5B2AD1D7E9B", false),
+            ("u4af4980629e0e4a9c2fbd5b2ad1d7e9b", false),
+            ("U4af4980629e0e4a9c2fbd5b2ad1d7e9", false),
+            ("U4af4980629e0e4a9c2fbd5b2ad1d7e9bb", false),
+            ("U4af4980629e0e4a9c2fbd5b2ad1d7e9g", false),
+            ("__users__", false),
+            ("U1", false),
+        ];
+        for (raw, expected) in cases {
+            assert_eq!(LineUserId::parse(raw).unwrap().is_line_shaped(), expected, "{raw}");
+        }
     }
 }

@@ -14,6 +14,7 @@ use crate::pipeline::manual_send::ManualSender;
 use crate::pipeline::replay::Replayer;
 use crate::pipeline::results::Results;
 use crate::pipeline::scrape::Scrape;
+use crate::pipeline::timeline::Timelines;
 use crate::pipeline::{Pipeline, PipelineSettings, Processor, ProcessorSettings};
 use crate::scenario::load_dir;
 use crate::store::VersionCheck;
@@ -125,6 +126,7 @@ impl Application {
             ingest: Ingest::new(processor.versions(), store.clone(), pipeline.clone(), metrics.clone()),
             results: Results::new(engine.clone(), store.clone()),
             exporter: Exporter::new(engine.clone(), store.clone()),
+            timelines: Timelines::new(store.clone()),
             manual_sender: ManualSender::new(engine, store.clone(), courier),
             campaigns,
             replayer: Replayer::new(processor),
@@ -172,6 +174,7 @@ impl Application {
                         "/admin/scenarios/{scenario_id}/answers.csv",
                         web::get().to(admin::export::answers_csv),
                     )
+                    .route("/admin/users/{user_id}/timeline", web::get().to(admin::timeline::show))
                     .route("/admin/users/{user_id}/timers", web::get().to(admin::timers::list))
                     .route(
                         "/admin/users/{user_id}/timers/{timer_id}",

@@ -14,6 +14,7 @@ use crate::pipeline::manual_send::ManualSender;
 use crate::pipeline::replay::Replayer;
 use crate::pipeline::results::Results;
 use crate::pipeline::scrape::Scrape;
+use crate::pipeline::timeline::Timelines;
 use crate::store::Store;
 use std::sync::Arc;
 
@@ -25,6 +26,7 @@ pub(crate) struct AppState {
     pub(crate) replayer: Replayer,
     pub(crate) results: Results,
     pub(crate) exporter: Exporter,
+    pub(crate) timelines: Timelines,
     /// Read-only uses: dead-letter lists and batch counts.
     pub(crate) store: Store,
     pub(crate) metrics: Arc<Metrics>,

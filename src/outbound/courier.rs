@@ -124,7 +124,7 @@ impl Courier {
             );
             return Delivery::NotSettled;
         };
-        let route = route_name(attempted.route);
+        let route = attempted.route.as_str();
         match &settlement {
             Settlement::Sent | Settlement::Logged => tracing::info!(
                 send.route = route,
@@ -349,13 +349,6 @@ impl Courier {
     pub(crate) fn reply_is_fresh(&self, event_time_ms: i64) -> bool {
         let age_ms = super::now_ms().saturating_sub(event_time_ms).max(0);
         u128::from(age_ms.unsigned_abs()) < self.policy.reply_token_max_age.as_millis()
-    }
-}
-
-fn route_name(route: RouteDoc) -> &'static str {
-    match route {
-        RouteDoc::Reply => "reply",
-        RouteDoc::Push => "push",
     }
 }
 

@@ -213,6 +213,7 @@ impl Ingest {
             destination,
             webhook_event_id: &event.webhook_event_id,
             event_type: &event.type_name,
+            line_user_id: event.user_id(),
             plan,
             held: slot.is_some(),
             text,

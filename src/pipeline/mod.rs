@@ -24,6 +24,7 @@ mod retries;
 pub(crate) mod scrape;
 mod start;
 mod sweeper;
+pub(crate) mod timeline;
 mod timers;
 mod typed;
 mod versions;

@@ -82,6 +82,10 @@ pub(crate) struct InboxDoc {
     pub(crate) destination: String,
     pub(crate) webhook_event_id: String,
     pub(crate) event_type: String,
+    /// Whose event it is, when it came from a user: a user's timeline finds the
+    /// events by it. Absent on records stored before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) line_user_id: Option<String>,
     /// What processing needs, decided at ingest (JSON): never the message text.
     /// Removed once the event is done (it holds the reply token).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -174,6 +178,15 @@ pub(crate) struct LedgerDoc {
 pub(crate) enum RouteDoc {
     Reply,
     Push,
+}
+
+impl RouteDoc {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            RouteDoc::Reply => "reply",
+            RouteDoc::Push => "push",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -282,4 +295,15 @@ pub(crate) enum DeadLetterKind {
     UncertainReply,
     /// A campaign chunk LINE refused, or that ran out of retries.
     CampaignChunk,
+}
+
+impl DeadLetterKind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            DeadLetterKind::Event => "event",
+            DeadLetterKind::Outbound => "outbound",
+            DeadLetterKind::UncertainReply => "uncertain_reply",
+            DeadLetterKind::CampaignChunk => "campaign_chunk",
+        }
+    }
 }

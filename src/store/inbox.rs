@@ -63,6 +63,8 @@ pub(crate) struct NewEvent<'a> {
     pub(crate) destination: &'a str,
     pub(crate) webhook_event_id: &'a str,
     pub(crate) event_type: &'a str,
+    /// The user the event came from, if any.
+    pub(crate) line_user_id: Option<&'a str>,
     /// The decision and the few event fields processing needs, as JSON.
     pub(crate) plan: String,
     /// Whether a worker of this instance will take it up: then this instance holds
@@ -95,6 +97,7 @@ impl Store {
             destination: event.destination.to_owned(),
             webhook_event_id: event.webhook_event_id.to_owned(),
             event_type: event.event_type.to_owned(),
+            line_user_id: event.line_user_id.map(str::to_owned),
             plan: Some(event.plan),
             state: InboxState::Pending,
             lease_owner: self.options.instance_id.clone(),
@@ -199,7 +202,7 @@ impl Store {
             reason: reason.to_owned(),
             attempts: doc.attempts,
             webhook_event_id: Some(doc.webhook_event_id.clone()),
-            line_user_id: None,
+            line_user_id: doc.line_user_id.clone(),
             event_type: Some(doc.event_type.clone()),
             action_key: None,
             campaign_id: None,

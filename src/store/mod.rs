@@ -31,6 +31,7 @@ mod reads;
 mod results;
 pub(crate) mod round_trips;
 mod settler;
+mod timeline;
 mod timers;
 mod users;
 mod versions;
@@ -51,6 +52,7 @@ pub(crate) use ledger::{Attempted, NewAction, Recorded, SettleWrite, Settlement}
 pub(crate) use messages::{MessageKey, UnsendOutcome};
 pub(crate) use questions::{OpenQuestionDoc, QuestionChange};
 pub(crate) use results::AsksDoc;
+pub(crate) use timeline::{UserAnswer, UserEvent, UserMessage, UserRecord};
 pub(crate) use timers::{ContextRequest, FiringWrites, TimerContext, TimerDoc, TimerEnd, TimerState, still_held};
 pub(crate) use versions::VersionCheck;
 pub(crate) use writes::CommitOutcome;

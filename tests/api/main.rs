@@ -24,4 +24,5 @@ mod round_trips;
 mod rules;
 mod scenarios;
 mod steps;
+mod timeline;
 mod typed;

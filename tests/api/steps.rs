@@ -315,6 +315,20 @@ async fn operators_list_and_cancel_a_users_timers() {
     assert_eq!(timers[0]["nodeId"], "hour");
     assert_eq!(timers[0]["state"], "pending");
     let id = timers[0]["timerId"].as_str().unwrap().to_owned();
+    // The user's timeline shows the same timer, due in the future: first.
+    let story: Value = app
+        .get_admin(&format!("/admin/users/{user}/timeline"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let first = &story["entries"][0];
+    assert_eq!(first["type"], "timer", "{story}");
+    assert_eq!(first["id"], timers[0]["timerId"]);
+    assert_eq!(
+        (&first["kind"], &first["nodeId"], &first["state"]),
+        (&json!("step"), &json!("hour"), &json!("pending"))
+    );
 
     let cancel = |path: String| {
         let app = &app;

@@ -1,11 +1,13 @@
-//! Operator API: manual sends, campaigns, dead letters, users' timers and metrics. Off unless `ADMIN_TOKEN`
-//! is set; every route checks the bearer token first, in constant time.
+//! Operator API: manual sends, campaigns, dead letters, users' timelines and
+//! timers, and metrics. Off unless `ADMIN_TOKEN` is set; every route checks the
+//! bearer token first, in constant time.
 
 pub(crate) mod campaigns;
 pub(crate) mod dead_letters;
 pub(crate) mod export;
 pub(crate) mod results;
 pub(crate) mod send;
+pub(crate) mod timeline;
 pub(crate) mod timers;
 
 use super::{AppState, error_body};

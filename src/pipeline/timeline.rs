@@ -1,0 +1,367 @@
+//! One user's story (`GET /admin/users/{id}/timeline`): their events, answers,
+//! messages, dead letters and timers in one list, newest first, each naming the
+//! ids of the records it is linked to, so an operator can follow an event to
+//! the answer it recorded and the message that answer sent (or see why none was).
+
+use crate::ids::LineUserId;
+use crate::scenario::typed::AnswerValue;
+use crate::store::{
+    DeadLetterDoc, OpenQuestionDoc, Store, StoreError, Stored, TimerDoc, UserAnswer, UserEvent, UserMessage, UserRecord,
+};
+use chrono::{DateTime, SecondsFormat};
+use firestore::FirestoreInstant;
+use serde::Serialize;
+
+/// Records read per collection, at most: a user's inbox and ledger records
+/// expire after about a week, so a real user stays well below it.
+const READ_PER_COLLECTION: u32 = 500;
+
+/// Entries listed when the call names no `limit`, and the most it may ask.
+pub(crate) const DEFAULT_ENTRIES: usize = 100;
+pub(crate) const MAX_ENTRIES: usize = 500;
+
+/// What `GET /admin/users/{id}/timeline` answers.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Timeline {
+    pub(crate) user_id: String,
+    /// `users/{id}`; absent when the service never saw the user.
+    pub(crate) user: Option<UserSummary>,
+    pub(crate) open_question: Option<OpenQuestion>,
+    pub(crate) entries: Vec<Entry>,
+    /// More records exist than are listed: the list was cut at `limit`, or a
+    /// collection held more of the user's records than are read at once.
+    pub(crate) truncated: bool,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct UserSummary {
+    following: Option<bool>,
+    followed_at: Option<String>,
+    unfollowed_at: Option<String>,
+    first_seen_at: Option<String>,
+    last_seen_at: Option<String>,
+    tags: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct OpenQuestion {
+    scenario_id: String,
+    scenario_version: u32,
+    node_id: String,
+    opened_at: String,
+    /// Invalid answers so far.
+    attempts: u32,
+    run: Option<String>,
+}
+
+/// One line of the story. `at` is RFC 3339 in UTC; `id` is the document's id,
+/// which other entries name in their links.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum Entry {
+    /// A webhook event: `outcome` is `pending`, `done` or `dead`.
+    #[serde(rename_all = "camelCase")]
+    Event {
+        at: String,
+        id: String,
+        webhook_event_id: String,
+        kind: String,
+        outcome: &'static str,
+        attempts: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        last_error: Option<String>,
+    },
+    #[serde(rename_all = "camelCase")]
+    Answer {
+        at: String,
+        id: String,
+        scenario_id: String,
+        scenario_version: u32,
+        node_id: String,
+        value_type: String,
+        /// Absent once the user unsent the message that typed it.
+        value: Option<AnswerValue>,
+        tags: Vec<String>,
+        /// The event that recorded it.
+        webhook_event_id: String,
+        /// That event's entry, when it is still stored.
+        event_id: Option<String>,
+    },
+    /// An outbound message (ledger entry): `state` is `pending`, `sent`,
+    /// `logged`, `uncertain` or `failed`; `route` is `reply` or `push`.
+    #[serde(rename_all = "camelCase")]
+    Message {
+        at: String,
+        id: String,
+        scenario_id: String,
+        state: &'static str,
+        route: &'static str,
+        attempts: u32,
+        /// The question node it asks, if any.
+        asks: Option<String>,
+        event_id: Option<String>,
+        webhook_event_id: Option<String>,
+        answer_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        last_error: Option<String>,
+    },
+    #[serde(rename_all = "camelCase")]
+    DeadLetter {
+        at: String,
+        id: String,
+        kind: &'static str,
+        /// The parked event's or message's id.
+        target_id: String,
+        reason: String,
+        attempts: u32,
+        webhook_event_id: Option<String>,
+    },
+    /// A scheduled step, reminder or expiry: `at` is when it is (or was) due.
+    #[serde(rename_all = "camelCase")]
+    Timer {
+        at: String,
+        id: String,
+        kind: &'static str,
+        scenario_id: String,
+        node_id: String,
+        run: String,
+        state: &'static str,
+        outcome: Option<String>,
+        /// The message its firing sent.
+        message_id: Option<String>,
+    },
+}
+
+#[derive(Clone)]
+pub(crate) struct Timelines {
+    store: Store,
+}
+
+impl Timelines {
+    pub(crate) fn new(store: Store) -> Self {
+        Self { store }
+    }
+
+    /// The story of `user`, newest first, at most `limit` entries.
+    pub(crate) async fn user(&self, user: &LineUserId, limit: usize) -> Result<Timeline, StoreError> {
+        let records = self.store.user_records(user.as_str(), READ_PER_COLLECTION).await?;
+        let mut entries = Vec::new();
+        // Answers and messages name the event by its LINE id; the event's
+        // entry is found by it.
+        let events_by_line_id: std::collections::HashMap<String, String> = records
+            .events
+            .iter()
+            .map(|(id, event)| (event.webhook_event_id.clone(), id.clone()))
+            .collect();
+        for (id, answer) in records.answers {
+            entries.push(answer_entry(id, answer, &events_by_line_id));
+        }
+        for (id, event) in records.events {
+            entries.push(event_entry(id, event));
+        }
+        for (id, message) in records.messages {
+            entries.push(message_entry(id, message));
+        }
+        for (id, letter) in records.dead_letters {
+            entries.push(dead_letter_entry(id, letter));
+        }
+        for timer in records.timers {
+            entries.push(timer_entry(timer));
+        }
+        let (entries, cut) = newest_first(entries, limit);
+        Ok(Timeline {
+            user_id: user.as_str().to_owned(),
+            user: records.user.map(summary),
+            open_question: records.open_question.map(open_question),
+            entries,
+            truncated: cut || records.capped,
+        })
+    }
+}
+
+/// Sorted newest first (ties in a fixed order, so the list is stable), cut at
+/// `limit`; `true` when something was cut.
+fn newest_first(mut entries: Vec<Entry>, limit: usize) -> (Vec<Entry>, bool) {
+    entries.sort_by(|a, b| b.at().cmp(a.at()).then_with(|| a.id().cmp(b.id())));
+    let cut = entries.len() > limit;
+    entries.truncate(limit);
+    (entries, cut)
+}
+
+impl Entry {
+    /// RFC 3339 in UTC with a fixed number of digits: ordered as text.
+    fn at(&self) -> &str {
+        match self {
+            Entry::Event { at, .. }
+            | Entry::Answer { at, .. }
+            | Entry::Message { at, .. }
+            | Entry::DeadLetter { at, .. }
+            | Entry::Timer { at, .. } => at,
+        }
+    }
+
+    fn id(&self) -> &str {
+        match self {
+            Entry::Event { id, .. }
+            | Entry::Answer { id, .. }
+            | Entry::Message { id, .. }
+            | Entry::DeadLetter { id, .. }
+            | Entry::Timer { id, .. } => id,
+        }
+    }
+}
+
+fn rfc3339_ms(ms: i64) -> String {
+    DateTime::from_timestamp_millis(ms)
+        .map(|at| at.to_rfc3339_opts(SecondsFormat::Millis, true))
+        .unwrap_or_default()
+}
+
+fn time(at: &FirestoreInstant) -> String {
+    rfc3339_ms(at.as_millisecond())
+}
+
+fn event_entry(id: String, event: UserEvent) -> Entry {
+    Entry::Event {
+        at: time(&event.received_at),
+        id,
+        webhook_event_id: event.webhook_event_id,
+        kind: event.event_type,
+        outcome: event.state.as_str(),
+        attempts: event.attempts,
+        last_error: event.last_error,
+    }
+}
+
+fn answer_entry(
+    id: String,
+    answer: UserAnswer,
+    events_by_line_id: &std::collections::HashMap<String, String>,
+) -> Entry {
+    Entry::Answer {
+        at: time(&answer.answered_at),
+        event_id: events_by_line_id.get(&answer.webhook_event_id).cloned(),
+        id,
+        scenario_id: answer.scenario_id,
+        scenario_version: answer.scenario_version,
+        node_id: answer.node_id,
+        value_type: answer.value_type,
+        value: answer.value,
+        tags: answer.tags,
+        webhook_event_id: answer.webhook_event_id,
+    }
+}
+
+fn message_entry(id: String, message: UserMessage) -> Entry {
+    Entry::Message {
+        at: time(&message.created_at),
+        id,
+        scenario_id: message.scenario_id,
+        state: message.state.as_str(),
+        route: message.route.as_str(),
+        attempts: message.attempts,
+        asks: message.asks.map(|asks| asks.node),
+        event_id: message.inbox_id,
+        webhook_event_id: message.webhook_event_id,
+        answer_id: message.answer_id,
+        last_error: message.last_error,
+    }
+}
+
+fn dead_letter_entry(id: String, letter: DeadLetterDoc) -> Entry {
+    Entry::DeadLetter {
+        at: time(&letter.parked_at),
+        id,
+        kind: letter.kind.as_str(),
+        target_id: letter.target_id,
+        reason: letter.reason,
+        attempts: letter.attempts,
+        webhook_event_id: letter.webhook_event_id,
+    }
+}
+
+fn timer_entry(timer: Stored<TimerDoc>) -> Entry {
+    Entry::Timer {
+        at: time(&timer.doc.due_at),
+        id: timer.id,
+        kind: timer.doc.kind.as_str(),
+        scenario_id: timer.doc.scenario_id,
+        node_id: timer.doc.node_id,
+        run: timer.doc.run,
+        state: timer.doc.state.as_str(),
+        outcome: timer.doc.outcome,
+        message_id: timer.doc.ledger_id,
+    }
+}
+
+fn summary(user: UserRecord) -> UserSummary {
+    UserSummary {
+        following: user.following,
+        followed_at: user.followed_at.as_ref().map(time),
+        unfollowed_at: user.unfollowed_at.as_ref().map(time),
+        first_seen_at: user.first_seen_ms.map(rfc3339_ms),
+        last_seen_at: user.last_seen_ms.map(rfc3339_ms),
+        tags: user.tags,
+    }
+}
+
+fn open_question(question: OpenQuestionDoc) -> OpenQuestion {
+    OpenQuestion {
+        scenario_id: question.scenario_id,
+        scenario_version: question.scenario_version,
+        node_id: question.node_id,
+        opened_at: time(&question.opened_at),
+        attempts: question.attempts,
+        run: question.run,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(at_ms: i64, id: &str) -> Entry {
+        event_entry(
+            id.to_owned(),
+            UserEvent {
+                event_type: "message".into(),
+                webhook_event_id: format!("W{id}"),
+                state: crate::store::InboxState::Done,
+                attempts: 1,
+                received_at: FirestoreInstant::from_millisecond(at_ms).expect("a valid time"),
+                last_error: None,
+            },
+        )
+    }
+
+    #[test]
+    fn entries_are_listed_newest_first_and_cut_at_the_limit() {
+        // (entries' times and ids, limit, ids expected, cut)
+        type Case<'a> = (&'a [(i64, &'a str)], usize, &'a [&'a str], bool);
+        let cases: [Case; 4] = [
+            (&[], 10, &[], false),
+            (&[(1_000, "a"), (3_000, "b"), (2_000, "c")], 10, &["b", "c", "a"], false),
+            (&[(1_000, "a"), (3_000, "b"), (2_000, "c")], 2, &["b", "c"], true),
+            // Same time: ordered by id, so the list is the same on every call.
+            (&[(5_000, "z"), (5_000, "m"), (900, "x")], 3, &["m", "z", "x"], false),
+        ];
+        for (entries, limit, expected, expected_cut) in cases {
+            let built = entries.iter().map(|(at, id)| event(*at, id)).collect();
+            let (listed, cut) = newest_first(built, limit);
+            let ids: Vec<&str> = listed.iter().map(Entry::id).collect();
+            assert_eq!(ids, expected, "{entries:?} limit {limit}");
+            assert_eq!(cut, expected_cut, "{entries:?} limit {limit}");
+        }
+    }
+
+    #[test]
+    fn times_before_2001_and_after_2286_still_sort_as_text() {
+        // Fixed width (years 1970 to 9999, milliseconds always written).
+        assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339_ms(10_000_000_000_000), "2286-11-20T17:46:40.000Z");
+        assert!(rfc3339_ms(999_999_999_999) < rfc3339_ms(1_000_000_000_000));
+    }
+}
