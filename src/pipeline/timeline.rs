@@ -11,6 +11,7 @@ use crate::store::{
 use chrono::{DateTime, SecondsFormat};
 use firestore::FirestoreInstant;
 use serde::Serialize;
+use std::collections::HashMap;
 
 /// Records read per collection, at most: a user's inbox and ledger records
 /// expire after about a week, so a real user stays well below it.
@@ -73,6 +74,9 @@ pub(crate) enum Entry {
         attempts: u32,
         #[serde(skip_serializing_if = "Option::is_none")]
         last_error: Option<String>,
+        /// What it caused: the answers it recorded and the messages it sent.
+        #[serde(flatten)]
+        caused: Caused,
     },
     #[serde(rename_all = "camelCase")]
     Answer {
@@ -135,6 +139,14 @@ pub(crate) enum Entry {
     },
 }
 
+/// The answers and messages an event caused, by id.
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Caused {
+    answer_ids: Vec<String>,
+    message_ids: Vec<String>,
+}
+
 #[derive(Clone)]
 pub(crate) struct Timelines {
     store: Store,
@@ -148,22 +160,44 @@ impl Timelines {
     /// The story of `user`, newest first, at most `limit` entries.
     pub(crate) async fn user(&self, user: &LineUserId, limit: usize) -> Result<Timeline, StoreError> {
         let records = self.store.user_records(user.as_str(), READ_PER_COLLECTION).await?;
-        let mut entries = Vec::new();
-        // Answers and messages name the event by its LINE id; the event's
-        // entry is found by it.
-        let events_by_line_id: std::collections::HashMap<String, String> = records
+        // Answers and messages name the event by its LINE id or its id; each
+        // event's entry lists what it caused, so a `done` event with nothing
+        // listed is one that changed nothing (a duplicate tap, say).
+        let events_by_line_id: HashMap<String, String> = records
             .events
             .iter()
             .map(|(id, event)| (event.webhook_event_id.clone(), id.clone()))
             .collect();
-        for (id, answer) in records.answers {
-            entries.push(answer_entry(id, answer, &events_by_line_id));
+        let mut entries: Vec<Entry> = records
+            .answers
+            .into_iter()
+            .map(|(id, answer)| answer_entry(id, answer, &events_by_line_id))
+            .chain(
+                records
+                    .messages
+                    .into_iter()
+                    .map(|(id, message)| message_entry(id, message)),
+            )
+            .collect();
+        let mut caused: HashMap<String, Caused> = HashMap::new();
+        for entry in &entries {
+            match entry {
+                Entry::Answer {
+                    id,
+                    event_id: Some(event),
+                    ..
+                } => caused.entry(event.clone()).or_default().answer_ids.push(id.clone()),
+                Entry::Message {
+                    id,
+                    event_id: Some(event),
+                    ..
+                } => caused.entry(event.clone()).or_default().message_ids.push(id.clone()),
+                _ => {}
+            }
         }
         for (id, event) in records.events {
-            entries.push(event_entry(id, event));
-        }
-        for (id, message) in records.messages {
-            entries.push(message_entry(id, message));
+            let effects = caused.remove(&id).unwrap_or_default();
+            entries.push(event_entry(id, event, effects));
         }
         for (id, letter) in records.dead_letters {
             entries.push(dead_letter_entry(id, letter));
@@ -224,7 +258,7 @@ fn time(at: &FirestoreInstant) -> String {
     rfc3339_ms(at.as_millisecond())
 }
 
-fn event_entry(id: String, event: UserEvent) -> Entry {
+fn event_entry(id: String, event: UserEvent, caused: Caused) -> Entry {
     Entry::Event {
         at: time(&event.received_at),
         id,
@@ -233,14 +267,11 @@ fn event_entry(id: String, event: UserEvent) -> Entry {
         outcome: event.state.as_str(),
         attempts: event.attempts,
         last_error: event.last_error,
+        caused,
     }
 }
 
-fn answer_entry(
-    id: String,
-    answer: UserAnswer,
-    events_by_line_id: &std::collections::HashMap<String, String>,
-) -> Entry {
+fn answer_entry(id: String, answer: UserAnswer, events_by_line_id: &HashMap<String, String>) -> Entry {
     Entry::Answer {
         at: time(&answer.answered_at),
         event_id: events_by_line_id.get(&answer.webhook_event_id).cloned(),
@@ -334,6 +365,7 @@ mod tests {
                 received_at: FirestoreInstant::from_millisecond(at_ms).expect("a valid time"),
                 last_error: None,
             },
+            Caused::default(),
         )
     }
 

@@ -118,6 +118,20 @@ async fn a_users_story_lists_each_event_once_and_links_answers_and_messages_to_i
         .find(|message| message["answerId"] == rating["id"])
         .expect("the rating's answer sent the next question");
     assert_eq!(asked_comment["asks"], "comment");
+    // Each event lists what it caused: the first tap the answer and the next
+    // question, the second tap (guard 1 stopped it) nothing.
+    let taps: Vec<&&Value> = events.iter().filter(|event| event["kind"] == "postback").collect();
+    assert_eq!(taps.len(), 2);
+    let (first_tap, second_tap) = if taps[0]["answerIds"].as_array().unwrap().is_empty() {
+        (taps[1], taps[0])
+    } else {
+        (taps[0], taps[1])
+    };
+    assert_eq!(first_tap["id"], rating["eventId"]);
+    assert_eq!(first_tap["answerIds"], serde_json::json!([rating["id"]]));
+    assert_eq!(first_tap["messageIds"], serde_json::json!([asked_comment["id"]]));
+    assert_eq!(second_tap["answerIds"], serde_json::json!([]), "{story:#}");
+    assert_eq!(second_tap["messageIds"], serde_json::json!([]), "{story:#}");
     let comment = answers.iter().find(|answer| answer["nodeId"] == "comment").unwrap();
     assert_eq!(comment["value"], "ありがとう、また来ます");
 
