@@ -54,7 +54,12 @@ pub struct Config {
     pub http_workers: usize,
     /// Multicast calls per second of a campaign, unless its request sets its own.
     pub campaign_calls_per_second: u32,
+    /// How long a console login lasts (`CONSOLE_SESSION_MINUTES`).
+    pub console_session: Duration,
 }
+
+/// The longest console session allowed: a week.
+pub const MAX_CONSOLE_SESSION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
 /// LINE's published rate limit of the multicast endpoint, per channel.
 pub const LINE_MULTICAST_CALLS_PER_SECOND: u32 = 200;
@@ -177,6 +182,9 @@ impl Config {
             instance_id: get("INSTANCE_ID").unwrap_or_else(default_instance_id),
             http_workers: parse(&get, "HTTP_WORKERS", default_http_workers())?,
             campaign_calls_per_second: parse(&get, "CAMPAIGN_CALLS_PER_SECOND", 20)?,
+            console_session: Duration::from_secs(
+                parse::<u64>(&get, "CONSOLE_SESSION_MINUTES", 480)?.saturating_mul(60),
+            ),
         };
         config.validate()?;
         Ok(config)
@@ -256,6 +264,9 @@ impl Config {
                 "METRICS_PORT",
                 "must differ from PORT (unset it to serve /metrics on PORT)",
             );
+        }
+        if self.console_session.is_zero() || self.console_session > MAX_CONSOLE_SESSION {
+            return invalid("CONSOLE_SESSION_MINUTES", "must be 1 to 10080 (a week)");
         }
         if self.instance_id.contains('\0') {
             return invalid("INSTANCE_ID", "must not contain NUL");
@@ -364,7 +375,7 @@ mod tests {
 
     #[test]
     fn settings_that_would_break_at_run_time_are_refused_by_name() {
-        let cases: [(&str, &str, &str); 20] = [
+        let cases: [(&str, &str, &str); 24] = [
             ("FIRESTORE_SCAN_TIMEOUT_MS", "0", "FIRESTORE_SCAN_TIMEOUT_MS"),
             ("CAMPAIGN_CALLS_PER_SECOND", "0", "CAMPAIGN_CALLS_PER_SECOND"),
             ("CAMPAIGN_CALLS_PER_SECOND", "201", "CAMPAIGN_CALLS_PER_SECOND"),
@@ -388,6 +399,14 @@ mod tests {
             ("METRICS_PORT", "-1", "METRICS_PORT"),
             // The main port's default.
             ("METRICS_PORT", "8080", "METRICS_PORT"),
+            ("CONSOLE_SESSION_MINUTES", "0", "CONSOLE_SESSION_MINUTES"),
+            ("CONSOLE_SESSION_MINUTES", "10081", "CONSOLE_SESSION_MINUTES"),
+            ("CONSOLE_SESSION_MINUTES", "an hour", "CONSOLE_SESSION_MINUTES"),
+            (
+                "CONSOLE_SESSION_MINUTES",
+                "18446744073709551615",
+                "CONSOLE_SESSION_MINUTES",
+            ),
         ];
         for (name, value, refused) in cases {
             assert_eq!(refused_setting(deployed(&[(name, value)])), refused, "{name}={value}");

@@ -3,7 +3,7 @@
 
 use crate::config::Config;
 use crate::engine::Engine;
-use crate::http::{AppState, admin, health, prometheus, webhook};
+use crate::http::{AppState, admin, console, health, prometheus, webhook};
 use crate::line::client::LineClient;
 use crate::metrics::Metrics;
 use crate::outbound::{Courier, RetryPolicy};
@@ -135,6 +135,7 @@ impl Application {
             scrape,
             channel_secret: config.channel_secret.clone(),
             admin_token: config.admin_token.clone(),
+            console_session: config.console_session,
         });
         let listener = TcpListener::bind((config.host.as_str(), config.port))
             .with_context(|| format!("cannot listen on {}:{}", config.host, config.port))?;
@@ -179,7 +180,8 @@ impl Application {
                     .route(
                         "/admin/users/{user_id}/timers/{timer_id}",
                         web::delete().to(admin::timers::cancel),
-                    );
+                    )
+                    .configure(console::routes);
             }
             if metrics_on_main_port {
                 app = app.route("/metrics", web::get().to(prometheus::with_token));

@@ -2,6 +2,7 @@
 //! check. Each route hands its work to an explicit service of the pipeline.
 
 pub(crate) mod admin;
+pub(crate) mod console;
 pub(crate) mod health;
 pub(crate) mod prometheus;
 pub(crate) mod webhook;
@@ -34,6 +35,8 @@ pub(crate) struct AppState {
     pub(crate) scrape: Scrape,
     pub(crate) channel_secret: String,
     pub(crate) admin_token: Option<String>,
+    /// How long a console login lasts.
+    pub(crate) console_session: std::time::Duration,
 }
 
 /// The JSON error body every route uses: `{"error": "..."}`.

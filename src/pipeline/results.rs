@@ -41,6 +41,22 @@ impl Results {
         Self { engine, store }
     }
 
+    /// Every loaded scenario's funnel over all days, in scenario id order.
+    pub(crate) async fn all(&self) -> Result<Vec<ScenarioResults>, ResultsError> {
+        let mut ids: Vec<String> = self
+            .engine
+            .scenarios()
+            .iter()
+            .map(|loaded| loaded.scenario.id.to_string())
+            .collect();
+        ids.sort();
+        let mut all = Vec::with_capacity(ids.len());
+        for id in ids {
+            all.push(self.scenario(&id, None, None).await?);
+        }
+        Ok(all)
+    }
+
     /// The funnel of `scenario` from day `from` to day `to` (inclusive, in its
     /// time zone; either may be absent).
     pub(crate) async fn scenario(

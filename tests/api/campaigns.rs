@@ -18,7 +18,7 @@ const FIRST_SEEN_MS: i64 = 1_790_001_600_000;
 
 /// Seeds `count` users; `tagged(i)` gives user i the `unsatisfied` tag,
 /// `unfollowed(i)` records an unfollow. Returns the ids, in seeding order.
-async fn seed_users(
+pub(crate) async fn seed_users(
     firestore: &FirestoreRest,
     count: usize,
     tagged: impl Fn(usize) -> bool,
@@ -71,7 +71,7 @@ async fn campaign_status(address: &str, id: &str) -> Value {
 }
 
 /// Starts a campaign and returns its id.
-async fn start_campaign(address: &str, body: &Value, key: &str) -> String {
+pub(crate) async fn start_campaign(address: &str, body: &Value, key: &str) -> String {
     let response = post_campaign(address, body, Some(key)).await;
     assert_eq!(response.status(), 202);
     let answer: Value = response.json().await.unwrap();
@@ -79,7 +79,7 @@ async fn start_campaign(address: &str, body: &Value, key: &str) -> String {
 }
 
 /// Polls the campaign until its state is `state`; returns its status.
-async fn wait_for_state(address: &str, id: &str, state: &str, limit: Duration) -> Value {
+pub(crate) async fn wait_for_state(address: &str, id: &str, state: &str, limit: Duration) -> Value {
     let deadline = Instant::now() + limit;
     loop {
         let status = campaign_status(address, id).await;

@@ -44,7 +44,7 @@ fn label(node: &str, value: &str) -> &'static str {
 }
 
 /// What a stored answer's row must be, read from its REST document.
-fn expected_row(document: &Value) -> Vec<String> {
+pub(crate) fn expected_row(document: &Value) -> Vec<String> {
     let fields = &document["fields"];
     let node = string_field(document, "nodeId").unwrap();
     let value = match &fields["value"] {
@@ -90,7 +90,7 @@ async fn download(app: &TestApp, path_and_query: &str, token: Option<&str>) -> D
 }
 
 /// The rows after the BOM and the header (which are checked).
-fn csv_rows(body: &[u8]) -> Vec<Vec<String>> {
+pub(crate) fn csv_rows(body: &[u8]) -> Vec<Vec<String>> {
     assert_eq!(&body[..3], b"\xEF\xBB\xBF", "UTF-8 byte order mark first");
     let mut reader = csv::ReaderBuilder::new().has_headers(false).from_reader(&body[3..]);
     let mut records = reader.records().map(|record| {

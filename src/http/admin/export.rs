@@ -3,7 +3,7 @@
 
 use super::{AdminError, require_admin};
 use crate::http::AppState;
-use crate::pipeline::export::ExportError;
+use crate::pipeline::export::{Export, ExportError};
 use actix_web::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
@@ -33,11 +33,16 @@ pub(crate) async fn answers_csv(
             ExportError::Format(error) => AdminError::Internal(error.to_string()),
         })?;
     tracing::info!(scenario.id = %scenario, outcome = "started", "answers export started");
+    Ok(csv_response(export))
+}
+
+/// The streamed CSV download of an export (also the console's).
+pub(crate) fn csv_response(export: Export) -> HttpResponse {
     let disposition = format!("attachment; filename=\"{}\"", export.filename());
-    Ok(HttpResponse::Ok()
+    HttpResponse::Ok()
         .insert_header((CONTENT_TYPE, "text/csv; charset=utf-8"))
         .insert_header((CONTENT_DISPOSITION, disposition))
         // Answers are personal data: no shared cache keeps a copy.
         .insert_header(("Cache-Control", "no-store"))
-        .streaming(export.into_stream()))
+        .streaming(export.into_stream())
 }

@@ -14,6 +14,8 @@
 
 mod format;
 
+pub(crate) use format::HEADER;
+
 use crate::engine::Engine;
 use crate::engine::results::{DayRange, RangeError};
 use crate::ids::ScenarioId;
@@ -94,6 +96,33 @@ impl Exporter {
             first,
             from,
             to,
+        })
+    }
+}
+
+/// One page of a scenario's answers as the CSV has them, for reading on screen.
+pub(crate) struct RowsPage {
+    pub(crate) rows: Vec<[String; 7]>,
+    /// The cursor of the next page, when there is one.
+    pub(crate) next: Option<String>,
+}
+
+impl Exporter {
+    /// Up to `limit` answers of `scenario` after the answer id `after`, in
+    /// answer-id order, formatted as the CSV's rows.
+    pub(crate) async fn page(&self, scenario: &str, after: Option<&str>, limit: u32) -> Result<RowsPage, ExportError> {
+        let unknown = || ExportError::UnknownScenario(scenario.to_owned());
+        let id = ScenarioId::parse(scenario).map_err(|_| unknown())?;
+        let loaded = self.engine.scenario(&id).ok_or_else(unknown)?;
+        let (labels, zone) = (Labels::of(loaded), loaded.timing().zone);
+        let page = self.store.answers_page(scenario, after, limit).await?;
+        Ok(RowsPage {
+            rows: page
+                .answers
+                .iter()
+                .map(|answer| format::row(answer, &labels, zone))
+                .collect(),
+            next: page.next,
         })
     }
 }

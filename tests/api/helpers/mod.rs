@@ -1,6 +1,7 @@
 //! One place that starts the real service against the real emulator and a LINE
 //! stand-in, with a method per endpoint.
 
+pub mod browser;
 pub mod emulator;
 pub mod events;
 pub mod firestore_rest;

@@ -1,0 +1,431 @@
+//! `/console`: the operators' web pages, server-rendered (see [`pages`]). Off
+//! unless `ADMIN_TOKEN` is set, like the admin API. An operator logs in with
+//! the admin token and gets a signed session cookie (`HttpOnly`,
+//! `SameSite=Strict`, `Secure` unless the host is this machine); every POST
+//! carries the session's CSRF token. Pages behind the login redirect to it
+//! when the session is missing or expired.
+
+pub(crate) mod pages;
+mod session;
+
+use super::AppState;
+use super::admin::export::csv_response;
+use crate::ids::LineUserId;
+use crate::pipeline::export::ExportError;
+use crate::pipeline::replay::{ReplayError, Replayed};
+use crate::pipeline::results::ResultsError;
+use crate::store::Settlement;
+use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieAge};
+use actix_web::http::StatusCode;
+use actix_web::http::header::{CACHE_CONTROL, LOCATION};
+use actix_web::{HttpRequest, HttpResponse, web};
+use maud::Markup;
+use pages::Nav;
+use serde::Deserialize;
+use session::{Keys, LOGIN_COOKIE, SESSION_COOKIE, Session};
+
+/// Answers per page of a scenario's answers.
+const ANSWERS_PER_PAGE: u32 = 50;
+/// Dead letters and campaigns listed, at most.
+const LISTED: u32 = 100;
+/// Entries of a user's timeline shown.
+const TIMELINE_ENTRIES: usize = 200;
+/// How long a login form may be filled in.
+const LOGIN_FORM_SECONDS: i64 = 3600;
+
+/// The routes, mounted by start-up when `ADMIN_TOKEN` is set.
+pub(crate) fn routes(config: &mut web::ServiceConfig) {
+    config
+        .route("/console/login", web::get().to(login_form))
+        .route("/console/login", web::post().to(login))
+        .route("/console/logout", web::post().to(logout))
+        .route("/console", web::get().to(scenarios))
+        .route("/console/scenarios/{id}", web::get().to(answers))
+        .route("/console/scenarios/{id}/answers.csv", web::get().to(answers_csv))
+        .route("/console/dead-letters", web::get().to(dead_letters))
+        .route("/console/dead-letters/{id}/replay", web::post().to(replay))
+        .route("/console/users", web::get().to(users))
+        .route("/console/campaigns", web::get().to(campaigns));
+}
+
+fn now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+fn keys(state: &AppState) -> Keys {
+    // The routes are mounted only with a token; an empty key would sign nothing
+    // a client could produce without it either.
+    Keys::new(state.admin_token.as_deref().unwrap_or_default())
+}
+
+/// Whether the request reached this machine by a local name: only then may the
+/// cookie go without `Secure` (a browser would drop it over plain HTTP).
+fn is_local(request: &HttpRequest) -> bool {
+    let info = request.connection_info();
+    let host = info.host();
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or_default()
+    } else {
+        host.rsplit_once(':').map_or(host, |(name, _)| name)
+    };
+    matches!(name, "localhost" | "127.0.0.1" | "::1")
+}
+
+fn cookie(request: &HttpRequest, name: &'static str, value: String, age: CookieAge) -> Cookie<'static> {
+    Cookie::build(name, value)
+        .path("/console")
+        .http_only(true)
+        .same_site(SameSite::Strict)
+        .secure(!is_local(request))
+        .max_age(age)
+        .finish()
+}
+
+/// A page: never cached, never framed, nothing loaded from elsewhere.
+fn html(status: StatusCode, markup: Markup) -> HttpResponse {
+    HttpResponse::build(status)
+        .content_type("text/html; charset=utf-8")
+        .insert_header((CACHE_CONTROL, "no-store"))
+        .insert_header((
+            "Content-Security-Policy",
+            "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'",
+        ))
+        .insert_header(("X-Content-Type-Options", "nosniff"))
+        .insert_header(("Referrer-Policy", "same-origin"))
+        .body(markup.into_string())
+}
+
+fn see_other(location: &str) -> HttpResponse {
+    HttpResponse::SeeOther().insert_header((LOCATION, location)).finish()
+}
+
+fn current(request: &HttpRequest, keys: &Keys) -> Option<Session> {
+    request
+        .cookie(SESSION_COOKIE)
+        .and_then(|cookie| keys.session(cookie.value(), now()))
+}
+
+/// The CSRF token of a logged-in request's session; `None`: send it to the
+/// login ([`to_login`]).
+fn logged_in(request: &HttpRequest, state: &AppState) -> Option<String> {
+    let keys = keys(state);
+    current(request, &keys).map(|session| keys.csrf(&session))
+}
+
+fn to_login() -> HttpResponse {
+    see_other("/console/login")
+}
+
+/// A form's fields. A body that is not a form counts as one without a token.
+#[derive(Debug, Default, Deserialize)]
+struct Form {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    token: String,
+}
+
+fn form(body: &[u8]) -> Form {
+    serde_urlencoded::from_bytes(body).unwrap_or_default()
+}
+
+/// Whether a POST comes from a logged-in session with its CSRF token; if not,
+/// answer [`refused_post`].
+fn post_allowed(request: &HttpRequest, state: &AppState, form: &Form) -> bool {
+    let keys = keys(state);
+    let session = current(request, &keys);
+    let allowed = session
+        .as_ref()
+        .is_some_and(|session| keys.csrf_matches(session, &form.csrf));
+    if !allowed {
+        tracing::warn!(
+            outcome = "refused",
+            session = session.is_some(),
+            "console POST without a valid session and CSRF token"
+        );
+    }
+    allowed
+}
+
+fn refused_post() -> HttpResponse {
+    html(
+        StatusCode::FORBIDDEN,
+        pages::refused("This form has expired or did not come from the console. Reload the page and try again."),
+    )
+}
+
+fn login_page(request: &HttpRequest, keys: &Keys, status: StatusCode, error: Option<&str>) -> HttpResponse {
+    let (nonce, token) = keys.new_login();
+    let mut response = html(status, pages::login(&token, error));
+    let login = cookie(request, LOGIN_COOKIE, nonce, CookieAge::seconds(LOGIN_FORM_SECONDS));
+    if response.add_cookie(&login).is_err() {
+        tracing::warn!("the login cookie could not be set");
+    }
+    response
+}
+
+async fn login_form(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let keys = keys(&state);
+    if current(&request, &keys).is_some() {
+        return see_other("/console");
+    }
+    login_page(&request, &keys, StatusCode::OK, None)
+}
+
+async fn login(request: HttpRequest, state: web::Data<AppState>, body: web::Bytes) -> HttpResponse {
+    let keys = keys(&state);
+    let form = form(&body);
+    let paired = request
+        .cookie(LOGIN_COOKIE)
+        .is_some_and(|cookie| keys.login_matches(cookie.value(), &form.csrf));
+    if !paired {
+        tracing::warn!(outcome = "refused", "console login without its form's token");
+        return login_page(
+            &request,
+            &keys,
+            StatusCode::FORBIDDEN,
+            Some("The login form expired. Please try again."),
+        );
+    }
+    if !keys.is_admin_token(&form.token) {
+        tracing::warn!(outcome = "rejected", "console login with a wrong token");
+        return login_page(
+            &request,
+            &keys,
+            StatusCode::UNAUTHORIZED,
+            Some("That token is not the admin token."),
+        );
+    }
+    let lifetime = state.console_session;
+    let expires = now().saturating_add(i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX));
+    let session = cookie(
+        &request,
+        SESSION_COOKIE,
+        keys.new_session(expires),
+        CookieAge::seconds(i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX)),
+    );
+    let mut response = see_other("/console");
+    let mut spent = cookie(&request, LOGIN_COOKIE, String::new(), CookieAge::ZERO);
+    spent.make_removal();
+    if response.add_cookie(&session).is_err() || response.add_cookie(&spent).is_err() {
+        return html(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            pages::refused("The session could not be started."),
+        );
+    }
+    tracing::info!(outcome = "logged_in", "console login");
+    response
+}
+
+async fn logout(request: HttpRequest, state: web::Data<AppState>, body: web::Bytes) -> HttpResponse {
+    if !post_allowed(&request, &state, &form(&body)) {
+        return refused_post();
+    }
+    let mut ended = cookie(&request, SESSION_COOKIE, String::new(), CookieAge::ZERO);
+    ended.make_removal();
+    let mut response = see_other("/console/login");
+    if response.add_cookie(&ended).is_err() {
+        tracing::warn!("the session cookie could not be removed");
+    }
+    tracing::info!(outcome = "logged_out", "console logout");
+    response
+}
+
+fn unavailable(error: impl std::fmt::Display) -> HttpResponse {
+    tracing::warn!(error = %error, outcome = "unavailable", "console page failed");
+    html(
+        StatusCode::SERVICE_UNAVAILABLE,
+        pages::refused("Firestore did not answer. Reload the page in a moment."),
+    )
+}
+
+fn not_found(what: &str) -> HttpResponse {
+    html(StatusCode::NOT_FOUND, pages::refused(what))
+}
+
+async fn scenarios(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let Some(csrf) = logged_in(&request, &state) else {
+        return to_login();
+    };
+    match state.results.all().await {
+        Ok(all) => html(StatusCode::OK, pages::scenarios(&Nav { csrf: &csrf }, &all)),
+        Err(ResultsError::Store(error)) => unavailable(error),
+        Err(error) => unavailable(error),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct PageQuery {
+    after: Option<String>,
+}
+
+async fn answers(
+    request: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<PageQuery>,
+) -> HttpResponse {
+    let Some(csrf) = logged_in(&request, &state) else {
+        return to_login();
+    };
+    let scenario = path.into_inner();
+    let after = query.after.as_deref().filter(|after| !after.is_empty());
+    match state.exporter.page(&scenario, after, ANSWERS_PER_PAGE).await {
+        Ok(rows) => html(
+            StatusCode::OK,
+            pages::answers(&Nav { csrf: &csrf }, &scenario, &rows, after),
+        ),
+        Err(ExportError::UnknownScenario(_)) => not_found("No scenario with that id is loaded."),
+        Err(error) => unavailable(error),
+    }
+}
+
+async fn answers_csv(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
+    if logged_in(&request, &state).is_none() {
+        return to_login();
+    }
+    let scenario = path.into_inner();
+    match state.exporter.start(&scenario, None, None).await {
+        Ok(export) => {
+            tracing::info!(scenario.id = %scenario, outcome = "started", "answers export started from the console");
+            csv_response(export)
+        }
+        Err(ExportError::UnknownScenario(_)) => not_found("No scenario with that id is loaded."),
+        Err(error) => unavailable(error),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct ReplayedQuery {
+    ok: Option<bool>,
+    message: Option<String>,
+}
+
+async fn dead_letters(
+    request: HttpRequest,
+    state: web::Data<AppState>,
+    query: web::Query<ReplayedQuery>,
+) -> HttpResponse {
+    let Some(csrf) = logged_in(&request, &state) else {
+        return to_login();
+    };
+    let letters = match state.store.dead_letters(LISTED).await {
+        Ok(letters) => letters,
+        Err(error) => return unavailable(error),
+    };
+    let letters: Vec<_> = letters.into_iter().map(|letter| (letter.id, letter.doc)).collect();
+    let result = query
+        .message
+        .as_deref()
+        .map(|message| (query.ok.unwrap_or(false), message));
+    html(
+        StatusCode::OK,
+        pages::dead_letters(&Nav { csrf: &csrf }, &letters, result),
+    )
+}
+
+/// What a replay did, in words, and whether it worked.
+fn replay_outcome(id: &str, result: Result<Replayed, ReplayError>) -> (bool, String) {
+    match result {
+        Ok(Replayed::Outbound(Settlement::Failed(reason) | Settlement::Uncertain(reason))) => (
+            false,
+            format!("Replayed {id}: LINE did not take the message; it was parked again ({reason})."),
+        ),
+        Ok(replayed) => {
+            let result = match &replayed {
+                Replayed::Event(processed) => processed.as_str(),
+                Replayed::Outbound(settlement) => settlement.as_str(),
+            };
+            (true, format!("Replayed {id}: {result}."))
+        }
+        Err(ReplayError::UnknownLetter(_)) => (false, format!("No dead letter {id}: it was replayed already.")),
+        Err(ReplayError::NotParked(state)) => (false, format!("{id} is no longer parked: it is {state}.")),
+        Err(ReplayError::NotReplayable(message)) => (false, format!("{id}: {message}")),
+        Err(ReplayError::FailedAgain(reason)) => (false, format!("{id} failed again and was parked again: {reason}")),
+        Err(ReplayError::Store(error)) => (false, format!("{id}: Firestore did not answer ({error}); try again.")),
+    }
+}
+
+async fn replay(
+    request: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> HttpResponse {
+    if !post_allowed(&request, &state, &form(&body)) {
+        return refused_post();
+    }
+    let id = path.into_inner();
+    let (ok, message) = replay_outcome(&id, state.replayer.replay(&id).await);
+    tracing::info!(dead_letter.id = %id, outcome = if ok { "replayed" } else { "not_replayed" }, "dead letter replayed from the console");
+    let query = serde_urlencoded::to_string([("ok", ok.to_string()), ("message", message)]).unwrap_or_default();
+    see_other(&format!("/console/dead-letters?{query}"))
+}
+
+#[derive(Debug, Deserialize)]
+struct UserQuery {
+    id: Option<String>,
+}
+
+async fn users(request: HttpRequest, state: web::Data<AppState>, query: web::Query<UserQuery>) -> HttpResponse {
+    let Some(csrf) = logged_in(&request, &state) else {
+        return to_login();
+    };
+    let nav = Nav { csrf: &csrf };
+    let asked = query.id.as_deref().map(str::trim).unwrap_or_default();
+    if asked.is_empty() {
+        return html(StatusCode::OK, pages::user(&nav, "", None, None));
+    }
+    let Some(user) = LineUserId::parse(asked).ok().filter(LineUserId::is_line_shaped) else {
+        let error = "A LINE user id is U followed by 32 lowercase hexadecimal digits.";
+        return html(StatusCode::BAD_REQUEST, pages::user(&nav, asked, None, Some(error)));
+    };
+    match state.timelines.user(&user, TIMELINE_ENTRIES).await {
+        Ok(timeline) => match serde_json::to_value(&timeline) {
+            Ok(story) => html(StatusCode::OK, pages::user(&nav, asked, Some(&story), None)),
+            Err(error) => unavailable(error),
+        },
+        Err(error) => unavailable(error),
+    }
+}
+
+async fn campaigns(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let Some(csrf) = logged_in(&request, &state) else {
+        return to_login();
+    };
+    match state.campaigns.list(LISTED).await {
+        Ok(all) => html(StatusCode::OK, pages::campaigns(&Nav { csrf: &csrf }, &all)),
+        Err(error) => unavailable(error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::test::TestRequest;
+
+    #[test]
+    fn only_local_host_names_go_without_secure() {
+        let cases = [
+            ("localhost:8080", true),
+            ("127.0.0.1:8080", true),
+            ("127.0.0.1", true),
+            ("[::1]:8080", true),
+            ("survey.example.jp", false),
+            ("localhost.example.jp", false),
+            ("10.0.0.5:8080", false),
+        ];
+        for (host, local) in cases {
+            let request = TestRequest::default().insert_header(("Host", host)).to_http_request();
+            assert_eq!(is_local(&request), local, "{host}");
+        }
+    }
+
+    #[test]
+    fn a_body_that_is_not_a_form_has_no_token() {
+        for body in [&b""[..], b"\xff\xfe", b"csrf", b"token=a&csrf="] {
+            assert_eq!(form(body).csrf, "", "{body:?}");
+        }
+        assert_eq!(form(b"csrf=abc&token=%E7%A7%98").token, "秘");
+    }
+}

@@ -1,0 +1,427 @@
+//! The console's pages: compiled templates (maud), one stylesheet inline, no
+//! script and nothing fetched from elsewhere. Every value is escaped by maud;
+//! tables scroll sideways inside their box, so a page fits a phone's width.
+
+use crate::engine::results::NodeResults;
+use crate::pipeline::campaigns::CampaignStatus;
+use crate::pipeline::export::{HEADER, RowsPage};
+use crate::pipeline::results::ScenarioResults;
+use crate::store::DeadLetterDoc;
+use maud::{DOCTYPE, Markup, PreEscaped, html};
+
+const STYLE: &str = "
+*{box-sizing:border-box}
+body{margin:0;font-family:system-ui,-apple-system,'Hiragino Sans','Noto Sans CJK JP','Yu Gothic',sans-serif;color:#1b1b1b;background:#f6f7f9;line-height:1.5}
+header{background:#06c755;color:#fff;padding:.6rem 1rem;display:flex;flex-wrap:wrap;gap:.4rem 1rem;align-items:center}
+header a,header button{color:#fff;text-decoration:none;font-weight:600;background:none;border:0;font:inherit;cursor:pointer;padding:0}
+header form{margin-left:auto}
+main{padding:1rem;max-width:60rem;margin:auto}
+section{background:#fff;border-radius:.5rem;padding:1rem;margin-bottom:1rem;box-shadow:0 1px 2px #0002}
+h1{font-size:1.3rem;margin:.2rem 0 1rem}h2{font-size:1.1rem;margin:0 0 .6rem}
+.scroll{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;font-size:.9rem;min-width:100%}
+th,td{text-align:left;padding:.3rem .5rem;border-bottom:1px solid #e3e3e3;vertical-align:top;word-break:break-word}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+table.rows td,table.rows th{white-space:nowrap;word-break:normal}
+svg{max-width:100%;height:auto;display:block}
+.flash{padding:.6rem 1rem;border-radius:.4rem;margin-bottom:1rem}
+.ok{background:#e6f8ee}.bad{background:#fdecea}
+input,button.primary{font:inherit;padding:.5rem .7rem;border-radius:.4rem;border:1px solid #bbb;max-width:100%}
+button.primary{background:#06c755;color:#fff;border:0;cursor:pointer}
+.bar{background:#e3e3e3;border-radius:.3rem;height:.7rem;overflow:hidden}.bar span{display:block;height:100%;background:#06c755}
+.muted{color:#666;font-size:.85rem}
+";
+
+/// What the header shows for a logged-in operator.
+pub(crate) struct Nav<'a> {
+    pub(crate) csrf: &'a str,
+}
+
+fn page(title: &str, nav: Option<&Nav>, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="ja" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · line-survey" }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                header {
+                    strong { "line-survey" }
+                    @if let Some(nav) = nav {
+                        a href="/console" { "Scenarios" }
+                        a href="/console/dead-letters" { "Dead letters" }
+                        a href="/console/users" { "Users" }
+                        a href="/console/campaigns" { "Campaigns" }
+                        form method="post" action="/console/logout" {
+                            input type="hidden" name="csrf" value=(nav.csrf);
+                            button type="submit" id="logout" { "Log out" }
+                        }
+                    }
+                }
+                main { h1 { (title) } (body) }
+            }
+        }
+    }
+}
+
+fn flash(message: Option<(bool, &str)>) -> Markup {
+    html! {
+        @if let Some((ok, text)) = message {
+            p class={ "flash " (if ok { "ok" } else { "bad" }) } id="flash" { (text) }
+        }
+    }
+}
+
+pub(crate) fn login(csrf: &str, error: Option<&str>) -> Markup {
+    page(
+        "Log in",
+        None,
+        html! {
+            section {
+                (flash(error.map(|error| (false, error))))
+                form method="post" action="/console/login" {
+                    input type="hidden" name="csrf" value=(csrf);
+                    p {
+                        label for="token" { "Admin token" } br;
+                        input type="password" id="token" name="token" autocomplete="current-password" required;
+                    }
+                    button class="primary" type="submit" id="login" { "Log in" }
+                }
+            }
+        },
+    )
+}
+
+/// A refused request (an expired form, a missing CSRF token): no details.
+pub(crate) fn refused(message: &str) -> Markup {
+    page(
+        "Refused",
+        None,
+        html! { section { (flash(Some((false, message)))) a href="/console" { "Back to the console" } } },
+    )
+}
+
+/// Width of the funnel chart's drawing, in SVG units.
+const CHART_WIDTH: u64 = 320;
+const ROW_HEIGHT: u64 = 44;
+
+/// A bar's length for `value` on a scale whose longest bar is `max`.
+fn bar_length(value: u64, max: u64) -> u64 {
+    if max == 0 {
+        return 0;
+    }
+    let length = (u128::from(value.min(max)) * u128::from(CHART_WIDTH - 120)) / u128::from(max);
+    u64::try_from(length).unwrap_or(0)
+}
+
+/// The funnel of a scenario's question nodes: per node, what was sent (light)
+/// and what was answered (dark), on one scale.
+pub(crate) fn funnel_chart(nodes: &[NodeResults]) -> Markup {
+    let max = nodes.iter().map(|node| node.sent.max(node.answered)).max().unwrap_or(0);
+    let height = ROW_HEIGHT * nodes.len().max(1) as u64;
+    html! {
+        svg class="funnel" viewBox={ "0 0 " (CHART_WIDTH) " " (height) } role="img" aria-label="funnel" {
+            @for (row, node) in nodes.iter().enumerate() {
+                @let y = ROW_HEIGHT * row as u64;
+                text x="0" y=(y + 12) font-size="11" { (node.node_id) }
+                rect x="0" y=(y + 16) width=(bar_length(node.sent, max)) height="10" fill="#b9ecd0" {}
+                rect x="0" y=(y + 28) width=(bar_length(node.answered, max)) height="10" fill="#06c755" {}
+                text x=(bar_length(node.sent, max) + 6) y=(y + 25) font-size="10" { "sent " (node.sent) }
+                text x=(bar_length(node.answered, max) + 6) y=(y + 37) font-size="10" { "answered " (node.answered) }
+            }
+        }
+    }
+}
+
+fn rate(rate: Option<f64>) -> String {
+    rate.map_or_else(|| "–".to_owned(), |rate| format!("{:.1}%", rate * 100.0))
+}
+
+pub(crate) fn scenarios(nav: &Nav, all: &[ScenarioResults]) -> Markup {
+    page(
+        "Scenarios",
+        Some(nav),
+        html! {
+            @if all.is_empty() { section { p { "No scenarios are loaded." } } }
+            @for scenario in all {
+                section data-scenario=(scenario.scenario_id) {
+                    h2 {
+                        a href={ "/console/scenarios/" (scenario.scenario_id) } {
+                            (scenario.title.as_deref().unwrap_or(&scenario.scenario_id))
+                        }
+                        " " span class="muted" { (scenario.scenario_id) " v" (scenario.version) " · " (scenario.time_zone) }
+                    }
+                    @if scenario.nodes.is_empty() {
+                        p class="muted" { "No questions." }
+                    } @else {
+                        (funnel_chart(&scenario.nodes))
+                        div class="scroll" {
+                            table {
+                                tr { th { "Question" } th class="num" { "Sent" } th class="num" { "Answered" } th class="num" { "Rate" } }
+                                @for node in &scenario.nodes {
+                                    tr data-node=(node.node_id) {
+                                        td { (node.text) br; span class="muted" { (node.node_id) } }
+                                        td class="num" data-metric="sent" { (node.sent) }
+                                        td class="num" data-metric="answered" { (node.answered) }
+                                        td class="num" { (rate(node.response_rate)) }
+                                    }
+                                    @for choice in &node.choices {
+                                        tr class="muted" {
+                                            td { "· " (choice.label.as_deref().unwrap_or(&choice.value)) }
+                                            td {}
+                                            td class="num" data-choice=(choice.value) { (choice.count) }
+                                            td class="num" { (rate(choice.share)) }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+pub(crate) fn answers(nav: &Nav, scenario: &str, page_of: &RowsPage, after: Option<&str>) -> Markup {
+    page(
+        &format!("Answers: {scenario}"),
+        Some(nav),
+        html! {
+            section {
+                p {
+                    a id="csv" href={ "/console/scenarios/" (scenario) "/answers.csv" } download { "Download CSV (all answers)" }
+                }
+                @if page_of.rows.is_empty() {
+                    p { "No answers" @if after.is_some() { " after this point" } "." }
+                } @else {
+                    div class="scroll" {
+                        table id="answers" class="rows" {
+                            tr { @for name in HEADER { th { (name) } } }
+                            @for row in &page_of.rows {
+                                tr { @for field in row { td { (field) } } }
+                            }
+                        }
+                    }
+                }
+                p {
+                    @if after.is_some() { a href={ "/console/scenarios/" (scenario) } { "First page" } " " }
+                    @if let Some(next) = &page_of.next {
+                        a id="next" href={ "/console/scenarios/" (scenario) "?after=" (next) } { "Next page" }
+                    }
+                }
+            }
+        },
+    )
+}
+
+pub(crate) fn dead_letters(nav: &Nav, letters: &[(String, DeadLetterDoc)], result: Option<(bool, &str)>) -> Markup {
+    page(
+        "Dead letters",
+        Some(nav),
+        html! {
+            (flash(result))
+            section {
+                @if letters.is_empty() { p id="no-letters" { "Nothing is parked." } } @else {
+                    div class="scroll" {
+                        table {
+                            tr { th { "Parked" } th { "Kind" } th { "Reason" } th { "User" } th {} }
+                            @for (id, letter) in letters {
+                                tr data-letter=(id) {
+                                    td { (time(letter.parked_at.as_millisecond())) }
+                                    td { (letter.kind.as_str()) }
+                                    td { (letter.reason) br; span class="muted" { "attempts " (letter.attempts) } }
+                                    td {
+                                        @if let Some(user) = &letter.line_user_id {
+                                            a href={ "/console/users?id=" (user) } { (user) }
+                                        }
+                                    }
+                                    td {
+                                        form method="post" action={ "/console/dead-letters/" (id) "/replay" } {
+                                            input type="hidden" name="csrf" value=(nav.csrf);
+                                            button class="primary" type="submit" { "Replay" }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// A user's timeline; `entries` are the timeline's entries as JSON (their
+/// shape is the admin API's).
+pub(crate) fn user(nav: &Nav, query: &str, story: Option<&serde_json::Value>, error: Option<&str>) -> Markup {
+    page(
+        "Users",
+        Some(nav),
+        html! {
+            section {
+                form method="get" action="/console/users" {
+                    label for="id" { "LINE user id" } br;
+                    input id="id" name="id" value=(query) size="36" placeholder="U0123456789abcdef0123456789abcdef";
+                    " "
+                    button class="primary" type="submit" { "Show timeline" }
+                }
+            }
+            (flash(error.map(|error| (false, error))))
+            @if let Some(story) = story {
+                section id="timeline" {
+                    h2 { (story["userId"].as_str().unwrap_or_default()) }
+                    p class="muted" {
+                        @match story["user"]["following"].as_bool() {
+                            Some(true) => "Following",
+                            Some(false) => "Not following",
+                            None => "No follow or unfollow recorded",
+                        }
+                        @if let Some(tags) = story["user"]["tags"].as_array() {
+                            " · tags: " @for (i, tag) in tags.iter().enumerate() {
+                                @if i > 0 { ", " } (tag.as_str().unwrap_or_default())
+                            }
+                        }
+                        @if story["truncated"].as_bool() == Some(true) { " · older entries not shown" }
+                    }
+                    @if let Some(question) = story["openQuestion"].as_object() {
+                        p { "Open question: " (question.get("scenarioId").and_then(|v| v.as_str()).unwrap_or_default())
+                            " / " (question.get("nodeId").and_then(|v| v.as_str()).unwrap_or_default()) }
+                    }
+                    div class="scroll" {
+                        table {
+                            tr { th { "When (UTC)" } th { "What" } th { "Details" } }
+                            @for entry in story["entries"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                                tr data-entry=(entry["type"].as_str().unwrap_or_default()) {
+                                    td { (entry["at"].as_str().unwrap_or_default()) }
+                                    td { (entry["type"].as_str().unwrap_or_default()) }
+                                    td { (details(entry)) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// An entry's fields other than its type and time, as `name: value` pairs.
+fn details(entry: &serde_json::Value) -> Markup {
+    let fields = entry
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(name, value)| !matches!(name.as_str(), "type" | "at") && !value.is_null());
+    html! {
+        @for (name, value) in fields {
+            span class="muted" { (name) ": " }
+            @match value {
+                serde_json::Value::String(text) => (text),
+                other => (other.to_string()),
+            }
+            br;
+        }
+    }
+}
+
+pub(crate) fn campaigns(nav: &Nav, all: &[CampaignStatus]) -> Markup {
+    page(
+        "Campaigns",
+        Some(nav),
+        html! {
+            section {
+                @if all.is_empty() { p { "No campaigns yet." } } @else {
+                    div class="scroll" {
+                        table {
+                            tr { th { "Campaign" } th { "State" } th { "Progress" } th class="num" { "Sent" } th class="num" { "Failed" } th class="num" { "Skipped" } th class="num" { "Planned" } }
+                            @for campaign in all {
+                                @let done = campaign.sent + campaign.failed + campaign.skipped;
+                                tr data-campaign=(campaign.campaign_id) {
+                                    td { (campaign.scenario_id) br; span class="muted" { (campaign.campaign_id) } }
+                                    td { (campaign.state) }
+                                    td { div class="bar" { span style={ "width:" (percent(done, campaign.planned)) "%" } {} } }
+                                    td class="num" { (campaign.sent) }
+                                    td class="num" { (campaign.failed) }
+                                    td class="num" { (campaign.skipped) }
+                                    td class="num" { (campaign.planned) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// `part` of `whole` in whole percent, 0 to 100.
+fn percent(part: u64, whole: u64) -> u64 {
+    if whole == 0 {
+        return 100;
+    }
+    u64::try_from(u128::from(part.min(whole)) * 100 / u128::from(whole)).unwrap_or(100)
+}
+
+fn time(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|at| at.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bars_stay_within_the_chart_and_keep_their_order() {
+        // (value, max, expected length)
+        let cases = [
+            (0, 0, 0),
+            (5, 0, 0),
+            (0, 10, 0),
+            (10, 10, 200),
+            (5, 10, 100),
+            (1, 3, 66),
+            (u64::MAX, u64::MAX, 200),
+            (20, 10, 200),
+        ];
+        for (value, max, expected) in cases {
+            assert_eq!(bar_length(value, max), expected, "{value} of {max}");
+        }
+    }
+
+    #[test]
+    fn percents_are_whole_and_bounded() {
+        for (part, whole, expected) in [
+            (0, 0, 100),
+            (0, 9, 0),
+            (3, 9, 33),
+            (9, 9, 100),
+            (12, 9, 100),
+            (u64::MAX, u64::MAX, 100),
+        ] {
+            assert_eq!(percent(part, whole), expected, "{part} of {whole}");
+        }
+    }
+
+    #[test]
+    fn japanese_text_and_markup_in_values_are_escaped_not_interpreted() {
+        let nodes = vec![NodeResults {
+            node_id: "<script>評価</script>".to_owned(),
+            kind: "survey",
+            text: "満足度は？".to_owned(),
+            sent: 3,
+            answered: 2,
+            response_rate: Some(2.0 / 3.0),
+            choices: Vec::new(),
+            latest: None,
+        }];
+        let svg = funnel_chart(&nodes).into_string();
+        assert!(svg.contains("&lt;script&gt;評価&lt;/script&gt;"), "{svg}");
+        assert!(!svg.contains("<script>"));
+    }
+}

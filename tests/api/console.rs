@@ -1,0 +1,377 @@
+//! `/console` in a real browser (headless Chromium over WebDriver): login,
+//! funnels equal to Firestore's after a storm of answers, the CSV compared row
+//! by row, a dead letter replayed from its button, CSRF and session expiry.
+//! Screenshots of each page go to `target/console-screenshots/`.
+//! Scenario: tests/fixtures/export.
+
+use crate::campaigns::{seed_users, start_campaign, wait_for_state};
+use crate::export::{csv_rows, expected_row, export_scenarios};
+use crate::helpers::browser::Browser;
+use crate::helpers::events::{self, postback, text};
+use crate::helpers::firestore_rest::string_field;
+use crate::helpers::line_stand_in::Fault;
+use crate::helpers::{ADMIN_TOKEN, TestApp, TestOptions, spawn_app_with};
+use serde_json::json;
+use std::time::Duration;
+
+async fn app() -> TestApp {
+    spawn_app_with(TestOptions {
+        adjust: export_scenarios,
+        ..TestOptions::default()
+    })
+    .await
+}
+
+/// Several users answer at once, each tap delivered three times concurrently
+/// (redeliveries) and tapped again (a double tap); some also comment.
+async fn answer_storm(app: &TestApp, users: &[String]) {
+    for user in users {
+        app.deliver(&text(user, "export")).await;
+    }
+    let mut bodies = Vec::new();
+    for (i, user) in users.iter().enumerate() {
+        let choice = if i % 3 == 0 { "bad" } else { "good" };
+        let tap = events::envelope(vec![postback(user, &events::answer_data("export", "rating", choice))]);
+        bodies.extend([tap.clone(), tap.clone(), tap]);
+        bodies.push(events::envelope(vec![postback(
+            user,
+            &events::answer_data("export", "rating", choice),
+        )]));
+    }
+    let sends = bodies.iter().map(|body| app.post_webhook(body));
+    for response in futures::future::join_all(sends).await {
+        assert_eq!(response.status(), 200);
+    }
+    app.settled().await;
+    for user in users.iter().step_by(2) {
+        app.deliver(&text(user, "駐車場が狭い, \"とても\"")).await;
+    }
+}
+
+/// What Firestore holds of `node`: messages that asked it (ledger entries, and
+/// the users of sent campaign chunks: the campaign starts with the rating) and
+/// its answers.
+async fn stored_funnel(app: &TestApp, node: &str) -> (usize, usize) {
+    let mut sent = app
+        .firestore
+        .list("outbound_ledger")
+        .await
+        .iter()
+        .filter(|entry| entry["fields"]["asks"]["mapValue"]["fields"]["node"]["stringValue"] == node)
+        .count();
+    if node == "rating" {
+        sent += app
+            .firestore
+            .list("campaign_chunks")
+            .await
+            .iter()
+            .filter(|chunk| string_field(chunk, "state").as_deref() == Some("sent"))
+            .map(|chunk| {
+                chunk["fields"]["count"]["integerValue"]
+                    .as_str()
+                    .unwrap()
+                    .parse::<usize>()
+                    .unwrap()
+            })
+            .sum::<usize>();
+    }
+    let answered = app
+        .firestore
+        .list("survey_responses")
+        .await
+        .iter()
+        .filter(|answer| string_field(answer, "nodeId").as_deref() == Some(node))
+        .count();
+    (sent, answered)
+}
+
+async fn log_in(browser: &Browser, address: &str, token: &str) {
+    browser.goto(&format!("{address}/console/login")).await;
+    browser.fill("#token", token).await;
+    browser.click("#login").await;
+}
+
+/// A POST from the page itself (with the session cookie) and `body`: its status.
+async fn post_from_page(browser: &Browser, path: &str, body: &str) -> u64 {
+    let script = format!(
+        "return fetch({path:?}, {{method: 'POST', headers: {{'Content-Type': 'application/x-www-form-urlencoded'}}, body: {body:?}, redirect: 'manual'}}).then(r => r.status)"
+    );
+    browser.run(&script).await.as_u64().expect("a status")
+}
+
+#[tokio::test]
+async fn the_console_in_a_real_browser() {
+    let Some(browser) = Browser::start().await else {
+        return;
+    };
+    let app = app().await;
+    let users: Vec<String> = (0..6).map(|_| events::new_user()).collect();
+    answer_storm(&app, &users).await;
+    // A message LINE refuses: the answer came too late for a reply, and the
+    // push is refused, so it is parked as a dead letter.
+    let parked = events::new_user();
+    app.deliver(&text(&parked, "export")).await;
+    app.line.fail_next_pushes([Fault::Refuse(400)]);
+    let late = events::with_timestamp(
+        &postback(&parked, &events::answer_data("export", "rating", "good")),
+        events::now_ms() - 120_000,
+    );
+    app.deliver(&late).await;
+    assert_eq!(app.firestore.count("dead_letters").await, 1);
+    // A campaign to three tagged friends, for the campaigns page.
+    let friends = seed_users(&app.firestore, 3, |_| true, |_| false).await;
+    let campaign = start_campaign(
+        &app.address,
+        &json!({"scenarioId": "export", "audience": {"tags": {"anyOf": ["unsatisfied"]}}}),
+        "console-campaign",
+    )
+    .await;
+    wait_for_state(&app.address, &campaign, "done", Duration::from_secs(30)).await;
+
+    // Not logged in: every page leads to the login.
+    browser.goto(&format!("{}/console", app.address)).await;
+    assert_eq!(browser.path().await, "/console/login");
+    browser.screenshot("login").await;
+    assert!(browser.fits_width().await, "the login page fits a phone");
+
+    // A wrong token is refused, and leaves no session.
+    log_in(&browser, &app.address, "not-the-token").await;
+    assert!(browser.text_of("#flash").await.contains("not the admin token"));
+    browser.goto(&format!("{}/console", app.address)).await;
+    assert_eq!(browser.path().await, "/console/login");
+
+    // The right one opens the scenarios page.
+    log_in(&browser, &app.address, ADMIN_TOKEN).await;
+    assert_eq!(browser.wait_for_path("/console").await, "/console");
+    browser.screenshot("scenarios").await;
+    assert!(browser.fits_width().await, "the scenarios page fits a phone");
+    assert!(
+        browser.count("[data-scenario=export] svg.funnel").await == 1,
+        "a funnel chart"
+    );
+    for node in ["rating", "comment"] {
+        let (sent, answered) = stored_funnel(&app, node).await;
+        let row = format!("[data-scenario=export] tr[data-node={node}]");
+        let shown_sent: usize = browser
+            .text_of(&format!("{row} [data-metric=sent]"))
+            .await
+            .parse()
+            .unwrap();
+        let shown_answered: usize = browser
+            .text_of(&format!("{row} [data-metric=answered]"))
+            .await
+            .parse()
+            .unwrap();
+        assert_eq!((shown_sent, shown_answered), (sent, answered), "{node}");
+    }
+    assert_eq!(
+        stored_funnel(&app, "rating").await.1,
+        users.len() + 1,
+        "one answer per user"
+    );
+    let page = browser.run("return document.body.innerText").await;
+    assert!(
+        page.as_str().unwrap().contains("とても良い"),
+        "Japanese labels render as text"
+    );
+
+    // Answers, paged, and the CSV from the page's own session, row by row.
+    browser.goto(&format!("{}/console/scenarios/export", app.address)).await;
+    browser.screenshot("answers").await;
+    assert!(browser.fits_width().await, "the answers page fits a phone");
+    let stored = app.firestore.list("survey_responses").await;
+    assert_eq!(
+        browser.count("#answers tr").await,
+        stored.len() + 1,
+        "a header and every answer"
+    );
+    let href = browser
+        .run("return document.querySelector('#csv').getAttribute('href')")
+        .await;
+    let bytes = browser
+        .run(&format!(
+            "return fetch({href}).then(r => r.arrayBuffer()).then(b => Array.from(new Uint8Array(b)))"
+        ))
+        .await;
+    let bytes: Vec<u8> = bytes
+        .as_array()
+        .expect("bytes")
+        .iter()
+        .map(|byte| u8::try_from(byte.as_u64().unwrap()).unwrap())
+        .collect();
+    let mut downloaded = csv_rows(&bytes);
+    let mut expected: Vec<Vec<String>> = stored.iter().map(expected_row).collect();
+    downloaded.sort();
+    expected.sort();
+    assert_eq!(downloaded, expected);
+
+    // A POST without the CSRF token, or with another, is refused.
+    let letter = crate::helpers::firestore_rest::document_id(&app.firestore.list("dead_letters").await[0]);
+    let replay_path = format!("/console/dead-letters/{letter}/replay");
+    assert_eq!(post_from_page(&browser, &replay_path, "").await, 403);
+    assert_eq!(post_from_page(&browser, &replay_path, "csrf=forged").await, 403);
+    assert_eq!(post_from_page(&browser, "/console/logout", "").await, 403);
+    assert_eq!(app.firestore.count("dead_letters").await, 1, "nothing was replayed");
+
+    // The dead letter, replayed from its button: sent once.
+    browser.goto(&format!("{}/console/dead-letters", app.address)).await;
+    browser.screenshot("dead-letters").await;
+    assert!(browser.fits_width().await, "the dead letters page fits a phone");
+    browser.click(&format!("tr[data-letter='{letter}'] button")).await;
+    let result = browser.text_of("#flash").await;
+    assert!(result.contains("Replayed") && result.contains("sent"), "{result}");
+    browser.screenshot("dead-letter-replayed").await;
+    assert_eq!(app.firestore.count("dead_letters").await, 0);
+    let pushes = app
+        .line
+        .accepted()
+        .into_iter()
+        .filter(|call| call.to() == Some(parked.as_str()))
+        .count();
+    assert_eq!(pushes, 1, "the parked message went out once");
+
+    // One user's timeline, found by the search.
+    browser.goto(&format!("{}/console/users", app.address)).await;
+    browser.fill("#id", &users[0]).await;
+    browser.click("form[action='/console/users'] button").await;
+    browser.wait_for("#timeline").await;
+    assert_eq!(browser.path().await, "/console/users");
+    browser.screenshot("user").await;
+    assert!(browser.fits_width().await, "the user page fits a phone");
+    let answers_of_user = stored
+        .iter()
+        .filter(|answer| string_field(answer, "lineUserId").as_deref() == Some(users[0].as_str()))
+        .count();
+    assert_eq!(browser.count("tr[data-entry=answer]").await, answers_of_user);
+    assert!(
+        browser.count("tr[data-entry=event]").await >= 3,
+        "trigger, tap and comment"
+    );
+
+    // Campaigns with their progress.
+    browser.goto(&format!("{}/console/campaigns", app.address)).await;
+    browser.screenshot("campaigns").await;
+    assert!(browser.fits_width().await, "the campaigns page fits a phone");
+    let row = format!("tr[data-campaign='{campaign}']");
+    assert_eq!(
+        browser.text_of(&format!("{row} td:nth-child(4)")).await,
+        friends.len().to_string()
+    );
+
+    // Logout ends the session.
+    browser.goto(&format!("{}/console", app.address)).await;
+    browser.click("#logout").await;
+    assert_eq!(browser.wait_for_path("/console/login").await, "/console/login");
+    browser.goto(&format!("{}/console/dead-letters", app.address)).await;
+    assert_eq!(browser.path().await, "/console/login");
+
+    // A session past its lifetime leads back to the login.
+    let short = spawn_app_with(TestOptions {
+        adjust: |config| config.console_session = Duration::from_secs(2),
+        ..TestOptions::default()
+    })
+    .await;
+    log_in(&browser, &short.address, ADMIN_TOKEN).await;
+    assert_eq!(browser.wait_for_path("/console").await, "/console");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    browser.goto(&format!("{}/console/campaigns", short.address)).await;
+    assert_eq!(browser.path().await, "/console/login", "the expired session is refused");
+    browser.client.clone().close().await.expect("the browser closes");
+}
+
+#[tokio::test]
+async fn the_console_is_off_without_an_admin_token_and_sets_strict_cookies() {
+    let off = spawn_app_with(TestOptions {
+        adjust: |config| config.admin_token = None,
+        ..TestOptions::default()
+    })
+    .await;
+    for path in ["/console", "/console/login"] {
+        let response = off.http.get(format!("{}{path}", off.address)).send().await.unwrap();
+        assert_eq!(response.status(), 404, "{path}");
+    }
+
+    let app = app().await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let page = client
+        .get(format!("{}/console/login", app.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let login_cookie = page.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(login_cookie.contains("HttpOnly") && login_cookie.contains("SameSite=Strict"));
+    assert!(!login_cookie.contains("Secure"), "on localhost: {login_cookie}");
+    let body = page.text().await.unwrap();
+    let csrf = body
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the form's token")
+        .to_owned();
+    let pair = login_cookie.split(';').next().unwrap().to_owned();
+    let form = |token: &str, csrf: &str| format!("token={token}&csrf={csrf}");
+
+    // Under another host name the cookies are Secure.
+    let remote = client
+        .get(format!("{}/console/login", app.address))
+        .header("Host", "survey.example.jp")
+        .send()
+        .await
+        .unwrap();
+    assert!(remote.headers()["set-cookie"].to_str().unwrap().contains("Secure"));
+
+    // Without the form's token, or with a wrong admin token: no session.
+    for (body, status) in [(form(ADMIN_TOKEN, ""), 403), (form("wrong", &csrf), 401)] {
+        let response = client
+            .post(format!("{}/console/login", app.address))
+            .header("Cookie", &pair)
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), status);
+        let cookies: Vec<&str> = response
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .map(|value| value.to_str().unwrap())
+            .collect();
+        assert!(
+            !cookies.iter().any(|cookie| cookie.starts_with("console_session=")),
+            "{cookies:?}"
+        );
+    }
+    let response = client
+        .post(format!("{}/console/login", app.address))
+        .header("Cookie", &pair)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(form(ADMIN_TOKEN, &csrf))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 303);
+    let session = response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|value| value.to_str().unwrap().to_owned())
+        .find(|cookie| cookie.starts_with("console_session="))
+        .expect("a session cookie");
+    assert!(session.contains("HttpOnly") && session.contains("SameSite=Strict") && session.contains("Max-Age="));
+    let page = client
+        .get(format!("{}/console", app.address))
+        .header("Cookie", session.split(';').next().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    assert_eq!(page.headers()["cache-control"], "no-store");
+    let unauthenticated = client.get(format!("{}/console", app.address)).send().await.unwrap();
+    assert_eq!(unauthenticated.status(), 303);
+    assert_eq!(unauthenticated.headers()["location"], "/console/login");
+}
