@@ -6,15 +6,17 @@
 use crate::ids::LineUserId;
 use crate::scenario::typed::AnswerValue;
 use crate::store::{
-    DeadLetterDoc, OpenQuestionDoc, Store, StoreError, Stored, TimerDoc, UserAnswer, UserEvent, UserMessage, UserRecord,
+    DeadLetterDoc, OpenQuestionDoc, Store, StoreError, TimerDoc, UserAnswer, UserEvent, UserMessage, UserRecord,
 };
 use chrono::{DateTime, SecondsFormat};
 use firestore::FirestoreInstant;
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-/// Records read per collection, at most: a user's inbox and ledger records
-/// expire after about a week, so a real user stays well below it.
+/// Records read per collection, at most. Inbox records expire after 8 days and
+/// ledger entries after 90, so most users stay well below it; beyond it the
+/// timeline says it is truncated (the records read are then in id order, not
+/// necessarily the newest).
 const READ_PER_COLLECTION: u32 = 500;
 
 /// Entries listed when the call names no `limit`, and the most it may ask.
@@ -106,7 +108,10 @@ pub(crate) enum Entry {
         attempts: u32,
         /// The question node it asks, if any.
         asks: Option<String>,
+        /// The entry of the event that sent it, when that event is listed.
         event_id: Option<String>,
+        /// The inbox id it was recorded for, whether or not still stored.
+        inbox_id: Option<String>,
         webhook_event_id: Option<String>,
         answer_id: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -168,6 +173,7 @@ impl Timelines {
             .iter()
             .map(|(id, event)| (event.webhook_event_id.clone(), id.clone()))
             .collect();
+        let listed_events: HashSet<String> = records.events.iter().map(|(id, _)| id.clone()).collect();
         let mut entries: Vec<Entry> = records
             .answers
             .into_iter()
@@ -176,7 +182,7 @@ impl Timelines {
                 records
                     .messages
                     .into_iter()
-                    .map(|(id, message)| message_entry(id, message)),
+                    .map(|(id, message)| message_entry(id, message, &listed_events)),
             )
             .collect();
         let mut caused: HashMap<String, Caused> = HashMap::new();
@@ -202,8 +208,8 @@ impl Timelines {
         for (id, letter) in records.dead_letters {
             entries.push(dead_letter_entry(id, letter));
         }
-        for timer in records.timers {
-            entries.push(timer_entry(timer));
+        for (id, timer) in records.timers {
+            entries.push(timer_entry(id, timer));
         }
         let (entries, cut) = newest_first(entries, limit);
         Ok(Timeline {
@@ -286,7 +292,7 @@ fn answer_entry(id: String, answer: UserAnswer, events_by_line_id: &HashMap<Stri
     }
 }
 
-fn message_entry(id: String, message: UserMessage) -> Entry {
+fn message_entry(id: String, message: UserMessage, listed_events: &HashSet<String>) -> Entry {
     Entry::Message {
         at: time(&message.created_at),
         id,
@@ -295,7 +301,10 @@ fn message_entry(id: String, message: UserMessage) -> Entry {
         route: message.route.as_str(),
         attempts: message.attempts,
         asks: message.asks.map(|asks| asks.node),
-        event_id: message.inbox_id,
+        // Linked only to an event that is listed (inbox records expire long
+        // before ledger entries); `inboxId` keeps the stored reference.
+        event_id: message.inbox_id.clone().filter(|event| listed_events.contains(event)),
+        inbox_id: message.inbox_id,
         webhook_event_id: message.webhook_event_id,
         answer_id: message.answer_id,
         last_error: message.last_error,
@@ -314,17 +323,17 @@ fn dead_letter_entry(id: String, letter: DeadLetterDoc) -> Entry {
     }
 }
 
-fn timer_entry(timer: Stored<TimerDoc>) -> Entry {
+fn timer_entry(id: String, timer: TimerDoc) -> Entry {
     Entry::Timer {
-        at: time(&timer.doc.due_at),
-        id: timer.id,
-        kind: timer.doc.kind.as_str(),
-        scenario_id: timer.doc.scenario_id,
-        node_id: timer.doc.node_id,
-        run: timer.doc.run,
-        state: timer.doc.state.as_str(),
-        outcome: timer.doc.outcome,
-        message_id: timer.doc.ledger_id,
+        at: time(&timer.due_at),
+        id,
+        kind: timer.kind.as_str(),
+        scenario_id: timer.scenario_id,
+        node_id: timer.node_id,
+        run: timer.run,
+        state: timer.state.as_str(),
+        outcome: timer.outcome,
+        message_id: timer.ledger_id,
     }
 }
 

@@ -9,9 +9,11 @@
 //! order, so at most `cap` per collection are read and the caller is told when
 //! a collection had more: the records read are then not necessarily the newest.
 
-use super::docs::collections::{DEAD_LETTERS, OPEN_QUESTIONS, OUTBOUND_LEDGER, SURVEY_RESPONSES, USERS, WEBHOOK_INBOX};
+use super::docs::collections::{
+    DEAD_LETTERS, OPEN_QUESTIONS, OUTBOUND_LEDGER, SURVEY_RESPONSES, TIMERS, USERS, WEBHOOK_INBOX,
+};
 use super::docs::{DeadLetterDoc, InboxState, LedgerState, RouteDoc};
-use super::lease::{Stored, document_id};
+use super::lease::document_id;
 use super::questions::OpenQuestionDoc;
 use super::results::AsksDoc;
 use super::round_trips::Timed;
@@ -139,7 +141,7 @@ pub(crate) struct UserRecords {
     pub(crate) answers: Vec<(String, UserAnswer)>,
     pub(crate) messages: Vec<(String, UserMessage)>,
     pub(crate) dead_letters: Vec<(String, DeadLetterDoc)>,
-    pub(crate) timers: Vec<Stored<TimerDoc>>,
+    pub(crate) timers: Vec<(String, TimerDoc)>,
     /// Some collection held more than `cap` of the user's records: the rest
     /// were not read.
     pub(crate) capped: bool,
@@ -158,23 +160,22 @@ impl Store {
             self.of_user::<UserAnswer>(SURVEY_RESPONSES, &ANSWER_FIELDS, user, cap),
             self.of_user::<UserMessage>(OUTBOUND_LEDGER, &MESSAGE_FIELDS, user, cap),
             self.of_user::<DeadLetterDoc>(DEAD_LETTERS, &[], user, cap),
-            self.user_timers(user, false, cap),
+            self.of_user::<TimerDoc>(TIMERS, &[], user, cap),
         )?;
         let mut facts = facts.into_iter();
         let user_record = facts.next().flatten().and_then(|document| readable(&document));
         let open_question = facts.next().flatten().and_then(|document| readable(&document));
-        let cap = cap as usize;
-        let capped = [events.len(), answers.len(), messages.len(), letters.len(), timers.len()]
+        let capped = [events.found, answers.found, messages.found, letters.found, timers.found]
             .iter()
-            .any(|&read| read >= cap);
+            .any(|&found| found >= cap as usize);
         Ok(UserRecords {
             user: user_record,
             open_question,
-            events,
-            answers,
-            messages,
-            dead_letters: letters,
-            timers,
+            events: events.readable,
+            answers: answers.readable,
+            messages: messages.readable,
+            dead_letters: letters.readable,
+            timers: timers.readable,
             capped,
         })
     }
@@ -188,7 +189,7 @@ impl Store {
         fields: &[&str],
         user: &str,
         cap: u32,
-    ) -> Result<Vec<(String, T)>, StoreError> {
+    ) -> Result<Found<T>, StoreError> {
         super::round_trips::count();
         let mut query = self.db.fluent().select();
         if !fields.is_empty() {
@@ -202,11 +203,23 @@ impl Store {
             .timed(super::round_trips::QUERY)
             .await
             .map_err(classify)?;
-        Ok(documents
-            .iter()
-            .filter_map(|document| readable(document).map(|record| (document_id(&document.name).to_owned(), record)))
-            .collect())
+        Ok(Found {
+            found: documents.len(),
+            readable: documents
+                .iter()
+                .filter_map(|document| {
+                    readable(document).map(|record| (document_id(&document.name).to_owned(), record))
+                })
+                .collect(),
+        })
     }
+}
+
+/// What one query found: how many documents (the cap counts them all), and
+/// those that could be read, with their ids.
+struct Found<T> {
+    found: usize,
+    readable: Vec<(String, T)>,
 }
 
 fn readable<T: DeserializeOwned>(document: &gcloud_sdk::google::firestore::v1::Document) -> Option<T> {

@@ -213,6 +213,15 @@ async fn the_console_in_a_real_browser() {
     assert_eq!(post_from_page(&browser, "/console/logout", "").await, 403);
     assert_eq!(app.firestore.count("dead_letters").await, 1, "nothing was replayed");
 
+    // A crafted result link shows nothing as the console's.
+    browser
+        .goto(&format!(
+            "{}/console/dead-letters?ok=true&message=All+good&sig=forged",
+            app.address
+        ))
+        .await;
+    assert_eq!(browser.count("#flash").await, 0);
+
     // The dead letter, replayed from its button: sent once.
     browser.goto(&format!("{}/console/dead-letters", app.address)).await;
     browser.screenshot("dead-letters").await;
@@ -265,17 +274,43 @@ async fn the_console_in_a_real_browser() {
     browser.goto(&format!("{}/console/dead-letters", app.address)).await;
     assert_eq!(browser.path().await, "/console/login");
 
-    // A session past its lifetime leads back to the login.
+    // A session past its lifetime leads back to the login: the browser's
+    // cookie, replayed after it expired, is refused by the service itself.
     let short = spawn_app_with(TestOptions {
-        adjust: |config| config.console_session = Duration::from_secs(2),
+        adjust: |config| config.console_session = Duration::from_secs(5),
         ..TestOptions::default()
     })
     .await;
     log_in(&browser, &short.address, ADMIN_TOKEN).await;
     assert_eq!(browser.wait_for_path("/console").await, "/console");
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let session = browser
+        .client
+        .get_named_cookie("console_session")
+        .await
+        .expect("the session cookie");
+    let replay = |address: String, cookie: String| async move {
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
+            .get(format!("{address}/console/campaigns"))
+            .header("Cookie", format!("console_session={cookie}"))
+            .send()
+            .await
+            .unwrap()
+    };
+    let fresh = replay(short.address.clone(), session.value().to_owned()).await;
+    assert_eq!(fresh.status(), 200, "valid while fresh");
+    tokio::time::sleep(Duration::from_millis(5_200)).await;
+    let stale = replay(short.address.clone(), session.value().to_owned()).await;
+    assert_eq!(stale.status(), 303, "refused once expired");
+    assert_eq!(stale.headers()["location"], "/console/login");
     browser.goto(&format!("{}/console/campaigns", short.address)).await;
-    assert_eq!(browser.path().await, "/console/login", "the expired session is refused");
+    assert_eq!(
+        browser.path().await,
+        "/console/login",
+        "the browser is sent to the login"
+    );
     browser.client.clone().close().await.expect("the browser closes");
 }
 

@@ -237,4 +237,18 @@ async fn a_bad_user_id_or_limit_gets_400_and_a_missing_token_401() {
     let unseen = timeline(&app, &user, "").await;
     assert!(unseen["user"].is_null());
     assert_eq!(unseen["entries"], Value::Array(Vec::new()));
+
+    // A record that cannot be read (edited by hand, or by a newer version) is
+    // left out; the rest of the story still shows.
+    app.deliver(&text(&user, "export")).await;
+    app.firestore
+        .create_with_random_id("timers", &[("lineUserId", user.as_str()), ("kind", "no-such-kind")])
+        .await;
+    app.firestore
+        .create_with_random_id("webhook_inbox", &[("lineUserId", user.as_str()), ("state", "exploded")])
+        .await;
+    let story = timeline(&app, &user, "").await;
+    assert_eq!(entries(&story, "event").len(), 1, "{story:#}");
+    assert_eq!(entries(&story, "timer").len(), 0);
+    assert_eq!(entries(&story, "message").len(), 1);
 }

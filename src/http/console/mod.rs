@@ -155,7 +155,7 @@ fn refused_post() -> HttpResponse {
 }
 
 fn login_page(request: &HttpRequest, keys: &Keys, status: StatusCode, error: Option<&str>) -> HttpResponse {
-    let (nonce, token) = keys.new_login();
+    let (nonce, token) = keys.new_login(now().saturating_add(LOGIN_FORM_SECONDS));
     let mut response = html(status, pages::login(&token, error));
     let login = cookie(request, LOGIN_COOKIE, nonce, CookieAge::seconds(LOGIN_FORM_SECONDS));
     if response.add_cookie(&login).is_err() {
@@ -177,7 +177,7 @@ async fn login(request: HttpRequest, state: web::Data<AppState>, body: web::Byte
     let form = form(&body);
     let paired = request
         .cookie(LOGIN_COOKIE)
-        .is_some_and(|cookie| keys.login_matches(cookie.value(), &form.csrf));
+        .is_some_and(|cookie| keys.login_matches(cookie.value(), &form.csrf, now()));
     if !paired {
         tracing::warn!(outcome = "refused", "console login without its form's token");
         return login_page(
@@ -218,6 +218,10 @@ async fn login(request: HttpRequest, state: web::Data<AppState>, body: web::Byte
 }
 
 async fn logout(request: HttpRequest, state: web::Data<AppState>, body: web::Bytes) -> HttpResponse {
+    // Without a session there is nothing to end: back to the login.
+    if logged_in(&request, &state).is_none() {
+        return to_login();
+    }
     if !post_allowed(&request, &state, &form(&body)) {
         return refused_post();
     }
@@ -270,6 +274,12 @@ async fn answers(
     };
     let scenario = path.into_inner();
     let after = query.after.as_deref().filter(|after| !after.is_empty());
+    if after.is_some_and(|after| !is_answer_id(after)) {
+        return html(
+            StatusCode::BAD_REQUEST,
+            pages::refused("That page link is not valid: start from the first page."),
+        );
+    }
     match state.exporter.page(&scenario, after, ANSWERS_PER_PAGE).await {
         Ok(rows) => html(
             StatusCode::OK,
@@ -278,6 +288,16 @@ async fn answers(
         Err(ExportError::UnknownScenario(_)) => not_found("No scenario with that id is loaded."),
         Err(error) => unavailable(error),
     }
+}
+
+/// Whether `id` can be an answer's document id (a hash, or a legacy random id):
+/// anything else would be refused by Firestore as a cursor.
+fn is_answer_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && !id.starts_with("__")
+        && id
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_'))
 }
 
 async fn answers_csv(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
@@ -295,10 +315,13 @@ async fn answers_csv(request: HttpRequest, state: web::Data<AppState>, path: web
     }
 }
 
+/// The result of a replay, shown after the redirect; `sig` proves the
+/// console wrote it.
 #[derive(Debug, Deserialize)]
 struct ReplayedQuery {
-    ok: Option<bool>,
+    ok: Option<String>,
     message: Option<String>,
+    sig: Option<String>,
 }
 
 async fn dead_letters(
@@ -314,10 +337,12 @@ async fn dead_letters(
         Err(error) => return unavailable(error),
     };
     let letters: Vec<_> = letters.into_iter().map(|letter| (letter.id, letter.doc)).collect();
-    let result = query
-        .message
-        .as_deref()
-        .map(|message| (query.ok.unwrap_or(false), message));
+    let keys = keys(&state);
+    let ok = query.ok.as_deref() == Some("true");
+    let result = match (query.message.as_deref(), query.sig.as_deref()) {
+        (Some(message), Some(sig)) if keys.message_matches(ok, message, sig) => Some((ok, message)),
+        _ => None,
+    };
     html(
         StatusCode::OK,
         pages::dead_letters(&Nav { csrf: &csrf }, &letters, result),
@@ -358,7 +383,9 @@ async fn replay(
     let id = path.into_inner();
     let (ok, message) = replay_outcome(&id, state.replayer.replay(&id).await);
     tracing::info!(dead_letter.id = %id, outcome = if ok { "replayed" } else { "not_replayed" }, "dead letter replayed from the console");
-    let query = serde_urlencoded::to_string([("ok", ok.to_string()), ("message", message)]).unwrap_or_default();
+    let sig = keys(&state).sign_message(ok, &message);
+    let query =
+        serde_urlencoded::to_string([("ok", ok.to_string()), ("message", message), ("sig", sig)]).unwrap_or_default();
     see_other(&format!("/console/dead-letters?{query}"))
 }
 
@@ -419,6 +446,24 @@ mod tests {
             let request = TestRequest::default().insert_header(("Host", host)).to_http_request();
             assert_eq!(is_local(&request), local, "{host}");
         }
+    }
+
+    #[test]
+    fn page_cursors_are_document_ids_firestore_accepts() {
+        let cases = [
+            ("3f2a9c0d1e2b3a4c5d6e7f8091a2b3c4d5e6f708", true),
+            ("AbCdEfGhIjKlMnOpQrSt", true),
+            ("", false),
+            ("a/b", false),
+            ("__name__", false),
+            ("..", false),
+            ("日本", false),
+            ("x y", false),
+        ];
+        for (id, valid) in cases {
+            assert_eq!(is_answer_id(id), valid, "{id:?}");
+        }
+        assert!(!is_answer_id(&"a".repeat(65)));
     }
 
     #[test]

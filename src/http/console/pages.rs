@@ -149,7 +149,7 @@ pub(crate) fn scenarios(nav: &Nav, all: &[ScenarioResults]) -> Markup {
             @for scenario in all {
                 section data-scenario=(scenario.scenario_id) {
                     h2 {
-                        a href={ "/console/scenarios/" (scenario.scenario_id) } {
+                        a href={ "/console/scenarios/" (segment(&scenario.scenario_id)) } {
                             (scenario.title.as_deref().unwrap_or(&scenario.scenario_id))
                         }
                         " " span class="muted" { (scenario.scenario_id) " v" (scenario.version) " · " (scenario.time_zone) }
@@ -193,7 +193,7 @@ pub(crate) fn answers(nav: &Nav, scenario: &str, page_of: &RowsPage, after: Opti
         html! {
             section {
                 p {
-                    a id="csv" href={ "/console/scenarios/" (scenario) "/answers.csv" } download { "Download CSV (all answers)" }
+                    a id="csv" href={ "/console/scenarios/" (segment(scenario)) "/answers.csv" } download { "Download CSV (all answers)" }
                 }
                 @if page_of.rows.is_empty() {
                     p { "No answers" @if after.is_some() { " after this point" } "." }
@@ -208,9 +208,9 @@ pub(crate) fn answers(nav: &Nav, scenario: &str, page_of: &RowsPage, after: Opti
                     }
                 }
                 p {
-                    @if after.is_some() { a href={ "/console/scenarios/" (scenario) } { "First page" } " " }
+                    @if after.is_some() { a href={ "/console/scenarios/" (segment(scenario)) } { "First page" } " " }
                     @if let Some(next) = &page_of.next {
-                        a id="next" href={ "/console/scenarios/" (scenario) "?after=" (next) } { "Next page" }
+                        a id="next" href={ "/console/scenarios/" (segment(scenario)) "?after=" (segment(next)) } { "Next page" }
                     }
                 }
             }
@@ -236,11 +236,11 @@ pub(crate) fn dead_letters(nav: &Nav, letters: &[(String, DeadLetterDoc)], resul
                                     td { (letter.reason) br; span class="muted" { "attempts " (letter.attempts) } }
                                     td {
                                         @if let Some(user) = &letter.line_user_id {
-                                            a href={ "/console/users?id=" (user) } { (user) }
+                                            a href={ "/console/users?id=" (segment(user)) } { (user) }
                                         }
                                     }
                                     td {
-                                        form method="post" action={ "/console/dead-letters/" (id) "/replay" } {
+                                        form method="post" action={ "/console/dead-letters/" (segment(id)) "/replay" } {
                                             input type="hidden" name="csrf" value=(nav.csrf);
                                             button class="primary" type="submit" { "Replay" }
                                         }
@@ -285,7 +285,7 @@ pub(crate) fn user(nav: &Nav, query: &str, story: Option<&serde_json::Value>, er
                                 @if i > 0 { ", " } (tag.as_str().unwrap_or_default())
                             }
                         }
-                        @if story["truncated"].as_bool() == Some(true) { " · older entries not shown" }
+                        @if story["truncated"].as_bool() == Some(true) { " · not everything is listed (over 200 entries, or over 500 records in one collection)" }
                     }
                     @if let Some(question) = story["openQuestion"].as_object() {
                         p { "Open question: " (question.get("scenarioId").and_then(|v| v.as_str()).unwrap_or_default())
@@ -339,7 +339,7 @@ pub(crate) fn campaigns(nav: &Nav, all: &[CampaignStatus]) -> Markup {
                         table {
                             tr { th { "Campaign" } th { "State" } th { "Progress" } th class="num" { "Sent" } th class="num" { "Failed" } th class="num" { "Skipped" } th class="num" { "Planned" } }
                             @for campaign in all {
-                                @let done = campaign.sent + campaign.failed + campaign.skipped;
+                                @let done = campaign.sent.saturating_add(campaign.failed).saturating_add(campaign.skipped);
                                 tr data-campaign=(campaign.campaign_id) {
                                     td { (campaign.scenario_id) br; span class="muted" { (campaign.campaign_id) } }
                                     td { (campaign.state) }
@@ -364,6 +364,12 @@ fn percent(part: u64, whole: u64) -> u64 {
         return 100;
     }
     u64::try_from(u128::from(part.min(whole)) * 100 / u128::from(whole)).unwrap_or(100)
+}
+
+/// `text` as one URL path segment or query value: every byte but ASCII letters
+/// and digits percent-encoded, so an id with `/`, `?`, `#` or `%` links to itself.
+fn segment(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
 fn time(ms: i64) -> String {
@@ -391,6 +397,17 @@ mod tests {
         ];
         for (value, max, expected) in cases {
             assert_eq!(bar_length(value, max), expected, "{value} of {max}");
+        }
+    }
+
+    #[test]
+    fn ids_in_links_are_percent_encoded() {
+        for (id, encoded) in [
+            ("lunch", "lunch"),
+            ("a/b?c#d%", "a%2Fb%3Fc%23d%25"),
+            ("満足", "%E6%BA%80%E8%B6%B3"),
+        ] {
+            assert_eq!(segment(id), encoded);
         }
     }
 

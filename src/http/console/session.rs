@@ -83,15 +83,32 @@ impl Keys {
         equal(&self.csrf(session), presented)
     }
 
-    /// A login form's pair: the cookie value and the form's token.
-    pub(crate) fn new_login(&self) -> (String, String) {
-        let nonce = random_nonce();
-        let token = self.mac(&["login", &nonce]);
-        (nonce, token)
+    /// A login form's pair, valid until `expires` (Unix seconds): the cookie
+    /// value and the form's token.
+    pub(crate) fn new_login(&self, expires: i64) -> (String, String) {
+        let cookie = format!("{expires}.{}", random_nonce());
+        let token = self.mac(&["login", &cookie]);
+        (cookie, token)
     }
 
-    pub(crate) fn login_matches(&self, cookie: &str, presented: &str) -> bool {
-        !cookie.is_empty() && equal(&self.mac(&["login", cookie]), presented)
+    /// Whether a login form's token belongs to its cookie, which has not
+    /// expired at `now`.
+    pub(crate) fn login_matches(&self, cookie: &str, presented: &str, now: i64) -> bool {
+        let fresh = cookie
+            .split_once('.')
+            .and_then(|(expires, _)| expires.parse::<i64>().ok())
+            .is_some_and(|expires| expires > now);
+        fresh && equal(&self.mac(&["login", cookie]), presented)
+    }
+
+    /// A signature for a message shown after a redirect, so a crafted link
+    /// cannot show its own text as the console's.
+    pub(crate) fn sign_message(&self, ok: bool, message: &str) -> String {
+        self.mac(&["message", if ok { "ok" } else { "bad" }, message])
+    }
+
+    pub(crate) fn message_matches(&self, ok: bool, message: &str, presented: &str) -> bool {
+        equal(&self.sign_message(ok, message), presented)
     }
 
     /// Whether `presented` is the admin token this key was made from, compared
@@ -152,13 +169,27 @@ mod tests {
     }
 
     #[test]
-    fn a_login_form_token_matches_only_its_cookie() {
+    fn a_login_form_token_matches_only_its_cookie_until_it_expires() {
         let keys = Keys::new("secret");
-        let (cookie, token) = keys.new_login();
-        assert!(keys.login_matches(&cookie, &token));
-        let (other_cookie, _) = keys.new_login();
-        assert!(!keys.login_matches(&other_cookie, &token));
-        assert!(!keys.login_matches("", &keys.mac(&["login", ""])));
+        let (cookie, token) = keys.new_login(100);
+        assert!(keys.login_matches(&cookie, &token, 99));
+        assert!(!keys.login_matches(&cookie, &token, 100), "expired");
+        let (other_cookie, _) = keys.new_login(100);
+        assert!(!keys.login_matches(&other_cookie, &token, 0));
+        assert!(!keys.login_matches("", &keys.mac(&["login", ""]), 0));
+        let (_, rest) = cookie.split_once('.').unwrap();
+        let extended = format!("999.{rest}");
+        assert!(!keys.login_matches(&extended, &token, 99), "the expiry is signed");
+    }
+
+    #[test]
+    fn messages_shown_after_a_redirect_are_signed() {
+        let keys = Keys::new("secret");
+        let signature = keys.sign_message(true, "Replayed x: sent.");
+        assert!(keys.message_matches(true, "Replayed x: sent.", &signature));
+        assert!(!keys.message_matches(false, "Replayed x: sent.", &signature));
+        assert!(!keys.message_matches(true, "Replayed y: sent.", &signature));
+        assert!(!Keys::new("other").message_matches(true, "Replayed x: sent.", &signature));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -52,7 +53,9 @@ impl Browser {
             return None;
         };
         let port = free_port();
+        // In a process group of its own, so the Chromium it starts goes with it.
         let driver = Command::new(driver)
+            .process_group(0)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -179,7 +182,13 @@ impl Browser {
 }
 
 impl Drop for Browser {
+    /// Kills chromedriver's whole process group: Chromium too, even when a
+    /// failed test never closed the session.
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.driver.id())])
+            .stderr(Stdio::null())
+            .status();
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
