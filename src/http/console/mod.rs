@@ -13,7 +13,6 @@ use super::admin::export::csv_response;
 use crate::ids::LineUserId;
 use crate::pipeline::export::ExportError;
 use crate::pipeline::replay::{ReplayError, Replayed};
-use crate::pipeline::results::ResultsError;
 use crate::store::Settlement;
 use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieAge};
 use actix_web::http::StatusCode;
@@ -253,7 +252,7 @@ async fn scenarios(request: HttpRequest, state: web::Data<AppState>) -> HttpResp
     };
     match state.results.all().await {
         Ok(all) => html(StatusCode::OK, pages::scenarios(&Nav { csrf: &csrf }, &all)),
-        Err(ResultsError::Store(error)) => unavailable(error),
+        // Every scenario listed is loaded, so only Firestore can fail here.
         Err(error) => unavailable(error),
     }
 }
