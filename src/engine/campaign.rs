@@ -283,18 +283,12 @@ fn date(field: &'static str, raw: Option<&str>) -> Result<Option<NaiveDate>, Aud
     .transpose()
 }
 
-/// Epoch milliseconds of the start of `day` in `zone`. A zone whose midnight
-/// falls in a DST gap starts the day an hour later, when its clocks show a
-/// time again.
+/// Epoch milliseconds of the start of `day` in `zone`: midnight, or, when a
+/// DST gap swallows midnight, the first instant the clocks show a time again.
+/// The same rule as the export's and the timers' days
+/// ([`crate::scenario::schedule::zone_day_start`]).
 pub(crate) fn start_of_day_ms(zone: chrono_tz::Tz, day: NaiveDate) -> i64 {
-    let midnight = day.and_time(chrono::NaiveTime::MIN);
-    zone.from_local_datetime(&midnight)
-        .earliest()
-        .or_else(|| {
-            zone.from_local_datetime(&(midnight + chrono::Duration::hours(1)))
-                .earliest()
-        })
-        .map_or_else(|| midnight.and_utc().timestamp_millis(), |at| at.timestamp_millis())
+    crate::scenario::schedule::zone_day_start(zone, day).timestamp_millis()
 }
 
 /// A campaign's id: the same `Idempotency-Key` is the same campaign.

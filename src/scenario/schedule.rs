@@ -95,7 +95,13 @@ pub fn too_late(timing: &Timing, due: DateTime<Utc>, now: DateTime<Utc>) -> bool
 /// When local `date` begins in the scenario's zone: its midnight, or the first
 /// instant after a daylight saving gap that swallows midnight.
 pub fn day_start(timing: &Timing, date: NaiveDate) -> DateTime<Utc> {
-    at_local(timing, date, 0, NaiveTime::MIN)
+    zone_day_start(timing.zone, date)
+}
+
+/// When local `date` begins in `zone` (as [`day_start`]): the one definition of
+/// a local day that results, exports and campaign audiences share.
+pub fn zone_day_start(zone: chrono_tz::Tz, date: NaiveDate) -> DateTime<Utc> {
+    resolve(zone, date.and_time(NaiveTime::MIN))
 }
 
 /// `now + duration`, saturating at the latest representable instant.
@@ -112,11 +118,11 @@ fn at_local(timing: &Timing, date: NaiveDate, days: u32, time: NaiveTime) -> Dat
     let Some(date) = date.checked_add_days(Days::new(u64::from(days))) else {
         return DateTime::<Utc>::MAX_UTC;
     };
-    resolve(timing, date.and_time(time))
+    resolve(timing.zone, date.and_time(time))
 }
 
-fn resolve(timing: &Timing, local: NaiveDateTime) -> DateTime<Utc> {
-    if let Some(instant) = timing.zone.from_local_datetime(&local).earliest() {
+fn resolve(zone: chrono_tz::Tz, local: NaiveDateTime) -> DateTime<Utc> {
+    if let Some(instant) = zone.from_local_datetime(&local).earliest() {
         return instant.with_timezone(&Utc);
     }
     // In a gap: the first local minute after it that exists is the instant the
@@ -127,7 +133,7 @@ fn resolve(timing: &Timing, local: NaiveDateTime) -> DateTime<Utc> {
             break;
         };
         probe = next;
-        if let Some(instant) = timing.zone.from_local_datetime(&probe).earliest() {
+        if let Some(instant) = zone.from_local_datetime(&probe).earliest() {
             return instant.with_timezone(&Utc);
         }
     }

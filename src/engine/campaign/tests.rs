@@ -225,3 +225,27 @@ fn ids_and_aggregation_units_fit_line() {
     assert_eq!(unit.len(), 30);
     assert!(unit.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
 }
+
+#[test]
+fn a_day_starts_at_midnight_or_when_a_dst_gap_over_midnight_ends() {
+    use chrono::TimeZone;
+    // (zone, day, the day's first instant in UTC)
+    let cases = [
+        (chrono_tz::Asia::Tokyo, (2026, 12, 2), (2026, 12, 1, 15, 0)),
+        // Chile moved 00:00 to 01:00 on 2022-09-11: the day began at 01:00 -03.
+        (chrono_tz::America::Santiago, (2022, 9, 11), (2022, 9, 11, 4, 0)),
+        // Cuba moved 00:00 to 01:00 on 2023-03-12: the day began at 01:00 -04.
+        (chrono_tz::America::Havana, (2023, 3, 12), (2023, 3, 12, 5, 0)),
+    ];
+    for (zone, (y, m, d), (uy, um, ud, uh, umin)) in cases {
+        let day = NaiveDate::from_ymd_opt(y, m, d).unwrap();
+        let expected = chrono::Utc.with_ymd_and_hms(uy, um, ud, uh, umin, 0).unwrap();
+        assert_eq!(start_of_day_ms(zone, day), expected.timestamp_millis(), "{zone} {day}");
+        // The export and the timers use the same day.
+        assert_eq!(
+            crate::scenario::schedule::zone_day_start(zone, day),
+            expected,
+            "{zone} {day}"
+        );
+    }
+}
