@@ -5,7 +5,7 @@ use super::Engine;
 use super::render::render_in_run;
 use crate::ids::{NodeId, RunId, ScenarioId, deterministic_id};
 use crate::line::messages::Message;
-use chrono::{NaiveDate, TimeZone};
+use chrono::NaiveDate;
 use serde::Deserialize;
 use std::collections::{HashMap, HashSet};
 
