@@ -267,12 +267,20 @@ fn metrics_server(host: &str, port: u16, state: web::Data<AppState>) -> anyhow::
     Ok((port, server))
 }
 
-/// Resolves at the first SIGTERM (Cloud Run's stop signal) or SIGINT (Ctrl-C).
-/// Records every loaded scenario version with its content, so a run pinned to
-/// it can read it later, and refuses to start when a file's content changed
-/// but its `version` did not (runs in flight would silently change meaning).
-async fn record_versions(store: &Store, scenarios: &crate::scenario::Scenarios) -> anyhow::Result<()> {
-    let checks = scenarios.iter().map(|loaded| async move {
+/// Attempts at recording a scenario version before start-up gives up.
+const VERSION_ATTEMPTS: u32 = 4;
+
+/// Records one scenario version, trying again while Firestore does not answer
+/// in time: the first calls of a fresh process (a new channel, a cold database)
+/// can outlast `FIRESTORE_TIMEOUT_MS`, and a start-up that gave up at once
+/// would be restarted only to meet the same. Recording is a create and a read,
+/// so repeating it records nothing twice.
+async fn record_version(
+    store: &Store,
+    loaded: &crate::scenario::LoadedScenario,
+) -> Result<VersionCheck, crate::store::StoreError> {
+    let mut attempt = 1;
+    loop {
         let check = store
             .record_scenario_version(
                 loaded.id().as_str(),
@@ -282,6 +290,29 @@ async fn record_versions(store: &Store, scenarios: &crate::scenario::Scenarios) 
                 &loaded.source.display().to_string(),
             )
             .await;
+        match check {
+            Err(crate::store::StoreError::Unavailable(reason)) if attempt < VERSION_ATTEMPTS => {
+                tracing::warn!(
+                    scenario.id = %loaded.id(),
+                    attempt,
+                    error = %reason,
+                    "Firestore did not answer at start-up; trying again"
+                );
+                tokio::time::sleep(Duration::from_millis(500 * u64::from(attempt))).await;
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Resolves at the first SIGTERM (Cloud Run's stop signal) or SIGINT (Ctrl-C).
+/// Records every loaded scenario version with its content, so a run pinned to
+/// it can read it later, and refuses to start when a file's content changed
+/// but its `version` did not (runs in flight would silently change meaning).
+async fn record_versions(store: &Store, scenarios: &crate::scenario::Scenarios) -> anyhow::Result<()> {
+    let checks = scenarios.iter().map(|loaded| async move {
+        let check = record_version(store, loaded).await;
         (loaded, check)
     });
     let mut changed = Vec::new();

@@ -175,3 +175,32 @@ async fn an_unreachable_firestore_gets_5xx_so_line_redelivers_and_the_redelivery
     assert_eq!(app.firestore.count("survey_responses").await, 1);
     assert_eq!(app.line.accepted_of_kind("template"), 1);
 }
+
+#[tokio::test]
+async fn a_firestore_stalled_at_start_up_delays_the_start_and_records_each_version_once() {
+    // Answers held 2.5 s: longer than a request's timeout (1.5 s), so the
+    // first attempt at recording the scenario versions gives up.
+    let proxy = TcpProxy::start(crate::helpers::emulator_host()).await;
+    proxy.stall_answers(std::time::Duration::from_millis(2_500));
+    let release = async {
+        tokio::time::sleep(std::time::Duration::from_millis(2_600)).await;
+        proxy.stop_stalling();
+    };
+    let (app, ()) = tokio::join!(
+        spawn_app_with(TestOptions {
+            firestore_host: Some(proxy.address.clone()),
+            ..TestOptions::default()
+        }),
+        release
+    );
+
+    let loaded = line_survey::scenario::load_dir(&crate::helpers::fixture_scenarios()).expect("the fixtures load");
+    assert_eq!(
+        app.firestore.count("scenario_versions").await,
+        loaded.len(),
+        "each version recorded once"
+    );
+    let user = events::new_user();
+    app.deliver(&text(&user, "lunch")).await;
+    assert_eq!(app.line.accepted().len(), 1, "the service works once started");
+}

@@ -21,6 +21,7 @@ h1{font-size:1.3rem;margin:.2rem 0 1rem}h2{font-size:1.1rem;margin:0 0 .6rem}
 .scroll{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;font-size:.9rem;min-width:100%}
 th,td{text-align:left;padding:.3rem .5rem;border-bottom:1px solid #e3e3e3;vertical-align:top;word-break:break-word}
+th{white-space:nowrap;word-break:normal}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 table.rows td,table.rows th{white-space:nowrap;word-break:normal}
 svg{max-width:100%;height:auto;display:block}
