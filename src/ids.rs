@@ -82,6 +82,14 @@ string_id!(
 );
 
 impl LineUserId {
+    /// What an operator is told about an id that is not LINE's shape.
+    pub const SHAPE: &'static str = "a LINE user id is U followed by 32 lowercase hexadecimal digits";
+
+    /// An id an operator typed, accepted only in LINE's shape.
+    pub fn parse_line_shaped(raw: impl Into<String>) -> Result<Self, &'static str> {
+        Self::parse(raw).ok().filter(Self::is_line_shaped).ok_or(Self::SHAPE)
+    }
+
     /// Whether it has the shape LINE gives user ids: `U` and 32 lowercase hex
     /// digits. Lookups by an operator check it, so a typo gets a clear answer
     /// rather than an empty result (or a Firestore refusal of a reserved id).

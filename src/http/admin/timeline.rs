@@ -32,12 +32,8 @@ pub(crate) async fn show(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
     require_admin(&request, &state)?;
-    let user = LineUserId::parse(path.into_inner())
-        .ok()
-        .filter(LineUserId::is_line_shaped)
-        .ok_or_else(|| {
-            AdminError::BadRequest("a LINE user id is U followed by 32 lowercase hexadecimal digits".into())
-        })?;
+    let user =
+        LineUserId::parse_line_shaped(path.into_inner()).map_err(|shape| AdminError::BadRequest(shape.to_owned()))?;
     let limit = entries(query.limit.as_deref())?;
     let timeline = state.timelines.user(&user, limit).await?;
     tracing::info!(

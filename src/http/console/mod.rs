@@ -402,9 +402,9 @@ async fn users(request: HttpRequest, state: web::Data<AppState>, query: web::Que
     if asked.is_empty() {
         return html(StatusCode::OK, pages::user(&nav, "", None, None));
     }
-    let Some(user) = LineUserId::parse(asked).ok().filter(LineUserId::is_line_shaped) else {
-        let error = "A LINE user id is U followed by 32 lowercase hexadecimal digits.";
-        return html(StatusCode::BAD_REQUEST, pages::user(&nav, asked, None, Some(error)));
+    let user = match LineUserId::parse_line_shaped(asked) {
+        Ok(user) => user,
+        Err(shape) => return html(StatusCode::BAD_REQUEST, pages::user(&nav, asked, None, Some(shape))),
     };
     match state.timelines.user(&user, TIMELINE_ENTRIES).await {
         Ok(timeline) => match serde_json::to_value(&timeline) {
