@@ -18,6 +18,7 @@
 //! [`config`], [`telemetry`] and [`startup`] build and run the whole.
 
 pub mod cli;
+pub mod clock;
 pub mod config;
 mod engine;
 mod http;

@@ -12,6 +12,7 @@
 //! lease runs out and the sweeper of some instance picks it up.
 
 mod answer;
+pub(crate) mod error;
 pub(crate) mod campaigns;
 pub(crate) mod export;
 mod hold;
@@ -31,6 +32,7 @@ mod versions;
 mod work;
 mod worker;
 
+pub(crate) use error::PipelineError;
 pub(crate) use timers::OPERATOR_CANCEL;
 pub(crate) use worker::{Processor, ProcessorSettings};
 
