@@ -13,6 +13,9 @@
 //!   that sends them.
 //! - `pipeline`: the one place that orchestrates decide -> commit -> send: the
 //!   request path (ingest), the workers, the sweeper, manual sends and replays.
+//! - `reports`: beside `pipeline`, never importing it: read models for
+//!   operators (results, CSV export, a user's timeline, the `/metrics` scrape).
+//!   They read through the store and never write.
 //! - `http`: routes only.
 //!
 //! [`config`], [`telemetry`] and [`startup`] build and run the whole.
@@ -27,6 +30,7 @@ pub mod line;
 mod metrics;
 mod outbound;
 mod pipeline;
+mod reports;
 pub mod scenario;
 pub mod startup;
 mod store;

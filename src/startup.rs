@@ -8,14 +8,14 @@ use crate::line::client::LineClient;
 use crate::metrics::Metrics;
 use crate::outbound::{Courier, RetryPolicy};
 use crate::pipeline::campaigns::Campaigns;
-use crate::pipeline::export::Exporter;
 use crate::pipeline::ingest::Ingest;
 use crate::pipeline::manual_send::ManualSender;
 use crate::pipeline::replay::Replayer;
-use crate::pipeline::results::Results;
-use crate::pipeline::scrape::Scrape;
-use crate::pipeline::timeline::Timelines;
 use crate::pipeline::{Pipeline, PipelineSettings, Processor, ProcessorSettings};
+use crate::reports::export::Exporter;
+use crate::reports::results::Results;
+use crate::reports::scrape::Scrape;
+use crate::reports::timeline::Timelines;
 use crate::scenario::load_dir;
 use crate::store::VersionCheck;
 use crate::store::{Store, StoreOptions};
@@ -120,7 +120,12 @@ impl Application {
         if config.worker_count > 0 {
             tokio::spawn(campaigns.clone().run(config.sweep_interval, shutdown.clone()));
         }
-        let scrape = Scrape::new(crate::metrics::exporter::handle(), store.clone(), pipeline.clone());
+        let queued = pipeline.clone();
+        let scrape = Scrape::new(
+            crate::metrics::exporter::handle(),
+            store.clone(),
+            Box::new(move || queued.queued()),
+        );
         scrape.spawn_upkeep(shutdown.clone());
         let state = web::Data::new(AppState {
             ingest: Ingest::new(processor.versions(), store.clone(), pipeline.clone(), metrics.clone()),

@@ -1,5 +1,7 @@
 //! HTTP routes only: the LINE webhook, the operators' admin API and the health
-//! check. Each route hands its work to an explicit service of the pipeline.
+//! check. Each route hands its work to an explicit service: of the pipeline
+//! when it changes something, of the reports (or a plain store read, for a
+//! list) when it only reads.
 
 pub(crate) mod admin;
 pub(crate) mod console;
@@ -9,13 +11,13 @@ pub(crate) mod webhook;
 
 use crate::metrics::Metrics;
 use crate::pipeline::campaigns::Campaigns;
-use crate::pipeline::export::Exporter;
 use crate::pipeline::ingest::Ingest;
 use crate::pipeline::manual_send::ManualSender;
 use crate::pipeline::replay::Replayer;
-use crate::pipeline::results::Results;
-use crate::pipeline::scrape::Scrape;
-use crate::pipeline::timeline::Timelines;
+use crate::reports::export::Exporter;
+use crate::reports::results::Results;
+use crate::reports::scrape::Scrape;
+use crate::reports::timeline::Timelines;
 use crate::store::Store;
 use std::sync::Arc;
 

@@ -12,20 +12,16 @@
 //! lease runs out and the sweeper of some instance picks it up.
 
 mod answer;
-pub(crate) mod error;
 pub(crate) mod campaigns;
-pub(crate) mod export;
+pub(crate) mod error;
 mod hold;
 pub(crate) mod ingest;
 pub(crate) mod manual_send;
 mod processed;
 pub(crate) mod replay;
-pub(crate) mod results;
 mod retries;
-pub(crate) mod scrape;
 mod start;
 mod sweeper;
-pub(crate) mod timeline;
 mod timers;
 mod typed;
 mod versions;

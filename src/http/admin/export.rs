@@ -1,9 +1,9 @@
 //! `GET /admin/scenarios/{id}/answers.csv[?from=YYYY-MM-DD&to=YYYY-MM-DD]`: every
-//! answer of the scenario as CSV, streamed (see `pipeline::export`).
+//! answer of the scenario as CSV, streamed (see `reports::export`).
 
 use super::{AdminError, require_admin};
 use crate::http::AppState;
-use crate::pipeline::export::{Export, ExportError};
+use crate::reports::export::{Export, ExportError};
 use actix_web::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;

@@ -3,7 +3,7 @@
 
 use super::{AdminError, require_admin};
 use crate::http::AppState;
-use crate::pipeline::results::ResultsError;
+use crate::reports::results::ResultsError;
 use actix_web::{HttpRequest, HttpResponse, web};
 
 #[derive(Debug, serde::Deserialize)]

@@ -1,10 +1,10 @@
 //! `GET /admin/users/{id}/timeline?limit=N`: one user's events, answers,
-//! messages, dead letters and timers, newest first (see `pipeline::timeline`).
+//! messages, dead letters and timers, newest first (see `reports::timeline`).
 
 use super::{AdminError, require_admin};
 use crate::http::AppState;
 use crate::ids::LineUserId;
-use crate::pipeline::timeline::{DEFAULT_ENTRIES, MAX_ENTRIES};
+use crate::reports::timeline::{DEFAULT_ENTRIES, MAX_ENTRIES};
 use actix_web::{HttpRequest, HttpResponse, web};
 
 #[derive(Debug, serde::Deserialize)]

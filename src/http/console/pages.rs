@@ -4,8 +4,8 @@
 
 use crate::engine::results::NodeResults;
 use crate::pipeline::campaigns::CampaignStatus;
-use crate::pipeline::export::{HEADER, RowsPage};
-use crate::pipeline::results::ScenarioResults;
+use crate::reports::export::{HEADER, RowsPage};
+use crate::reports::results::ScenarioResults;
 use crate::store::DeadLetterDoc;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 

@@ -3,14 +3,12 @@
 //! read at scrape time but at most once per [`BACKLOG_MAX_AGE`] (scrapes in
 //! between show the last values; a failed read keeps them and is counted); a
 //! service nobody scrapes reads nothing. The queue depth is this instance's
-//! memory, read at every scrape.
+//! memory, read at every scrape through a [`QueueDepth`] handle.
 
-use super::Pipeline;
 use crate::metrics::series::{self, BacklogGauges};
 use crate::store::{Backlog, Store};
 use firestore::FirestoreInstant;
 use metrics_exporter_prometheus::PrometheusHandle;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -20,21 +18,26 @@ pub(crate) const BACKLOG_MAX_AGE: Duration = Duration::from_secs(5);
 /// they never pile up in memory.
 const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 
+/// Jobs waiting in this instance's queues right now: (events, sends). Start-up
+/// builds it from the pipeline, so reports read the depth without depending on
+/// the pipeline (a floor beside it, not above it).
+pub(crate) type QueueDepth = Box<dyn Fn() -> (usize, usize) + Send + Sync>;
+
 pub(crate) struct Scrape {
     handle: PrometheusHandle,
     store: Store,
-    pipeline: Arc<Pipeline>,
+    queue_depth: QueueDepth,
     /// When the backlog was last read (or tried). An async lock: concurrent
     /// scrapes wait for one read instead of each sending their own.
     backlog_read_at: tokio::sync::Mutex<Option<Instant>>,
 }
 
 impl Scrape {
-    pub(crate) fn new(handle: PrometheusHandle, store: Store, pipeline: Arc<Pipeline>) -> Self {
+    pub(crate) fn new(handle: PrometheusHandle, store: Store, queue_depth: QueueDepth) -> Self {
         Self {
             handle,
             store,
-            pipeline,
+            queue_depth,
             backlog_read_at: tokio::sync::Mutex::new(None),
         }
     }
@@ -42,7 +45,7 @@ impl Scrape {
     /// The Prometheus text exposition of every series.
     pub(crate) async fn render(&self) -> String {
         self.refresh_backlog().await;
-        let (events, sends) = self.pipeline.queued();
+        let (events, sends) = (self.queue_depth)();
         series::queue_depth(events, sends);
         self.handle.run_upkeep();
         self.handle.render()

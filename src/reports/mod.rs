@@ -1,0 +1,16 @@
+//! Read models for operators: what the admin API, the console and `/metrics`
+//! show. A floor beside `pipeline`: it reads through the store and never
+//! writes, and it does not know the pipeline (the metrics scrape gets the queue
+//! depth through a read-only handle built at start-up).
+//!
+//! - [`results`]: a scenario's funnel over a range of days, from the exact
+//!   result counters.
+//! - [`export`]: a scenario's answers as CSV, streamed a page at a time.
+//! - [`timeline`]: one user's events, answers, messages, dead letters and
+//!   timers, newest first.
+//! - [`scrape`]: the Prometheus text of `GET /metrics`.
+
+pub(crate) mod export;
+pub(crate) mod results;
+pub(crate) mod scrape;
+pub(crate) mod timeline;
