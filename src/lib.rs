@@ -2,9 +2,10 @@
 //!
 //! The floors of the house, each importing only those below it:
 //!
-//! - [`line`] and [`ids`]: the LINE protocol (signature, webhook and message
-//!   types, client) and the id newtypes with the deterministic ids the guards
-//!   rely on.
+//! - [`line`], [`ids`], [`values`] and [`clock`]: the LINE protocol
+//!   (signature, webhook and message types, client), the id newtypes with the
+//!   deterministic ids the guards rely on, the recorded answer's value type
+//!   (shared by scenarios and the store), and the clock every window reads.
 //! - [`scenario`]: scenario files, loaded and checked at start.
 //! - `engine`: pure decisions, no I/O: what an event means, and whether a
 //!   guarded start goes ahead.
@@ -35,3 +36,4 @@ pub mod scenario;
 pub mod startup;
 mod store;
 pub mod telemetry;
+pub mod values;

@@ -5,28 +5,12 @@
 use super::{DateMode, Validation};
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
 use regex::{Regex, RegexBuilder};
-use serde::{Deserialize, Serialize};
 use unicode_normalization::UnicodeNormalization;
 use unicode_segmentation::UnicodeSegmentation;
 
-/// A recorded answer's value, keeping its type: a number is stored as a number.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum AnswerValue {
-    Integer(i64),
-    Number(f64),
-    Text(String),
-}
-
-impl std::fmt::Display for AnswerValue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            AnswerValue::Integer(value) => write!(f, "{value}"),
-            AnswerValue::Number(value) => write!(f, "{value}"),
-            AnswerValue::Text(value) => f.write_str(value),
-        }
-    }
-}
+// The value type lives on a floor below scenarios, so the store can use it too;
+// scenario code keeps its path.
+pub use crate::values::AnswerValue;
 
 /// LINE accepts at most this many characters in a user's text message; a longer
 /// answer is refused rather than stored.

@@ -1,7 +1,7 @@
 //! Document shapes. Field names are camelCase, as Firestore consoles and the
 //! official SDKs show them; they are part of the data contract (README).
 
-use crate::scenario::typed::AnswerValue;
+use crate::values::AnswerValue;
 use firestore::FirestoreInstant;
 use serde::{Deserialize, Serialize};
 

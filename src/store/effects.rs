@@ -14,7 +14,7 @@ use super::questions::QuestionChange;
 use super::timers::TimerDoc;
 use super::writes::{CommitOutcome, Expect, array_union, create, expecting, maximum, merge, minimum};
 use super::{Store, StoreError, Version};
-use crate::scenario::typed::AnswerValue;
+use crate::values::AnswerValue;
 use firestore::FirestoreInstant;
 use gcloud_sdk::google::firestore::v1::Write;
 use serde::Serialize;

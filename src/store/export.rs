@@ -12,7 +12,7 @@
 use super::docs::collections::SURVEY_RESPONSES;
 use super::lease::document_id;
 use super::{Store, StoreError};
-use crate::scenario::typed::AnswerValue;
+use crate::values::AnswerValue;
 use firestore::FirestoreInstant;
 use firestore::select_filter_builder::FirestoreQueryFilterBuilder;
 use serde::Deserialize;

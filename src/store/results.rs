@@ -51,7 +51,7 @@ pub(crate) struct ResultCounts {
 pub(crate) struct ListedAnswer {
     pub(crate) answer_id: String,
     pub(crate) user: String,
-    pub(crate) value: Option<crate::scenario::typed::AnswerValue>,
+    pub(crate) value: Option<crate::values::AnswerValue>,
     pub(crate) answered_at_ms: i64,
 }
 
@@ -248,7 +248,7 @@ fn listed_answer(document: &Document) -> Result<ListedAnswer, StoreError> {
     struct Listed {
         line_user_id: String,
         #[serde(default)]
-        value: Option<crate::scenario::typed::AnswerValue>,
+        value: Option<crate::values::AnswerValue>,
         #[serde(with = "firestore::serialize_as_timestamp")]
         answered_at: firestore::FirestoreInstant,
     }

@@ -19,7 +19,7 @@ use super::results::AsksDoc;
 use super::round_trips::Timed;
 use super::timers::TimerDoc;
 use super::{Store, StoreError, classify};
-use crate::scenario::typed::AnswerValue;
+use crate::values::AnswerValue;
 use firestore::FirestoreInstant;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
