@@ -168,9 +168,18 @@ pub(crate) struct LedgerDoc {
     /// The question node the messages ask: its "sent" count rose with this
     /// entry's create.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) asks: Option<super::results::AsksDoc>,
+    pub(crate) asks: Option<AsksDoc>,
     #[serde(with = "firestore::serialize_as_timestamp")]
     pub(crate) expire_at: FirestoreInstant,
+}
+
+/// What a question's ledger entry counts as "sent": this node, on this day
+/// (`store::results` raises the counter with the entry's create).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct AsksDoc {
+    pub(crate) node: String,
+    /// `YYYY-MM-DD` in the scenario's time zone when the entry was recorded.
+    pub(crate) day: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

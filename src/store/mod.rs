@@ -42,7 +42,7 @@ pub(crate) use campaigns::{
     CampaignChange, CampaignCreate, CampaignDoc, CampaignState, ChunkCounts, ChunkDoc, ChunkEnd, ChunkState, UserScan,
     chunk_id,
 };
-pub(crate) use docs::{DeadLetterDoc, DeadLetterKind, InboxDoc, InboxState, LedgerDoc, LedgerState, RouteDoc};
+pub(crate) use docs::{AsksDoc, DeadLetterDoc, DeadLetterKind, InboxDoc, InboxState, LedgerDoc, LedgerState, RouteDoc};
 pub(crate) use effects::{AnswerRecord, Effect, EffectWrites, RunRecord, StartRecord};
 pub(crate) use export::{AnswerPage, EXPORT_PAGE, ListedAnswer};
 pub(crate) use idempotency::RequestCheck;
@@ -51,7 +51,6 @@ pub(crate) use lease::{Stored, Swept};
 pub(crate) use ledger::{Attempted, NewAction, Recorded, SettleWrite, Settlement};
 pub(crate) use messages::{MessageKey, UnsendOutcome};
 pub(crate) use questions::{OpenQuestionDoc, QuestionChange};
-pub(crate) use results::AsksDoc;
 pub(crate) use timeline::{UserAnswer, UserEvent, UserMessage, UserRecord};
 pub(crate) use timers::{ContextRequest, FiringWrites, TimerContext, TimerDoc, TimerEnd, TimerState, still_held};
 pub(crate) use versions::VersionCheck;

@@ -13,7 +13,7 @@
 //! prefixed with `~` (Firestore reserves keys such as `__x__`).
 
 use super::docs::collections::{RESULT_COUNTERS, SURVEY_RESPONSES};
-use super::docs::{AnswerDoc, LedgerDoc};
+use super::docs::{AnswerDoc, AsksDoc, LedgerDoc};
 use super::lease::reference_value;
 use super::round_trips::Timed;
 use super::writes::merge;
@@ -28,14 +28,6 @@ use std::collections::BTreeMap;
 /// Counter documents per scenario and day. A document sustains about one write
 /// per second; ten take a storm of answers to one survey.
 pub(crate) const SHARDS: u32 = 10;
-
-/// A question's ledger entry counts as "sent" for this node, on this day.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct AsksDoc {
-    pub(crate) node: String,
-    /// `YYYY-MM-DD` in the scenario's time zone when the entry was recorded.
-    pub(crate) day: String,
-}
 
 /// The counts of one scenario over a range of days, summed over shards.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

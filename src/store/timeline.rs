@@ -12,10 +12,9 @@
 use super::docs::collections::{
     DEAD_LETTERS, OPEN_QUESTIONS, OUTBOUND_LEDGER, SURVEY_RESPONSES, TIMERS, USERS, WEBHOOK_INBOX,
 };
-use super::docs::{DeadLetterDoc, InboxState, LedgerState, RouteDoc};
+use super::docs::{AsksDoc, DeadLetterDoc, InboxState, LedgerState, RouteDoc};
 use super::lease::document_id;
 use super::questions::OpenQuestionDoc;
-use super::results::AsksDoc;
 use super::round_trips::Timed;
 use super::timers::TimerDoc;
 use super::{Store, StoreError, classify};
