@@ -61,7 +61,7 @@ fn admin_error(error: CampaignError) -> AdminError {
             message: error.to_string(),
             state,
         },
-        CampaignError::Store(error) => AdminError::Store(error),
+        CampaignError::Pipeline(error) => error.into(),
     }
 }
 
