@@ -190,6 +190,12 @@ pub fn scenario_marker_id(scenario: &ScenarioId, user: &LineUserId) -> String {
     deterministic_id(&[scenario.as_str(), user.as_str()])
 }
 
+/// `raw` when it is exactly 40 ASCII hex digits (the shape of the ids derived
+/// here, such as campaign and timer ids); anything else names no such record.
+pub(crate) fn parse_hex40(raw: &str) -> Option<&str> {
+    (raw.len() == 40 && raw.bytes().all(|byte| byte.is_ascii_hexdigit())).then_some(raw)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,6 +241,25 @@ mod tests {
         ];
         for (raw, expected) in cases {
             assert_eq!(LineUserId::parse(raw).unwrap().is_line_shaped(), expected, "{raw}");
+        }
+    }
+
+    #[test]
+    fn hex40_ids_are_exactly_40_ascii_hex_digits() {
+        let forty = "0123456789abcdef0123456789ABCDEF01234567";
+        let cases = [
+            (forty.to_owned(), true),
+            ("a".repeat(40), true),
+            (forty[..39].to_owned(), false),
+            (format!("{forty}0"), false),
+            (format!("{}g", &forty[..39]), false),
+            (format!("{} ", &forty[..39]), false),
+            (String::new(), false),
+            // 40 bytes, but not 40 ASCII digits.
+            (format!("{}é", &forty[..38]), false),
+        ];
+        for (raw, expected) in &cases {
+            assert_eq!(parse_hex40(raw), expected.then_some(raw.as_str()), "{raw:?}");
         }
     }
 }

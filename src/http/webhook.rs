@@ -22,6 +22,9 @@ impl ResponseError for WebhookError {
         match self {
             WebhookError::Signature(_) => StatusCode::UNAUTHORIZED,
             WebhookError::Malformed(_) => StatusCode::BAD_REQUEST,
+            // Also when an event's plan cannot be encoded: a defect, logged as
+            // one where it happens, but a 200 would drop an event never stored,
+            // while LINE's redelivery after the fix is stored.
             WebhookError::RetryLater(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -52,4 +55,31 @@ pub(crate) async fn webhook(
     }
     state.ingest.handle(&envelope).await?;
     Ok(HttpResponse::Ok().finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WebhookError;
+    use crate::line::signature::SignatureError;
+    use crate::pipeline::ingest::RetryLater;
+    use actix_web::ResponseError;
+    use actix_web::http::StatusCode;
+
+    #[test]
+    fn only_events_not_stored_ask_line_to_redeliver() {
+        let cases = [
+            (
+                WebhookError::Signature(SignatureError::Mismatch),
+                StatusCode::UNAUTHORIZED,
+            ),
+            (WebhookError::Malformed("no events".into()), StatusCode::BAD_REQUEST),
+            (
+                WebhookError::RetryLater(RetryLater { failed: 1 }),
+                StatusCode::SERVICE_UNAVAILABLE,
+            ),
+        ];
+        for (error, status) in cases {
+            assert_eq!(error.status_code(), status, "{error}");
+        }
+    }
 }

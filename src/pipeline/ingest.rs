@@ -10,7 +10,7 @@
 //! happened yet, wherever its work is queued.
 
 use super::work::{Plan, Work};
-use super::{EventJob, Job, Pipeline};
+use super::{EventJob, Job, Pipeline, PipelineError};
 use crate::engine::{Decision, Engine, Ignored, OpenQuestionSeen, TextPlan};
 use crate::line::webhook::{Envelope, Event, EventKind, EventParse, MessageContent};
 use crate::metrics::Metrics;
@@ -134,12 +134,12 @@ impl Ingest {
         event: Event,
         turn: super::Turn,
         after: Option<&InboxKey>,
-    ) -> Result<Option<InboxKey>, StoreError> {
+    ) -> Result<Option<InboxKey>, PipelineError> {
         let engine = match self.engine_for(&event).await {
             Ok(engine) => engine,
             Err(error) => {
                 series::webhook_event(&event.type_name, "not_stored");
-                return Err(error);
+                return Err(error.into());
             }
         };
         let decision = match engine.decide(&event) {
@@ -160,8 +160,9 @@ impl Ingest {
             Decision::Unsend { message_id } => self
                 .unsend(destination, &message_id)
                 .await
-                .map(|outcome| series::webhook_event(&event.type_name, outcome))
-                .map(|()| None),
+                .map(|outcome| series::webhook_event(&event.type_name, outcome.as_str()))
+                .map(|()| None)
+                .map_err(PipelineError::from),
             decision => match Plan::from_decision(decision) {
                 Some(plan) => self.claim(destination, &event, plan, turn, after).await,
                 None => {
@@ -170,9 +171,19 @@ impl Ingest {
                 }
             },
         };
-        if let Err(error) = &result {
-            series::webhook_event(&event.type_name, "not_stored");
-            tracing::error!(error = %error, outcome = "not_stored", "event not stored; LINE should redeliver");
+        match &result {
+            Ok(_) => {}
+            // Our own bug, and every redelivery meets it again until it is fixed.
+            // Still 503, not 200: an acknowledged event that was never stored is
+            // lost for good, while a redelivery after the fix is stored.
+            Err(error @ PipelineError::Encoding(_)) => {
+                series::webhook_event(&event.type_name, "not_stored");
+                tracing::error!(error = %error, outcome = "not_stored", defect = true, "event not stored: its plan cannot be encoded (a defect); LINE should redeliver");
+            }
+            Err(error) => {
+                series::webhook_event(&event.type_name, "not_stored");
+                tracing::error!(error = %error, outcome = "not_stored", "event not stored; LINE should redeliver");
+            }
         }
         result
     }
@@ -184,7 +195,7 @@ impl Ingest {
         plan: Plan,
         turn: super::Turn,
         after: Option<&InboxKey>,
-    ) -> Result<Option<InboxKey>, StoreError> {
+    ) -> Result<Option<InboxKey>, PipelineError> {
         let Some(key) = InboxKey::new(destination, &event.webhook_event_id) else {
             series::webhook_event(&event.type_name, "ignored");
             tracing::warn!(outcome = "ignored", reason = "unusable event id", "event acknowledged");
@@ -193,7 +204,7 @@ impl Ingest {
         let work = Work::new(destination, event, plan, after);
         let plan = work
             .encode()
-            .map_err(|error| StoreError::Unavailable(format!("the plan cannot be written: {error}")))?;
+            .map_err(|error| PipelineError::Encoding(format!("the plan cannot be encoded: {error}")))?;
         // Room in the queue first: without it (overloaded, stopping, ingest-only)
         // the record is stored free for any sweeper, and no write follows the claim.
         let slot = self.pipeline.try_reserve();
@@ -224,7 +235,7 @@ impl Ingest {
             Ok(claim) => claim,
             Err(error) => {
                 self.remember_unanswered(&key);
-                return Err(error);
+                return Err(error.into());
             }
         };
         match claim {
@@ -383,20 +394,58 @@ impl Ingest {
     }
 
     /// Records an unsend; its outcome for the metrics.
-    async fn unsend(&self, destination: &str, message_id: &str) -> Result<&'static str, StoreError> {
+    async fn unsend(&self, destination: &str, message_id: &str) -> Result<Unsent, StoreError> {
         let Some(message) = MessageKey::new(destination, message_id) else {
             tracing::warn!(
-                outcome = "ignored",
+                outcome = Unsent::Ignored.as_str(),
                 reason = "unusable message id",
                 "unsend acknowledged"
             );
-            return Ok("ignored");
+            return Ok(Unsent::Ignored);
         };
         let outcome = match self.store.record_unsend(&message).await? {
-            UnsendOutcome::Stopped => "unsent_before_effect",
-            UnsendOutcome::TooLate => "unsent_after_effect",
+            UnsendOutcome::Stopped => Unsent::BeforeEffect,
+            UnsendOutcome::TooLate => Unsent::AfterEffect,
         };
-        tracing::info!(outcome, "unsend recorded");
+        tracing::info!(outcome = outcome.as_str(), "unsend recorded");
         Ok(outcome)
+    }
+}
+
+/// What an unsend came to, as the metrics and logs name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unsent {
+    /// Its message id cannot name a record: acknowledged, nothing stored.
+    Ignored,
+    /// Recorded before the message's effect: the effect will not happen.
+    BeforeEffect,
+    /// The message was processed already: its effect stays.
+    AfterEffect,
+}
+
+impl Unsent {
+    fn as_str(self) -> &'static str {
+        match self {
+            Unsent::Ignored => "ignored",
+            Unsent::BeforeEffect => "unsent_before_effect",
+            Unsent::AfterEffect => "unsent_after_effect",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Unsent;
+
+    #[test]
+    fn unsend_outcomes_keep_their_metric_names() {
+        let cases = [
+            (Unsent::Ignored, "ignored"),
+            (Unsent::BeforeEffect, "unsent_before_effect"),
+            (Unsent::AfterEffect, "unsent_after_effect"),
+        ];
+        for (outcome, name) in cases {
+            assert_eq!(outcome.as_str(), name);
+        }
     }
 }

@@ -11,6 +11,7 @@ mod console;
 mod contract;
 mod delivery;
 mod duplicates;
+mod errors;
 mod export;
 mod faults;
 mod guards;

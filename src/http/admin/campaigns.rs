@@ -9,7 +9,7 @@
 use super::send::idempotency_key;
 use super::{AdminError, ListQuery, require_admin};
 use crate::http::AppState;
-use crate::ids::ScenarioId;
+use crate::ids::{ScenarioId, parse_hex40};
 use crate::pipeline::campaigns::{AudienceRequest, CampaignError, CampaignRequest, CampaignStartError};
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
@@ -61,7 +61,7 @@ fn admin_error(error: CampaignError) -> AdminError {
             message: error.to_string(),
             state,
         },
-        CampaignError::Store(error) => AdminError::Store(error),
+        CampaignError::Pipeline(error) => error.into(),
     }
 }
 
@@ -112,10 +112,9 @@ pub(crate) async fn list(
 
 /// Campaign ids are 40 hex digits; anything else is no campaign.
 fn campaign_id(raw: String) -> Result<String, AdminError> {
-    if raw.len() == 40 && raw.bytes().all(|byte| byte.is_ascii_hexdigit()) {
-        Ok(raw)
-    } else {
-        Err(AdminError::UnknownCampaign(raw))
+    match parse_hex40(&raw) {
+        Some(_) => Ok(raw),
+        None => Err(AdminError::UnknownCampaign(raw)),
     }
 }
 

@@ -11,6 +11,7 @@ pub(crate) mod timeline;
 pub(crate) mod timers;
 
 use super::{AppState, error_body};
+use crate::pipeline::PipelineError;
 use crate::store::StoreError;
 use actix_web::http::StatusCode;
 use actix_web::http::header::AUTHORIZATION;
@@ -37,6 +38,10 @@ pub(crate) enum AdminError {
     Conflict { message: String, state: &'static str },
     #[error("this Idempotency-Key was used for a different request; use a new key")]
     KeyReused,
+    /// Other writers kept changing the record the call reads: trying again may
+    /// succeed.
+    #[error("{0}")]
+    Contention(String),
     #[error("{0}")]
     Upstream(String),
     #[error("{0}")]
@@ -54,7 +59,7 @@ impl ResponseError for AdminError {
             | AdminError::UnknownDeadLetter(_)
             | AdminError::UnknownTimer(_)
             | AdminError::UnknownCampaign(_) => StatusCode::NOT_FOUND,
-            AdminError::Conflict { .. } => StatusCode::CONFLICT,
+            AdminError::Conflict { .. } | AdminError::Contention(_) => StatusCode::CONFLICT,
             AdminError::KeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             AdminError::Upstream(_) => StatusCode::BAD_GATEWAY,
             AdminError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -72,6 +77,23 @@ impl ResponseError for AdminError {
             body["state"] = serde_json::Value::from(*state);
         }
         response.json(body)
+    }
+}
+
+/// The one place a pipeline failure becomes a status: a Firestore failure is
+/// 503 (try again), contention 409, bad input 400, and a value the service
+/// cannot encode 500 (a defect of ours, not the caller's).
+impl From<PipelineError> for AdminError {
+    fn from(error: PipelineError) -> Self {
+        match error {
+            PipelineError::Store(error) => AdminError::Store(error),
+            PipelineError::Contention(message) => AdminError::Contention(message),
+            PipelineError::InvalidInput(message) => AdminError::BadRequest(message),
+            PipelineError::Encoding(message) => {
+                tracing::error!(error = %message, outcome = "defect", "a value could not be encoded");
+                AdminError::Internal(message)
+            }
+        }
     }
 }
 
@@ -140,7 +162,52 @@ pub(crate) fn require_admin(request: &HttpRequest, state: &AppState) -> Result<(
 
 #[cfg(test)]
 mod tests {
-    use super::bearer_token;
+    use super::{AdminError, bearer_token};
+    use crate::pipeline::PipelineError;
+    use crate::store::StoreError;
+    use actix_web::ResponseError;
+    use actix_web::http::StatusCode;
+
+    #[test]
+    fn each_kind_of_pipeline_failure_has_its_own_status() {
+        let cases = [
+            (
+                PipelineError::Store(StoreError::Unavailable("deadline exceeded".into())),
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Firestore is unavailable; try again: Firestore is unavailable: deadline exceeded",
+            ),
+            (
+                PipelineError::Contention("the campaign kept changing; try again".into()),
+                StatusCode::CONFLICT,
+                "the campaign kept changing; try again",
+            ),
+            (
+                PipelineError::InvalidInput("\"x\" is not a LINE user id".into()),
+                StatusCode::BAD_REQUEST,
+                "\"x\" is not a LINE user id",
+            ),
+            (
+                PipelineError::Encoding("the plan cannot be encoded".into()),
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the plan cannot be encoded",
+            ),
+        ];
+        for (error, status, message) in cases {
+            let kind = format!("{error:?}");
+            let admin = AdminError::from(error);
+            assert_eq!(admin.status_code(), status, "{kind}");
+            assert_eq!(admin.to_string(), message, "{kind}");
+        }
+    }
+
+    #[actix_web::test]
+    async fn a_pipeline_failure_answers_its_status_with_a_json_error() {
+        let response = AdminError::from(PipelineError::Contention("kept changing".into())).error_response();
+        assert_eq!(response.status(), StatusCode::CONFLICT);
+        let body = actix_web::body::to_bytes(response.into_body()).await.expect("a body");
+        let body: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(body, serde_json::json!({ "error": "kept changing" }));
+    }
 
     #[test]
     fn the_bearer_scheme_is_case_insensitive() {

@@ -9,9 +9,9 @@ use super::{Campaigns, Stop};
 use crate::engine::campaign::{AudienceRequest, CHUNK_SIZE};
 use crate::ids::ScenarioId;
 use crate::line::messages::Message;
+use crate::pipeline::PipelineError;
 use crate::store::{
-    CampaignChange, CampaignDoc, CampaignState, ChunkCounts, ChunkDoc, ChunkEnd, ChunkState, StoreError, Stored,
-    Version, chunk_id,
+    CampaignChange, CampaignDoc, CampaignState, ChunkCounts, ChunkDoc, ChunkEnd, ChunkState, Stored, Version, chunk_id,
 };
 use firestore::FirestoreInstant;
 use futures::StreamExt;
@@ -100,7 +100,7 @@ impl Campaigns {
         match result {
             Ok(()) => {}
             Err(Stop::Lost) => tracing::info!(outcome = "superseded", "another instance holds the campaign"),
-            Err(Stop::Store(error)) => {
+            Err(Stop::Failed(error)) => {
                 tracing::warn!(error = %error, outcome = "retry_later", "campaign interrupted; it goes on from where it stopped")
             }
         }
@@ -121,7 +121,7 @@ impl Campaigns {
                 }
                 // The next beat tries again; a lease that ran out meanwhile
                 // and was taken over reads as lost then.
-                Err(Stop::Store(error)) => tracing::warn!(error = %error, "cannot renew the campaign's lease"),
+                Err(Stop::Failed(error)) => tracing::warn!(error = %error, "cannot renew the campaign's lease"),
             }
         }
     }
@@ -156,8 +156,8 @@ impl Campaigns {
                 return Ok(());
             }
         }
-        Err(Stop::Store(StoreError::Unavailable(
-            "the campaign kept changing".into(),
+        Err(Stop::Failed(PipelineError::Contention(
+            "the campaign kept changing while its lease was renewed".into(),
         )))
     }
 

@@ -25,6 +25,7 @@ use crate::engine::campaign::{AudienceError, aggregation_unit, campaign_id};
 use crate::ids::ScenarioId;
 use crate::line::client::LineClient;
 use crate::outbound::RetryPolicy;
+use crate::pipeline::PipelineError;
 use crate::store::{
     CampaignChange, CampaignCreate, CampaignDoc, CampaignState, ChunkCounts, Store, StoreError, Stored,
 };
@@ -69,8 +70,16 @@ pub(crate) enum CampaignError {
     UnknownCampaign(String),
     #[error("the campaign is {0} and cannot be cancelled")]
     Finished(&'static str),
+    /// Firestore failed, the campaign kept changing, or what it would store
+    /// cannot be encoded: the kinds the admin API maps to statuses.
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Pipeline(#[from] PipelineError),
+}
+
+impl From<StoreError> for CampaignError {
+    fn from(error: StoreError) -> Self {
+        CampaignError::Pipeline(PipelineError::Store(error))
+    }
 }
 
 /// What a dry run found.
@@ -124,12 +133,13 @@ struct Inner {
 enum Stop {
     /// Another instance holds the campaign now.
     Lost,
-    Store(StoreError),
+    /// Firestore failed, or the campaign kept changing: a later turn goes on.
+    Failed(PipelineError),
 }
 
 impl From<StoreError> for Stop {
     fn from(error: StoreError) -> Self {
-        Stop::Store(error)
+        Stop::Failed(PipelineError::Store(error))
     }
 }
 
@@ -182,9 +192,9 @@ impl Campaigns {
         let rate = self.rate(request)?;
         engine.audience(&request.audience, &request.scenario_id)?;
         let messages = serde_json::to_string(&start.messages)
-            .map_err(|error| StoreError::Unavailable(format!("messages cannot be written: {error}")))?;
+            .map_err(|error| PipelineError::Encoding(format!("the campaign's messages cannot be encoded: {error}")))?;
         let audience = serde_json::to_string(&request.audience)
-            .map_err(|error| StoreError::Unavailable(format!("the audience cannot be written: {error}")))?;
+            .map_err(|error| PipelineError::Encoding(format!("the campaign's audience cannot be encoded: {error}")))?;
         let doc = CampaignDoc {
             scenario_id: request.scenario_id.to_string(),
             scenario_version: start.version,
@@ -284,7 +294,7 @@ impl Campaigns {
                 return Ok(CampaignState::Cancelling.as_str());
             }
         }
-        Err(StoreError::Unavailable("the campaign kept changing; try again".into()).into())
+        Err(PipelineError::Contention("the campaign kept changing; try again".into()).into())
     }
 
     /// Looks for campaigns to drive until `shutdown`: at every `interval`, and
