@@ -37,6 +37,8 @@ pub(crate) struct AppState {
     pub(crate) admin_token: Option<String>,
     /// How long a console login lasts.
     pub(crate) console_session: std::time::Duration,
+    /// The service's clock: console sessions expire by it.
+    pub(crate) clock: crate::clock::Clock,
 }
 
 /// The JSON error body every route uses: `{"error": "..."}`.
