@@ -160,6 +160,7 @@ impl Application {
         };
         // With a metrics port of its own, the main port does not serve /metrics.
         let metrics_on_main_port = admin_enabled && metrics_server.is_none();
+        let clock_route = clock.is_test();
         let server = HttpServer::new(move || {
             let mut app = App::new()
                 .app_data(state.clone())
@@ -197,6 +198,11 @@ impl Application {
             }
             if metrics_on_main_port {
                 app = app.route("/metrics", web::get().to(prometheus::with_token));
+            }
+            // CLOCK=test only (start-up refuses it without the emulator):
+            // otherwise the path is an unknown route.
+            if clock_route {
+                app = app.route("/__clock", web::post().to(crate::http::clock::advance));
             }
             app.default_service(web::to(|| async {
                 HttpResponse::NotFound().json(crate::http::error_body("no such route"))

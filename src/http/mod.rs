@@ -2,6 +2,7 @@
 //! check. Each route hands its work to an explicit service of the pipeline.
 
 pub(crate) mod admin;
+pub(crate) mod clock;
 pub(crate) mod console;
 pub(crate) mod health;
 pub(crate) mod prometheus;
@@ -37,7 +38,8 @@ pub(crate) struct AppState {
     pub(crate) admin_token: Option<String>,
     /// How long a console login lasts.
     pub(crate) console_session: std::time::Duration,
-    /// The service's clock: console sessions expire by it.
+    /// The service's clock: console sessions expire by it, and with
+    /// `CLOCK=test` `POST /__clock` moves it.
     pub(crate) clock: crate::clock::Clock,
 }
 
