@@ -23,9 +23,10 @@ struct Advance {
 
 /// Why a move was refused, said in the answer.
 fn amount(body: &[u8]) -> Result<Duration, String> {
-    let advance: Advance = serde_json::from_slice(body)
-        .map_err(|error| format!("expected {{\"advanceMs\": <milliseconds>}}: {error}"))?;
-    let ms = u64::try_from(advance.advance_ms).map_err(|_| "advanceMs must not be negative: the clock only moves forward".to_owned())?;
+    let advance: Advance =
+        serde_json::from_slice(body).map_err(|error| format!("expected {{\"advanceMs\": <milliseconds>}}: {error}"))?;
+    let ms = u64::try_from(advance.advance_ms)
+        .map_err(|_| "advanceMs must not be negative: the clock only moves forward".to_owned())?;
     if ms > MAX_ADVANCE_MS {
         return Err(format!("advanceMs must be at most {MAX_ADVANCE_MS} (ten years)"));
     }

@@ -109,23 +109,23 @@ impl ChunkTurn<'_> {
         let now_ms = self.campaigns.now().as_millisecond();
         let first_attempt = chunk.doc.first_attempt_ms.unwrap_or(now_ms);
         let end = if chunk.doc.uncertain && now_ms - first_attempt > RETRY_KEY_WINDOW_MS {
-                ChunkEnd::Failed {
-                    error: "not settled within LINE's 24-hour retry key window; it may have reached its users".into(),
-                    status: None,
-                }
-            } else {
-                let Some(users) = store.chunk_users(&chunk.id).await? else {
-                    return Ok(TurnOutcome::NotSettled);
-                };
-                let retry_key = ActionKey::campaign_chunk(&chunk.id).retry_key();
-                let result = self
-                    .campaigns
-                    .inner
-                    .line
-                    .multicast(&users, self.messages, Some(self.unit), retry_key)
-                    .await;
-                self.end_of(chunk, result)
+            ChunkEnd::Failed {
+                error: "not settled within LINE's 24-hour retry key window; it may have reached its users".into(),
+                status: None,
+            }
+        } else {
+            let Some(users) = store.chunk_users(&chunk.id).await? else {
+                return Ok(TurnOutcome::NotSettled);
             };
+            let retry_key = ActionKey::campaign_chunk(&chunk.id).retry_key();
+            let result = self
+                .campaigns
+                .inner
+                .line
+                .multicast(&users, self.messages, Some(self.unit), retry_key)
+                .await;
+            self.end_of(chunk, result)
+        };
         let outcome = match &end {
             ChunkEnd::Sent => "sent",
             ChunkEnd::Failed { .. } => "failed",
