@@ -56,6 +56,8 @@ pub struct Config {
     pub campaign_calls_per_second: u32,
     /// How long a console login lasts (`CONSOLE_SESSION_MINUTES`).
     pub console_session: Duration,
+    /// Which clock the service reads the time from (`CLOCK`).
+    pub clock: ClockKind,
 }
 
 /// The longest console session allowed: a week.
@@ -70,6 +72,17 @@ pub enum LogFormat {
     Json,
     /// Human-readable, for local runs.
     Pretty,
+}
+
+/// The clock the service reads: the system's, or one tests can move forward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClockKind {
+    /// The real time (the default).
+    System,
+    /// Starts at the real time and moves forward on `POST /__clock`: only
+    /// with the Firestore emulator, so a moved clock never writes leases or due
+    /// times into real data.
+    Test,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -106,6 +119,7 @@ impl std::fmt::Debug for Config {
             .field("worker_count", &self.worker_count)
             .field("lease", &self.lease)
             .field("instance_id", &self.instance_id)
+            .field("clock", &self.clock)
             .finish_non_exhaustive()
     }
 }
@@ -185,6 +199,16 @@ impl Config {
             console_session: Duration::from_secs(
                 parse::<u64>(&get, "CONSOLE_SESSION_MINUTES", 480)?.saturating_mul(60),
             ),
+            clock: match get("CLOCK").as_deref() {
+                None | Some("system") => ClockKind::System,
+                Some("test") => ClockKind::Test,
+                Some(other) => {
+                    return Err(ConfigError::Invalid {
+                        name: "CLOCK",
+                        problem: format!("{other:?} is not system or test"),
+                    });
+                }
+            },
         };
         config.validate()?;
         Ok(config)
@@ -270,6 +294,14 @@ impl Config {
         }
         if self.instance_id.contains('\0') {
             return invalid("INSTANCE_ID", "must not contain NUL");
+        }
+        // A moved clock writes leases and due times from the future: never
+        // into real data.
+        if self.clock == ClockKind::Test && self.firestore_emulator_host.is_none() {
+            return invalid(
+                "CLOCK",
+                "test is allowed only with the Firestore emulator (FIRESTORE_EMULATOR_HOST)",
+            );
         }
         Ok(())
     }
@@ -459,6 +491,40 @@ mod tests {
         assert!(ok.admin_token.is_none());
         let bad = deployed(&[("PORT", "http")]).unwrap_err();
         assert!(bad.to_string().starts_with("PORT is invalid"), "{bad}");
+    }
+
+    #[test]
+    fn the_test_clock_runs_only_against_the_emulator() {
+        let refused = deployed(&[("CLOCK", "test")]).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "CLOCK is invalid: test is allowed only with the Firestore emulator (FIRESTORE_EMULATOR_HOST)"
+        );
+        let local = config(&[
+            ("LINE_CHANNEL_SECRET", "s"),
+            ("FIRESTORE_EMULATOR_HOST", "127.0.0.1:8681"),
+            ("CLOCK", "test"),
+        ])
+        .unwrap();
+        assert_eq!(local.clock, ClockKind::Test);
+        // Built in code (as the tests build it), start-up's check refuses it too.
+        let mut built = local.clone();
+        built.firestore_emulator_host = None;
+        assert_eq!(refused_setting(built.validate().map(|()| built.clone())), "CLOCK");
+        assert_eq!(deployed(&[]).unwrap().clock, ClockKind::System, "the default");
+        assert_eq!(deployed(&[("CLOCK", "system")]).unwrap().clock, ClockKind::System);
+    }
+
+    #[test]
+    fn an_unknown_clock_is_refused_by_name() {
+        for value in ["fake", "TEST", "real"] {
+            let refused = deployed(&[("CLOCK", value)]).unwrap_err();
+            assert_eq!(
+                refused.to_string(),
+                format!("CLOCK is invalid: {value:?} is not system or test"),
+                "CLOCK={value}"
+            );
+        }
     }
 
     #[test]

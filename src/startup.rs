@@ -1,7 +1,8 @@
 //! Building the application from its configuration, so `main` and the tests run
 //! the very same server (tests on port 0).
 
-use crate::config::Config;
+use crate::clock::Clock;
+use crate::config::{ClockKind, Config};
 use crate::engine::Engine;
 use crate::http::{AppState, admin, console, health, prometheus, webhook};
 use crate::line::client::LineClient;
@@ -40,6 +41,14 @@ impl Application {
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         config.validate()?;
         let scenarios = load_dir(&config.scenarios_dir).map_err(|error| anyhow::anyhow!("{error}"))?;
+        // One clock for every service, so a move of the test clock is seen by all.
+        let clock = match config.clock {
+            ClockKind::System => Clock::system(),
+            ClockKind::Test => {
+                tracing::warn!("CLOCK=test: POST /__clock moves this service's clock forward");
+                Clock::test()
+            }
+        };
         let store = Store::connect(StoreOptions {
             project_id: config.google_cloud_project.clone(),
             database_id: config.firestore_database.clone(),
@@ -49,6 +58,7 @@ impl Application {
             legacy_answer_lookup: config.legacy_answer_lookup,
             instance_id: config.instance_id.clone(),
             lease: config.lease,
+            clock: clock.clone(),
         })
         .await
         .context("cannot connect to Firestore")?;
@@ -76,7 +86,7 @@ impl Application {
             reply_token_max_age: config.reply_token_max_age,
         };
         let (retries, scheduled_retries) = tokio::sync::mpsc::unbounded_channel();
-        let courier = Courier::new(client, store.clone(), policy.clone(), retries);
+        let courier = Courier::new(client, store.clone(), policy.clone(), retries, clock.clone());
         let metrics = Arc::new(Metrics::default());
         let processor = Arc::new(Processor::new(
             engine.clone(),
@@ -116,6 +126,7 @@ impl Application {
             courier.line().clone(),
             policy,
             config.campaign_calls_per_second,
+            clock.clone(),
         );
         if config.worker_count > 0 {
             tokio::spawn(campaigns.clone().run(config.sweep_interval, shutdown.clone()));
@@ -141,6 +152,7 @@ impl Application {
             channel_secret: config.channel_secret.clone(),
             admin_token: config.admin_token.clone(),
             console_session: config.console_session,
+            clock: clock.clone(),
         });
         let listener = TcpListener::bind((config.host.as_str(), config.port))
             .with_context(|| format!("cannot listen on {}:{}", config.host, config.port))?;
@@ -153,6 +165,7 @@ impl Application {
         };
         // With a metrics port of its own, the main port does not serve /metrics.
         let metrics_on_main_port = admin_enabled && metrics_server.is_none();
+        let clock_route = clock.is_test();
         let server = HttpServer::new(move || {
             let mut app = App::new()
                 .app_data(state.clone())
@@ -190,6 +203,11 @@ impl Application {
             }
             if metrics_on_main_port {
                 app = app.route("/metrics", web::get().to(prometheus::with_token));
+            }
+            // CLOCK=test only (start-up refuses it without the emulator):
+            // otherwise the path is an unknown route.
+            if clock_route {
+                app = app.route("/__clock", web::post().to(crate::http::clock::advance));
             }
             app.default_service(web::to(|| async {
                 HttpResponse::NotFound().json(crate::http::error_body("no such route"))

@@ -4,6 +4,7 @@
 //! list) when it only reads.
 
 pub(crate) mod admin;
+pub(crate) mod clock;
 pub(crate) mod console;
 pub(crate) mod health;
 pub(crate) mod prometheus;
@@ -39,6 +40,9 @@ pub(crate) struct AppState {
     pub(crate) admin_token: Option<String>,
     /// How long a console login lasts.
     pub(crate) console_session: std::time::Duration,
+    /// The service's clock: console sessions expire by it, and with
+    /// `CLOCK=test` `POST /__clock` moves it.
+    pub(crate) clock: crate::clock::Clock,
 }
 
 /// The JSON error body every route uses: `{"error": "..."}`.

@@ -15,6 +15,7 @@
 //!   and 429 (honouring `Retry-After`) without risk: 409 means LINE had accepted
 //!   it. Other 4xx are final. Retries are bounded; then it is parked.
 
+use crate::clock::Clock;
 use crate::line::client::{Delivered, LineClient, SendError};
 use crate::line::messages::Message;
 use crate::store::{Attempted, LedgerDoc, RouteDoc, SettleWrite, Settlement, Store, Version};
@@ -60,6 +61,8 @@ pub(crate) struct Courier {
     policy: RetryPolicy,
     /// Where retries go to wait for their time (the pipeline's retry timer).
     retries: mpsc::UnboundedSender<ScheduledRetry>,
+    /// The service's clock: a reply token's age is event time to now.
+    clock: Clock,
 }
 
 /// The outcome of one turn and how it is to be recorded.
@@ -98,12 +101,14 @@ impl Courier {
         store: Store,
         policy: RetryPolicy,
         retries: mpsc::UnboundedSender<ScheduledRetry>,
+        clock: Clock,
     ) -> Self {
         Self {
             client,
             store,
             policy,
             retries,
+            clock,
         }
     }
 
@@ -347,7 +352,7 @@ impl Courier {
 
     /// Whether a reply token issued at `event_time_ms` is still safe to use.
     pub(crate) fn reply_is_fresh(&self, event_time_ms: i64) -> bool {
-        let age_ms = super::now_ms().saturating_sub(event_time_ms).max(0);
+        let age_ms = self.clock.now_ms().saturating_sub(event_time_ms).max(0);
         u128::from(age_ms.unsigned_abs()) < self.policy.reply_token_max_age.as_millis()
     }
 }

@@ -331,7 +331,7 @@ impl Store {
         version: Version,
         attempts: u32,
     ) -> Result<Option<Version>, StoreError> {
-        let until = super::later(FirestoreInstant::now(), self.options.lease);
+        let until = super::later(self.now(), self.options.lease);
         self.lease_to_me(CAMPAIGNS, id, version, attempts, until).await
     }
 
@@ -467,7 +467,7 @@ impl Store {
             /// Until its settle says otherwise, its call may reach LINE.
             uncertain: bool,
         }
-        let now = FirestoreInstant::now();
+        let now = self.now();
         let claim = Claim {
             lease_owner: &self.options.instance_id,
             wake_at_ms: super::later(now, self.options.lease).as_millisecond(),
@@ -512,7 +512,7 @@ impl Store {
             )]
             settled_at: Option<FirestoreInstant>,
         }
-        let now = FirestoreInstant::now();
+        let now = self.now();
         let attempts = chunk.doc.attempts.saturating_add(1);
         let settle = match end {
             ChunkEnd::Sent => Settle {

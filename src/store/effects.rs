@@ -145,7 +145,7 @@ impl Store {
         answer: &AnswerRecord<'_>,
         follow_up: Option<(&str, &LedgerDoc)>,
     ) -> Result<Vec<Write>, StoreError> {
-        let now = FirestoreInstant::now();
+        let now = self.now();
         let doc = AnswerDoc {
             scenario_id: answer.scenario_id.to_owned(),
             node_id: answer.node_id.to_owned(),
@@ -273,7 +273,7 @@ impl Store {
             (None, None) => None,
         };
         if let Some((user, tags)) = seen {
-            writes.push(self.user_write(user, &tags, FirestoreInstant::now())?);
+            writes.push(self.user_write(user, &tags, self.now())?);
         }
         for (timer_id, doc) in effects.timers {
             writes.push(self.timer_write(timer_id, doc)?);

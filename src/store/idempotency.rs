@@ -8,7 +8,6 @@ use super::later;
 use super::writes::{CommitOutcome, create};
 use super::{Store, StoreError};
 use crate::ids::deterministic_id;
-use firestore::FirestoreInstant;
 use std::time::Duration;
 
 /// As long as the ledger entries the key names.
@@ -33,7 +32,7 @@ impl Store {
         body_hash: &str,
     ) -> Result<RequestCheck, StoreError> {
         let id = deterministic_id(&[operation, key]);
-        let now = FirestoreInstant::now();
+        let now = self.now();
         let doc = AdminRequestDoc {
             operation: operation.to_owned(),
             body_hash: body_hash.to_owned(),

@@ -92,7 +92,7 @@ impl Store {
     /// Stores the event, leased to this instance. One round trip, shared with the
     /// claims batched with it.
     pub(crate) async fn claim_event(&self, key: &InboxKey, event: NewEvent<'_>) -> Result<Claim, StoreError> {
-        let now = FirestoreInstant::now();
+        let now = self.now();
         let doc = InboxDoc {
             destination: event.destination.to_owned(),
             webhook_event_id: event.webhook_event_id.to_owned(),
@@ -132,7 +132,7 @@ impl Store {
     pub(super) fn inbox_done_write(&self, key: &InboxKey, version: Version) -> Result<Write, StoreError> {
         let change = StateChange {
             state: InboxState::Done,
-            lease_until: FirestoreInstant::now(),
+            lease_until: self.now(),
             attempts: None,
             last_error: None,
         };
@@ -161,7 +161,7 @@ impl Store {
         version: Version,
         attempt: u32,
     ) -> Result<Option<Version>, StoreError> {
-        let until = later(FirestoreInstant::now(), self.options.lease);
+        let until = later(self.now(), self.options.lease);
         self.lease_to_me(WEBHOOK_INBOX, key.as_str(), version, attempt, until)
             .await
     }
@@ -179,7 +179,7 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let change = StateChange {
             state: InboxState::Pending,
-            lease_until: later(FirestoreInstant::now(), retry_in),
+            lease_until: later(self.now(), retry_in),
             attempts: Some(attempts),
             last_error: error,
         };
@@ -207,7 +207,7 @@ impl Store {
             action_key: None,
             campaign_id: None,
             user_count: None,
-            parked_at: FirestoreInstant::now(),
+            parked_at: self.now(),
         };
         self.park(key.as_str(), version, &letter).await
     }
@@ -232,7 +232,7 @@ impl Store {
             action_key: None,
             campaign_id: None,
             user_count: None,
-            parked_at: FirestoreInstant::now(),
+            parked_at: self.now(),
         };
         self.park(id, version, &letter).await
     }
@@ -257,7 +257,7 @@ impl Store {
         };
         let change = Parked {
             state,
-            lease_until: FirestoreInstant::now(),
+            lease_until: self.now(),
             last_error: &letter.reason,
         };
         let writes = vec![
@@ -282,7 +282,7 @@ impl Store {
     /// attempt is counted when a worker starts it ([`Store::start_event`]), not
     /// here: a takeover whose work never starts costs no attempt.
     pub(crate) async fn take_over_event(&self, record: &Stored<InboxDoc>) -> Result<Option<Version>, StoreError> {
-        let until = later(FirestoreInstant::now(), self.options.lease);
+        let until = later(self.now(), self.options.lease);
         self.lease_to_me(WEBHOOK_INBOX, &record.id, record.version, record.doc.attempts, until)
             .await
     }
@@ -325,7 +325,7 @@ impl Store {
             state: InboxState::Pending,
             attempts: 1,
             lease_owner: &self.options.instance_id,
-            lease_until: later(FirestoreInstant::now(), self.options.lease),
+            lease_until: later(self.now(), self.options.lease),
         };
         let writes = vec![
             expecting(

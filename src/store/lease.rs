@@ -95,7 +95,7 @@ impl Store {
         let mut end = None;
         let mut wrapped = false;
         let mut due = Vec::new();
-        let now = FirestoreInstant::now();
+        let now = self.now();
         for _ in 0..MAX_PAGES {
             let page = self
                 .pending_between(collection, start.take(), end.clone(), limit)

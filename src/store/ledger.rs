@@ -126,7 +126,7 @@ struct SettleChange<'a> {
 impl Store {
     /// The pending entry of a new action, leased to this instance.
     pub(crate) fn pending_entry(&self, action: NewAction<'_>) -> LedgerDoc {
-        let now = FirestoreInstant::now();
+        let now = self.now();
         LedgerDoc {
             action_key: action.action_key.to_owned(),
             line_user_id: action.user.to_owned(),
@@ -158,7 +158,7 @@ impl Store {
     /// When a lease taken now runs out: a staged entry takes it just before the
     /// commit that writes it, so its lease covers the send that follows.
     pub(crate) fn lease_from_now(&self) -> FirestoreInstant {
-        later(FirestoreInstant::now(), self.options.lease)
+        later(self.now(), self.options.lease)
     }
 
     /// Turns a reply LINE refused before any attempt could have reached it into a
@@ -279,7 +279,7 @@ impl Store {
         settlement: &Settlement,
     ) -> Result<SettleWrite, StoreError> {
         let attempts = attempted.attempts;
-        let now = FirestoreInstant::now();
+        let now = self.now();
         let (state, lease_until, error, letter) = match settlement {
             Settlement::Sent => (LedgerState::Sent, now, None, None),
             Settlement::Logged => (LedgerState::Logged, now, None, None),
@@ -369,7 +369,7 @@ impl Store {
 
     /// Takes over an expired entry. `Some(version)` when this instance won.
     pub(crate) async fn take_over_outbound(&self, record: &Stored<LedgerDoc>) -> Result<Option<Version>, StoreError> {
-        let until = later(FirestoreInstant::now(), self.options.lease);
+        let until = later(self.now(), self.options.lease);
         self.lease_to_me(OUTBOUND_LEDGER, &record.id, record.version, record.doc.attempts, until)
             .await
     }
@@ -386,7 +386,7 @@ impl Store {
         let write = merge(
             self.document_path(OUTBOUND_LEDGER, ledger_id),
             &Free {
-                lease_until: FirestoreInstant::now(),
+                lease_until: self.now(),
             },
             Vec::new(),
         )?;
@@ -429,7 +429,7 @@ impl Store {
             state: LedgerState::Pending,
             attempts: 0,
             lease_owner: &self.options.instance_id,
-            lease_until: later(FirestoreInstant::now(), self.options.lease),
+            lease_until: later(self.now(), self.options.lease),
             route: RouteDoc::Push,
         };
         let path = self.document_path(OUTBOUND_LEDGER, ledger_id);

@@ -13,7 +13,6 @@ use super::lease::Stored;
 use super::writes::{CommitOutcome, create, merge_deleting};
 use super::{Store, StoreError};
 use crate::ids::deterministic_id;
-use firestore::FirestoreInstant;
 use gcloud_sdk::google::firestore::v1::Write;
 use std::time::Duration;
 
@@ -59,7 +58,7 @@ pub(crate) enum UnsendOutcome {
 
 impl Store {
     fn mark(&self, key: &MessageKey, state: MessageMarkState, answer_id: Option<&str>) -> Result<Write, StoreError> {
-        let now = FirestoreInstant::now();
+        let now = self.now();
         let doc = MessageMarkDoc {
             state,
             at: now,

@@ -56,6 +56,7 @@ pub(crate) use timers::{ContextRequest, FiringWrites, TimerContext, TimerDoc, Ti
 pub(crate) use versions::VersionCheck;
 pub(crate) use writes::CommitOutcome;
 
+use crate::clock::Clock;
 use claimer::Claimer;
 use firestore::errors::FirestoreError;
 use firestore::{FirestoreDb, FirestoreDbOptions};
@@ -108,6 +109,9 @@ pub(crate) struct StoreOptions {
     pub(crate) instance_id: String,
     /// How long a lease lasts before another instance may take the work over.
     pub(crate) lease: Duration,
+    /// What "now" is in every lease, timestamp and due-time query the store
+    /// writes or asks: the service's clock, so a test can move it.
+    pub(crate) clock: Clock,
 }
 
 #[derive(Clone)]
@@ -157,6 +161,11 @@ impl Store {
         self.options.lease
     }
 
+    /// Now, as the service's clock sees it, in Firestore's type.
+    fn now(&self) -> firestore::FirestoreInstant {
+        firestore_now(&self.options.clock)
+    }
+
     /// Sends the settles still queued, retrying failed ones, for at most `limit` (at shutdown).
     pub(crate) async fn flush_settles(&self, limit: Duration) {
         self.settler.flush(limit).await;
@@ -176,6 +185,14 @@ impl Store {
     fn document_path(&self, collection: &str, id: &str) -> String {
         format!("{}/{collection}/{id}", self.db.get_documents_path())
     }
+}
+
+/// `clock`'s now as a Firestore timestamp. The clock's range (chrono's) is
+/// wider than Firestore's only at the ends of time, where the end stands in.
+pub(crate) fn firestore_now(clock: &Clock) -> firestore::FirestoreInstant {
+    let now = clock.now();
+    let nanos = i32::try_from(now.timestamp_subsec_nanos()).unwrap_or(0);
+    firestore::FirestoreInstant::new(now.timestamp(), nanos).unwrap_or(firestore::FirestoreInstant::MAX)
 }
 
 /// `at + after`, saturating at the end of time instead of panicking: a huge
@@ -216,6 +233,18 @@ mod tests {
         assert!(same_instant(now, stored), "nanoseconds are not stored");
         let later = firestore::FirestoreInstant::from_microsecond(now.as_microsecond() + 1).expect("in range");
         assert!(!same_instant(now, later));
+    }
+
+    #[test]
+    fn the_store_reads_the_time_of_its_clock() {
+        let clock = Clock::test();
+        let before = firestore_now(&clock);
+        assert!(clock.advance(Duration::from_secs(3600)).is_ok());
+        let moved = firestore_now(&clock);
+        assert!(moved.as_millisecond() - before.as_millisecond() >= 3_600_000);
+        // The system clock's time, converted, is the system's time.
+        let system = firestore_now(&Clock::system()).as_millisecond();
+        assert!((system - firestore::FirestoreInstant::now().as_millisecond()).abs() < 60_000);
     }
 
     #[test]

@@ -98,7 +98,7 @@ impl Store {
     pub(super) fn keep_text_write(&self, key: &MessageKey, text: &str) -> Result<Write, StoreError> {
         let doc = KeptTextDoc {
             text: text.to_owned(),
-            expire_at: later(FirestoreInstant::now(), TEXT_RETENTION),
+            expire_at: later(self.now(), TEXT_RETENTION),
         };
         Ok(set(self.document_path(MESSAGE_TEXTS, key.id()), &doc)?)
     }

@@ -253,7 +253,7 @@ impl Store {
     /// Pending timers whose wake time has passed, earliest first, up to `limit`.
     pub(crate) async fn due_timers(&self, limit: u32) -> Result<Vec<Swept<TimerDoc>>, StoreError> {
         super::round_trips::count();
-        let now_ms = FirestoreInstant::now().as_millisecond();
+        let now_ms = self.now().as_millisecond();
         let documents: Vec<Document> = self
             .db
             .fluent()
@@ -282,7 +282,7 @@ impl Store {
         if timers.is_empty() {
             return Ok(Vec::new());
         }
-        let wake = later(FirestoreInstant::now(), self.options.lease).as_millisecond();
+        let wake = later(self.now(), self.options.lease).as_millisecond();
         let writes = timers
             .iter()
             .map(|timer| {
@@ -435,7 +435,7 @@ impl Store {
                 &TimerChange {
                     state: end.state,
                     outcome: end.outcome,
-                    ended_at: FirestoreInstant::now(),
+                    ended_at: self.now(),
                     ledger_id: end.ledger_id,
                 },
                 Vec::new(),
@@ -586,7 +586,7 @@ impl Store {
             attempts: u32,
         }
         let release = Release {
-            wake_at_ms: FirestoreInstant::now().as_millisecond(),
+            wake_at_ms: self.now().as_millisecond(),
             attempts,
         };
         let write = expecting(

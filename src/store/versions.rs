@@ -68,7 +68,7 @@ impl Store {
             content_hash: content_hash.to_owned(),
             content: content.to_owned(),
             source: source.to_owned(),
-            recorded_at: FirestoreInstant::now(),
+            recorded_at: self.now(),
         };
         let write = create(self.document_path(SCENARIO_VERSIONS, &id), &doc)?;
         match self.commit(vec![write]).await {

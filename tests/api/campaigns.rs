@@ -4,10 +4,10 @@
 //! users LINE delivered to, and the documents in Firestore.
 
 use crate::helpers::events::{self, postback};
-use crate::helpers::firestore_rest::FirestoreRest;
+use crate::helpers::firestore_rest::{FirestoreRest, string_field};
 use crate::helpers::line_stand_in::{Fault, LineStandIn};
 use crate::helpers::process::ServiceProcess;
-use crate::helpers::{ADMIN_TOKEN, TestOptions, emulator_host, new_project_id, spawn_app, spawn_app_with};
+use crate::helpers::{ADMIN_TOKEN, TestApp, TestOptions, emulator_host, new_project_id, spawn_app, spawn_app_with};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -89,6 +89,32 @@ pub(crate) async fn wait_for_state(address: &str, id: &str, state: &str, limit: 
         assert!(Instant::now() < deadline, "the campaign is not {state}: {status}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Nothing of campaign `id` can reach LINE any more: no chunk of its plan
+/// (the only chunks a driver sends) waits to be sent; each was sent, failed or
+/// skipped. A campaign cancelled before its plan was recorded has none.
+async fn assert_nothing_left_to_send(app: &TestApp, id: &str) {
+    let campaign = app
+        .firestore
+        .get("campaigns", id)
+        .await
+        .expect("the campaign is stored");
+    let Some(plan) = string_field(&campaign, "planId") else {
+        return;
+    };
+    let pending: Vec<Value> = app
+        .firestore
+        .in_state("campaign_chunks", "pending")
+        .await
+        .into_iter()
+        .filter(|chunk| string_field(chunk, "planId").as_deref() == Some(plan.as_str()))
+        .collect();
+    assert!(
+        pending.is_empty(),
+        "{} chunks of plan {plan} still pending",
+        pending.len()
+    );
 }
 
 fn count(status: &Value, field: &str) -> u64 {
@@ -321,7 +347,12 @@ async fn two_concurrent_posts_with_one_key_make_one_campaign() {
     // A retry after it ended is still the same campaign, and sends nothing.
     let again = post_campaign(&app.address, &body, Some("one-key")).await;
     assert_eq!(again.status(), 202);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(again["campaignId"], json!(id), "the same campaign");
+    // Created (or found) before the answer, and a campaign that is done
+    // sends nothing more: no wait proves more than its state.
+    assert_eq!(campaign_status(&app.address, id).await["state"], "done");
+    assert_nothing_left_to_send(&app, id).await;
     assert_eq!(app.firestore.count("campaigns").await, 1);
     assert_each_exactly_once(&app.line, &expected);
     let listed: Value = app.get_admin("/admin/campaigns").await.json().await.unwrap();
@@ -420,8 +451,9 @@ async fn a_cancel_while_the_audience_is_read_sends_nothing() {
     let cancelled = app.post_admin(&format!("/admin/campaigns/{id}/cancel")).await;
     assert_eq!(cancelled.status(), 200);
     let status = wait_for_state(&app.address, &id, "cancelled", Duration::from_secs(120)).await;
-    // Long enough for a plan that ignored the cancel to send.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Cancelled is the driver's last word: no chunk is left that a plan which
+    // ignored the cancel could still send.
+    assert_nothing_left_to_send(&app, &id).await;
     assert!(
         app.line.calls().is_empty(),
         "nothing is sent (it was {} when cancelled)",
@@ -443,7 +475,9 @@ async fn cancel_mid_way_stops_sending_and_the_counts_add_up() {
     assert_eq!(cancelled.status(), 200);
     let status = wait_for_state(&app.address, &id, "cancelled", Duration::from_secs(60)).await;
     let calls_then = app.line.calls().len();
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Every chunk has ended (sent or skipped): none is left to send.
+    assert_eq!(count(&status, "pending"), 0, "{status}");
+    assert_nothing_left_to_send(&app, &id).await;
     assert_eq!(
         app.line.calls().len(),
         calls_then,

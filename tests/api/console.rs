@@ -278,6 +278,7 @@ async fn the_console_in_a_real_browser() {
     // cookie, replayed after it expired, is refused by the service itself.
     let short = spawn_app_with(TestOptions {
         adjust: |config| config.console_session = Duration::from_secs(5),
+        test_clock: true,
         ..TestOptions::default()
     })
     .await;
@@ -301,7 +302,9 @@ async fn the_console_in_a_real_browser() {
     };
     let fresh = replay(short.address.clone(), session.value().to_owned()).await;
     assert_eq!(fresh.status(), 200, "valid while fresh");
-    tokio::time::sleep(Duration::from_millis(5_200)).await;
+    // The service's clock moves past the session's end (the browser's copy of
+    // the cookie has not expired: the service alone refuses it).
+    short.advance_clock(Duration::from_millis(5_200)).await;
     let stale = replay(short.address.clone(), session.value().to_owned()).await;
     assert_eq!(stale.status(), 303, "refused once expired");
     assert_eq!(stale.headers()["location"], "/console/login");

@@ -7,6 +7,7 @@ mod admin;
 mod bad_input;
 mod campaigns;
 mod cli;
+mod clock;
 mod console;
 mod contract;
 mod delivery;

@@ -6,7 +6,9 @@ use crate::helpers::events::{self, envelope, follow, postback, text};
 use crate::helpers::firestore_rest::{FirestoreRest, document_id, string_field};
 use crate::helpers::line_stand_in::{Call, LineStandIn};
 use crate::helpers::process::ServiceProcess;
-use crate::helpers::{TestApp, TestOptions, emulator_host, new_project_id, spawn_app_with, wait_until};
+use crate::helpers::{
+    TestApp, TestOptions, advance_clock_at, emulator_host, new_project_id, spawn_app_with, wait_until,
+};
 use line_survey::config::Config;
 use line_survey::ids::{LineUserId, NodeId, RunId, ScenarioId, TimerKind, scenario_marker_id, timer_id};
 use serde_json::{Value, json};
@@ -22,12 +24,48 @@ fn step_scenarios(config: &mut Config) {
     config.scenarios_dir = steps_dir();
 }
 
+/// The step scenarios, on a clock the test moves: their waits, reminders and
+/// expiries are hours long.
 async fn app() -> TestApp {
     spawn_app_with(TestOptions {
         adjust: step_scenarios,
+        test_clock: true,
         ..TestOptions::default()
     })
     .await
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// Just past a due time: a step found later than `max_lateness` (6 h) would be
+/// skipped, so moves go a little past what they wait for, never far.
+const A_LITTLE: Duration = Duration::from_secs(1);
+
+/// How long after it was scheduled the timer of `user` at `node` is due, as stored.
+async fn scheduled_delay(firestore: &FirestoreRest, user: &str, node: &str) -> chrono::TimeDelta {
+    let timer = firestore
+        .list("timers")
+        .await
+        .into_iter()
+        .find(|timer| {
+            string_field(timer, "lineUserId").as_deref() == Some(user)
+                && string_field(timer, "nodeId").as_deref() == Some(node)
+        })
+        .unwrap_or_else(|| panic!("no timer of {user} at {node}"));
+    let at = |field: &str| {
+        let value = timer["fields"][field]["timestampValue"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{field} of {timer}"));
+        chrono::DateTime::parse_from_rfc3339(value).expect("RFC 3339")
+    };
+    at("dueAt") - at("scheduledAt")
+}
+
+/// Whether `delay` is `expected`, give or take the moment between the two reads
+/// of the clock that stamp a timer.
+fn is_about(delay: chrono::TimeDelta, expected: Duration) -> bool {
+    let expected = chrono::TimeDelta::from_std(expected).expect("in range");
+    (delay - expected).abs() < chrono::TimeDelta::seconds(1)
 }
 
 /// Accepted pushes to `user` carrying `text`.
@@ -96,10 +134,20 @@ fn timer(kind: &str, node: &str, state: &str, outcome: &str) -> (String, String,
 async fn a_three_step_sequence_arrives_in_order_at_its_times() {
     let app = app().await;
     let user = events::new_user();
-    let started = Instant::now();
     app.deliver(&text(&user, "steps")).await;
     assert_eq!(app.line.accepted_with_text("Step 1"), 1, "the first step is the reply");
 
+    // Each wait is an hour from the commit that scheduled it, which comes
+    // before its own message is sent: never early.
+    assert!(is_about(scheduled_delay(&app.firestore, &user, "wait1").await, HOUR));
+    assert!(pushed_texts(&app.line, &user).is_empty(), "nothing before the hour");
+    app.advance_clock(HOUR + A_LITTLE).await;
+    wait_until(Duration::from_secs(30), || {
+        pushes_with(&app.line, &user, "Step 2").len() == 1
+    })
+    .await;
+    assert!(is_about(scheduled_delay(&app.firestore, &user, "wait2").await, HOUR));
+    app.advance_clock(HOUR + A_LITTLE).await;
     wait_until(Duration::from_secs(30), || {
         pushes_with(&app.line, &user, "Step 3").len() == 1
     })
@@ -108,20 +156,6 @@ async fn a_three_step_sequence_arrives_in_order_at_its_times() {
         pushed_texts(&app.line, &user),
         ["Step 2", "Step 3"],
         "in order, once each"
-    );
-    let second = pushes_with(&app.line, &user, "Step 2")[0].answered_at();
-    let third = pushes_with(&app.line, &user, "Step 3")[0].answered_at();
-    // Each wait is 2 s from the commit that scheduled it, which comes before its
-    // own message is sent: never early.
-    assert!(
-        second.duration_since(started) >= Duration::from_secs(2),
-        "{:?}",
-        second - started
-    );
-    assert!(
-        third.duration_since(started) >= Duration::from_secs(4),
-        "{:?}",
-        third - started
     );
     let timers = wait_for_timers(&app.firestore, &user, Duration::from_secs(10), |timers| {
         timers.iter().all(|t| t.2 == "done")
@@ -150,7 +184,15 @@ async fn a_reminder_reaches_who_did_not_answer_and_expiry_closes_the_question() 
     app.deliver(&postback(&answering, &answer)).await;
     assert_eq!(app.line.accepted_with_text("Thanks!"), 1);
 
-    // The silent user gets the reminder, the question again, then the expiry.
+    // The silent user gets the reminder after an hour, the question again,
+    // then the expiry at three hours.
+    app.advance_clock(HOUR + A_LITTLE).await;
+    wait_until(Duration::from_secs(30), || {
+        pushes_with(&app.line, &silent, "Reminder: one tap answers it.").len() == 1
+    })
+    .await;
+    assert!(pushes_with(&app.line, &silent, "This question is closed.").is_empty());
+    app.advance_clock(2 * HOUR).await;
     wait_until(Duration::from_secs(30), || {
         pushes_with(&app.line, &silent, "This question is closed.").len() == 1
     })
@@ -190,7 +232,7 @@ async fn a_reminder_reaches_who_did_not_answer_and_expiry_closes_the_question() 
 
     // A tap on the expired question's button records nothing and sends nothing.
     let late = button_data(&app, &silent).await;
-    app.deliver(&postback(&silent, &late)).await;
+    app.deliver(&app.sent_now(&postback(&silent, &late))).await;
     let answers: Vec<Value> = app.firestore.list("survey_responses").await;
     let users: Vec<String> = answers
         .iter()
@@ -223,6 +265,8 @@ async fn a_typed_question_expires_and_a_late_text_is_not_its_answer() {
     let app = app().await;
     let user = events::new_user();
     app.deliver(&text(&user, "nickname")).await;
+    assert!(is_about(scheduled_delay(&app.firestore, &user, "ask").await, HOUR));
+    app.advance_clock(HOUR + A_LITTLE).await;
     wait_until(Duration::from_secs(20), || {
         pushes_with(&app.line, &user, "Too late for a nickname.").len() == 1
     })
@@ -231,7 +275,7 @@ async fn a_typed_question_expires_and_a_late_text_is_not_its_answer() {
         app.firestore.get("open_questions", &user).await.is_none(),
         "expiry closed it"
     );
-    app.deliver(&text(&user, "Taro")).await;
+    app.deliver(&app.sent_now(&text(&user, "Taro"))).await;
     assert_eq!(app.firestore.count("survey_responses").await, 0);
     assert_eq!(app.line.accepted_with_text("Nice name!"), 0);
 }
@@ -246,6 +290,10 @@ async fn unfollow_cancels_the_users_steps_and_follow_is_tracked() {
     assert!(followed["fields"]["followedAt"]["timestampValue"].is_string());
 
     app.deliver(&text(&user, "steps")).await;
+    // Another user's step, due at the same time: once it arrives, the sweep
+    // that would have fired the cancelled step has run.
+    let still_following = events::new_user();
+    app.deliver(&text(&still_following, "steps")).await;
     let unfollow = events::unfollow(&user);
     app.deliver(&unfollow).await;
     let user_doc = app.firestore.get("users", &user).await.unwrap();
@@ -255,7 +303,11 @@ async fn unfollow_cancels_the_users_steps_and_follow_is_tracked() {
     assert_eq!(timers, [timer("step", "wait1", "cancelled", "unfollowed")]);
 
     // Past the time the step was due: nothing was pushed.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    app.advance_clock(HOUR + A_LITTLE).await;
+    wait_until(Duration::from_secs(30), || {
+        pushes_with(&app.line, &still_following, "Step 2").len() == 1
+    })
+    .await;
     assert!(pushed_texts(&app.line, &user).is_empty());
 
     // An older follow delivered late does not undo the unfollow.
@@ -597,7 +649,7 @@ async fn a_run_started_on_v1_finishes_on_v1_after_v2_is_deployed() {
     let client = reqwest::Client::new();
     let (midway, newcomer) = (events::new_user(), events::new_user());
 
-    let v1 = scenario_dir(&[("deploy.toml", deploy_scenario(1, "4s"))]);
+    let v1 = scenario_dir(&[("deploy.toml", deploy_scenario(1, "1h"))]);
     let v1_dir = v1.display().to_string();
     let mut old = ServiceProcess::start(&project, &line.uri(), &[("SCENARIOS_DIR", v1_dir.as_str())]).await;
     assert_eq!(
@@ -611,9 +663,14 @@ async fn a_run_started_on_v1_finishes_on_v1_after_v2_is_deployed() {
     old.wait_exit(Duration::from_secs(20)).await.expect("v1 stops");
 
     // v2 replaces the file; the directory holds only the newest version.
-    let v2 = scenario_dir(&[("deploy.toml", deploy_scenario(2, "4s"))]);
+    let v2 = scenario_dir(&[("deploy.toml", deploy_scenario(2, "1h"))]);
     let v2_dir = v2.display().to_string();
-    let new = ServiceProcess::start(&project, &line.uri(), &[("SCENARIOS_DIR", v2_dir.as_str())]).await;
+    let new = ServiceProcess::start(
+        &project,
+        &line.uri(),
+        &[("SCENARIOS_DIR", v2_dir.as_str()), ("CLOCK", "test")],
+    )
+    .await;
     assert_eq!(
         post_event(&client, &new.address, &text(&newcomer, "deploy"))
             .await
@@ -622,7 +679,10 @@ async fn a_run_started_on_v1_finishes_on_v1_after_v2_is_deployed() {
     );
     firestore.settled(Duration::from_secs(20)).await;
 
-    // The v1 user's reminder, fired by the v2 process, is v1's.
+    // The v1 user's reminder, fired by the v2 process an hour later, is v1's.
+    let moved_to = advance_clock_at(&new.address, HOUR + A_LITTLE).await;
+    let offset_ms = moved_to - events::now_ms();
+    let sent_now = |event: &Value| events::with_timestamp(event, events::now_ms() + offset_ms);
     wait_until(Duration::from_secs(30), || {
         pushes_with(&line, &midway, "V1 reminder").len() == 1
     })
@@ -632,7 +692,7 @@ async fn a_run_started_on_v1_finishes_on_v1_after_v2_is_deployed() {
     let midway_run = run_of(&firestore, &midway).await;
     let tap = first_button(&line, "V1 question?", &midway_run);
     assert_eq!(
-        post_event(&client, &new.address, &postback(&midway, &tap))
+        post_event(&client, &new.address, &sent_now(&postback(&midway, &tap)))
             .await
             .unwrap(),
         200
@@ -641,7 +701,7 @@ async fn a_run_started_on_v1_finishes_on_v1_after_v2_is_deployed() {
     let newcomer_run = run_of(&firestore, &newcomer).await;
     let tap = first_button(&line, "V2 question?", &newcomer_run);
     assert_eq!(
-        post_event(&client, &new.address, &postback(&newcomer, &tap))
+        post_event(&client, &new.address, &sent_now(&postback(&newcomer, &tap)))
             .await
             .unwrap(),
         200
@@ -734,6 +794,8 @@ async fn a_reminder_asks_a_typed_question_again_and_the_reply_answers_it() {
     let user = events::new_user();
     app.deliver(&text(&user, "petname")).await;
     let asked = app.firestore.get("open_questions", &user).await.expect("asked");
+    assert!(is_about(scheduled_delay(&app.firestore, &user, "ask").await, HOUR));
+    app.advance_clock(HOUR + A_LITTLE).await;
     wait_until(Duration::from_secs(20), || {
         pushes_with(&app.line, &user, "Still there?").len() == 1
     })
@@ -751,7 +813,7 @@ async fn a_reminder_asks_a_typed_question_again_and_the_reply_answers_it() {
         reasked["fields"]["remindedAt"]["timestampValue"].is_string(),
         "the reminder asked it again: {reasked}"
     );
-    app.deliver(&text(&user, "Pochi")).await;
+    app.deliver(&app.sent_now(&text(&user, "Pochi"))).await;
     assert_eq!(app.line.accepted_with_text("Nice pet!"), 1);
     assert_eq!(app.firestore.count("survey_responses").await, 1);
 }

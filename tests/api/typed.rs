@@ -1,13 +1,14 @@
 //! Question kinds beyond buttons: quick replies, typed answers, date pickers,
 //! and where a user is (the open question). Scenarios: tests/fixtures/typed.
 
-use crate::helpers::events::{self, date_pick, envelope, postback, text, unsend, with_timestamp};
+use crate::helpers::events::{self, date_pick, envelope, postback, text, unsend};
 use crate::helpers::firestore_rest::string_field;
 use crate::helpers::storm::post_event;
 use crate::helpers::{TestApp, TestOptions, spawn_app_with};
 use line_survey::config::Config;
 use serde_json::{Value, json};
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 const AGE: &str = "How old are you?";
 const ZIP: &str = "Your postal code?";
@@ -22,9 +23,11 @@ fn typed_scenarios(config: &mut Config) {
     config.scenarios_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/typed");
 }
 
+/// The typed scenarios, on a clock the test can move (answer windows).
 async fn app() -> TestApp {
     spawn_app_with(TestOptions {
         adjust: typed_scenarios,
+        test_clock: true,
         ..TestOptions::default()
     })
     .await
@@ -169,7 +172,8 @@ async fn an_open_question_lapses_after_its_answer_window() {
     app.deliver(&asked).await;
 
     // Sent more than the scenario's one-hour window after the question.
-    let late = with_timestamp(&text(&user, "hello"), events::now_ms() + 61 * 60 * 1000);
+    app.advance_clock(Duration::from_secs(61 * 60)).await;
+    let late = app.sent_now(&text(&user, "hello"));
     app.deliver(&late).await;
 
     assert!(answers(&app, &user).await.is_empty());
@@ -485,7 +489,6 @@ fn texts_received(app: &TestApp, events: &[Value]) -> std::collections::HashMap<
 async fn typed_answers_stay_exactly_once_while_firestore_answers_stall() {
     use crate::helpers::storm::deliver_like_line;
     use crate::helpers::tcp_proxy::TcpProxy;
-    use std::time::Duration;
     const LIMIT: Duration = Duration::from_secs(180);
 
     let proxy = TcpProxy::start(crate::helpers::emulator_host()).await;
@@ -581,10 +584,25 @@ async fn an_event_waits_for_the_users_previous_event_of_its_request_across_retri
         events::DESTINATION,
         second["webhookEventId"].as_str().unwrap_or_default(),
     ]);
-    // Longer than MAX_EVENT_ATTEMPTS (5) retries would take if waiting counted
-    // (0.5 s backoff, 100 ms sweeps): the second still waits, not parked.
-    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-    let waiting = app.firestore.get("webhook_inbox", &second_id).await.expect("stored");
+    // More turns than MAX_EVENT_ATTEMPTS (5) would allow if waiting counted:
+    // each turn takes the second up and puts it back (a new version of its
+    // record each time), and it still waits, not parked.
+    const TURNS_SEEN: usize = 2 * 5 + 2;
+    let mut versions = std::collections::HashSet::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let waiting = loop {
+        let waiting = app.firestore.get("webhook_inbox", &second_id).await.expect("stored");
+        versions.insert(waiting["updateTime"].as_str().unwrap_or_default().to_owned());
+        if versions.len() >= TURNS_SEEN {
+            break waiting;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the waiting event was taken up only {} times: {waiting}",
+            versions.len()
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
     assert_eq!(string_field(&waiting, "state").as_deref(), Some("pending"));
     let attempts = waiting["fields"]["attempts"]["integerValue"]
         .as_str()

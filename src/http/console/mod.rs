@@ -47,8 +47,10 @@ pub(crate) fn routes(config: &mut web::ServiceConfig) {
         .route("/console/campaigns", web::get().to(campaigns));
 }
 
-fn now() -> i64 {
-    chrono::Utc::now().timestamp()
+/// Now in seconds, as the service's clock sees it: sessions and login forms
+/// expire by it.
+fn now(state: &AppState) -> i64 {
+    state.clock.now().timestamp()
 }
 
 fn keys(state: &AppState) -> Keys {
@@ -98,17 +100,17 @@ fn see_other(location: &str) -> HttpResponse {
     HttpResponse::SeeOther().insert_header((LOCATION, location)).finish()
 }
 
-fn current(request: &HttpRequest, keys: &Keys) -> Option<Session> {
+fn current(request: &HttpRequest, keys: &Keys, now: i64) -> Option<Session> {
     request
         .cookie(SESSION_COOKIE)
-        .and_then(|cookie| keys.session(cookie.value(), now()))
+        .and_then(|cookie| keys.session(cookie.value(), now))
 }
 
 /// The CSRF token of a logged-in request's session; `None`: send it to the
 /// login ([`to_login`]).
 fn logged_in(request: &HttpRequest, state: &AppState) -> Option<String> {
     let keys = keys(state);
-    current(request, &keys).map(|session| keys.csrf(&session))
+    current(request, &keys, now(state)).map(|session| keys.csrf(&session))
 }
 
 fn to_login() -> HttpResponse {
@@ -132,7 +134,7 @@ fn form(body: &[u8]) -> Form {
 /// answer [`refused_post`].
 fn post_allowed(request: &HttpRequest, state: &AppState, form: &Form) -> bool {
     let keys = keys(state);
-    let session = current(request, &keys);
+    let session = current(request, &keys, now(state));
     let allowed = session
         .as_ref()
         .is_some_and(|session| keys.csrf_matches(session, &form.csrf));
@@ -153,8 +155,8 @@ fn refused_post() -> HttpResponse {
     )
 }
 
-fn login_page(request: &HttpRequest, keys: &Keys, status: StatusCode, error: Option<&str>) -> HttpResponse {
-    let (nonce, token) = keys.new_login(now().saturating_add(LOGIN_FORM_SECONDS));
+fn login_page(request: &HttpRequest, keys: &Keys, now: i64, status: StatusCode, error: Option<&str>) -> HttpResponse {
+    let (nonce, token) = keys.new_login(now.saturating_add(LOGIN_FORM_SECONDS));
     let mut response = html(status, pages::login(&token, error));
     let login = cookie(request, LOGIN_COOKIE, nonce, CookieAge::seconds(LOGIN_FORM_SECONDS));
     if response.add_cookie(&login).is_err() {
@@ -165,23 +167,26 @@ fn login_page(request: &HttpRequest, keys: &Keys, status: StatusCode, error: Opt
 
 async fn login_form(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let keys = keys(&state);
-    if current(&request, &keys).is_some() {
+    let now = now(&state);
+    if current(&request, &keys, now).is_some() {
         return see_other("/console");
     }
-    login_page(&request, &keys, StatusCode::OK, None)
+    login_page(&request, &keys, now, StatusCode::OK, None)
 }
 
 async fn login(request: HttpRequest, state: web::Data<AppState>, body: web::Bytes) -> HttpResponse {
     let keys = keys(&state);
+    let now = now(&state);
     let form = form(&body);
     let paired = request
         .cookie(LOGIN_COOKIE)
-        .is_some_and(|cookie| keys.login_matches(cookie.value(), &form.csrf, now()));
+        .is_some_and(|cookie| keys.login_matches(cookie.value(), &form.csrf, now));
     if !paired {
         tracing::warn!(outcome = "refused", "console login without its form's token");
         return login_page(
             &request,
             &keys,
+            now,
             StatusCode::FORBIDDEN,
             Some("The login form expired. Please try again."),
         );
@@ -191,12 +196,13 @@ async fn login(request: HttpRequest, state: web::Data<AppState>, body: web::Byte
         return login_page(
             &request,
             &keys,
+            now,
             StatusCode::UNAUTHORIZED,
             Some("That token is not the admin token."),
         );
     }
     let lifetime = state.console_session;
-    let expires = now().saturating_add(i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX));
+    let expires = now.saturating_add(i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX));
     let session = cookie(
         &request,
         SESSION_COOKIE,

@@ -7,7 +7,6 @@ use crate::line::client::{Delivered, SendError};
 use crate::line::messages::Message;
 use crate::outbound::ActionKey;
 use crate::store::{CampaignState, ChunkDoc, ChunkEnd, StoreError, Stored};
-use firestore::FirestoreInstant;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -107,29 +106,26 @@ impl ChunkTurn<'_> {
             }
             return Ok(TurnOutcome::Cancelled);
         }
-        let first_attempt = chunk
-            .doc
-            .first_attempt_ms
-            .unwrap_or_else(|| FirestoreInstant::now().as_millisecond());
-        let end =
-            if chunk.doc.uncertain && FirestoreInstant::now().as_millisecond() - first_attempt > RETRY_KEY_WINDOW_MS {
-                ChunkEnd::Failed {
-                    error: "not settled within LINE's 24-hour retry key window; it may have reached its users".into(),
-                    status: None,
-                }
-            } else {
-                let Some(users) = store.chunk_users(&chunk.id).await? else {
-                    return Ok(TurnOutcome::NotSettled);
-                };
-                let retry_key = ActionKey::campaign_chunk(&chunk.id).retry_key();
-                let result = self
-                    .campaigns
-                    .inner
-                    .line
-                    .multicast(&users, self.messages, Some(self.unit), retry_key)
-                    .await;
-                self.end_of(chunk, result)
+        let now_ms = self.campaigns.now().as_millisecond();
+        let first_attempt = chunk.doc.first_attempt_ms.unwrap_or(now_ms);
+        let end = if chunk.doc.uncertain && now_ms - first_attempt > RETRY_KEY_WINDOW_MS {
+            ChunkEnd::Failed {
+                error: "not settled within LINE's 24-hour retry key window; it may have reached its users".into(),
+                status: None,
+            }
+        } else {
+            let Some(users) = store.chunk_users(&chunk.id).await? else {
+                return Ok(TurnOutcome::NotSettled);
             };
+            let retry_key = ActionKey::campaign_chunk(&chunk.id).retry_key();
+            let result = self
+                .campaigns
+                .inner
+                .line
+                .multicast(&users, self.messages, Some(self.unit), retry_key)
+                .await;
+            self.end_of(chunk, result)
+        };
         let outcome = match &end {
             ChunkEnd::Sent => "sent",
             ChunkEnd::Failed { .. } => "failed",
@@ -160,7 +156,9 @@ impl ChunkTurn<'_> {
         let policy = &self.campaigns.inner.policy;
         let attempts = chunk.doc.attempts.saturating_add(1);
         let retry = |wait: Duration, error: &SendError, counted: bool| ChunkEnd::Retry {
-            wake_at_ms: FirestoreInstant::now()
+            wake_at_ms: self
+                .campaigns
+                .now()
                 .as_millisecond()
                 .saturating_add(i64::try_from(wait.as_millis()).unwrap_or(i64::MAX)),
             error: error.to_string(),

@@ -13,7 +13,6 @@ use crate::pipeline::PipelineError;
 use crate::store::{
     CampaignChange, CampaignDoc, CampaignState, ChunkCounts, ChunkDoc, ChunkEnd, ChunkState, Stored, Version, chunk_id,
 };
-use firestore::FirestoreInstant;
 use futures::StreamExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -291,7 +290,7 @@ impl Campaigns {
             if pending.is_empty() {
                 return self.finish(lease, CampaignState::Sending, CampaignState::Done).await;
             }
-            let due = match due_now(pending) {
+            let due = match due_now(pending, self.now().as_millisecond()) {
                 Ok(due) => due,
                 Err(wait) => {
                     tokio::time::sleep(wait).await;
@@ -371,7 +370,7 @@ impl Campaigns {
             }
             // Claimed, perhaps on its way to LINE, or waiting for a retry: its
             // claim or its retry time decides first.
-            let due = match due_now(pending) {
+            let due = match due_now(pending, self.now().as_millisecond()) {
                 Ok(due) => due,
                 Err(wait) => {
                     tokio::time::sleep(wait).await;
@@ -407,7 +406,7 @@ impl Campaigns {
         let change = CampaignChange {
             state: Some(to),
             counts: Some(counts),
-            ended_at: Some(FirestoreInstant::now()),
+            ended_at: Some(self.now()),
             ..CampaignChange::default()
         };
         if self.change(lease, from, change).await? {
@@ -432,9 +431,8 @@ fn sendable(doc: &CampaignDoc) -> Result<(String, Vec<Message>), String> {
     Ok((plan_id, messages))
 }
 
-/// The chunks that may be claimed now, or how long to wait for the first.
-fn due_now(pending: Vec<Stored<ChunkDoc>>) -> Result<Vec<Stored<ChunkDoc>>, Duration> {
-    let now_ms = FirestoreInstant::now().as_millisecond();
+/// The chunks that may be claimed at `now_ms`, or how long to wait for the first.
+fn due_now(pending: Vec<Stored<ChunkDoc>>, now_ms: i64) -> Result<Vec<Stored<ChunkDoc>>, Duration> {
     let first_wake = pending.iter().map(|chunk| chunk.doc.wake_at_ms).min().unwrap_or(now_ms);
     let due: Vec<Stored<ChunkDoc>> = pending
         .into_iter()

@@ -20,6 +20,7 @@ mod members;
 
 pub(crate) use crate::engine::campaign::{AudienceRequest, CampaignStartError};
 
+use crate::clock::Clock;
 use crate::engine::Engine;
 use crate::engine::campaign::{AudienceError, aggregation_unit, campaign_id};
 use crate::ids::ScenarioId;
@@ -123,6 +124,8 @@ struct Inner {
     line: LineClient,
     policy: RetryPolicy,
     default_rate: u32,
+    /// Creation and end times, lease checks and chunk wake times read it.
+    clock: Clock,
     wake: Notify,
     /// Campaigns this instance drives now.
     driving: Mutex<HashSet<String>>,
@@ -144,7 +147,14 @@ impl From<StoreError> for Stop {
 }
 
 impl Campaigns {
-    pub(crate) fn new(engine: Engine, store: Store, line: LineClient, policy: RetryPolicy, default_rate: u32) -> Self {
+    pub(crate) fn new(
+        engine: Engine,
+        store: Store,
+        line: LineClient,
+        policy: RetryPolicy,
+        default_rate: u32,
+        clock: Clock,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 engine,
@@ -152,10 +162,16 @@ impl Campaigns {
                 line,
                 policy,
                 default_rate,
+                clock,
                 wake: Notify::new(),
                 driving: Mutex::new(HashSet::new()),
             }),
         }
+    }
+
+    /// Now, as the service's clock sees it.
+    fn now(&self) -> FirestoreInstant {
+        crate::store::firestore_now(&self.inner.clock)
     }
 
     fn rate(&self, request: &CampaignRequest) -> Result<u32, CampaignError> {
@@ -215,7 +231,7 @@ impl Campaigns {
             lease_owner: None,
             lease_until: None,
             attempts: 0,
-            created_at: FirestoreInstant::now(),
+            created_at: self.now(),
             ended_at: None,
         };
         match self.inner.store.create_campaign(&id, &doc).await? {
@@ -313,7 +329,7 @@ impl Campaigns {
                     continue;
                 }
             };
-            let now = FirestoreInstant::now();
+            let now = self.now();
             for stored in active {
                 let free = stored.doc.lease_until.is_none_or(|until| until < now)
                     || stored.doc.lease_owner.as_deref() == Some(self.inner.store.instance_id());

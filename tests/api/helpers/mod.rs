@@ -13,12 +13,13 @@ pub mod tcp_proxy;
 
 use firestore_rest::FirestoreRest;
 use line_stand_in::{ACCESS_TOKEN, LineStandIn};
-use line_survey::config::{Config, LogFormat};
+use line_survey::config::{ClockKind, Config, LogFormat};
 use line_survey::line::signature;
 use line_survey::startup::Application;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 pub const CHANNEL_SECRET: &str = "test-channel-secret";
@@ -45,6 +46,9 @@ pub struct TestOptions {
     pub adjust: fn(&mut Config),
     /// Another app's project and LINE stand-in, to run a second instance beside it.
     pub beside: Option<(String, Arc<LineStandIn>)>,
+    /// `CLOCK=test`: the service's clock moves forward on
+    /// [`TestApp::advance_clock`] instead of the test waiting.
+    pub test_clock: bool,
 }
 
 impl Default for TestOptions {
@@ -56,6 +60,7 @@ impl Default for TestOptions {
             max_body_bytes: 256 * 1024,
             adjust: |_| {},
             beside: None,
+            test_clock: false,
         }
     }
 }
@@ -68,6 +73,8 @@ pub struct TestApp {
     pub project_id: String,
     /// `http://127.0.0.1:<METRICS_PORT>` when the app serves `/metrics` on a port of its own.
     pub metrics_address: Option<String>,
+    /// How far [`TestApp::advance_clock`] moved the service's clock (ms).
+    clock_offset_ms: AtomicI64,
 }
 
 pub fn fixture_scenarios() -> PathBuf {
@@ -98,6 +105,9 @@ pub fn test_config(project_id: &str, line_uri: &str, options: &TestOptions) -> C
     config.firestore_timeout = Duration::from_millis(1500);
     config.line_timeout = Duration::from_secs(5);
     config.sweep_interval = Duration::from_millis(100);
+    if options.test_clock {
+        config.clock = ClockKind::Test;
+    }
     (options.adjust)(&mut config);
     config
 }
@@ -126,10 +136,47 @@ pub async fn spawn_app_with(options: TestOptions) -> TestApp {
         firestore: FirestoreRest::new(&emulator_host(), &project_id),
         project_id,
         metrics_address,
+        clock_offset_ms: AtomicI64::new(0),
     }
 }
 
+/// Moves the clock of the service at `address` (started with `CLOCK=test`)
+/// forward by `by`; the service's new time, in ms since the epoch.
+pub async fn advance_clock_at(address: &str, by: Duration) -> i64 {
+    let response = reqwest::Client::new()
+        .post(format!("{address}/__clock"))
+        .json(&serde_json::json!({ "advanceMs": by.as_millis() as u64 }))
+        .send()
+        .await
+        .expect("service reachable");
+    assert_eq!(response.status(), 200, "the clock did not move: is CLOCK=test set?");
+    let answer: Value = response.json().await.expect("JSON");
+    let now = answer["now"].as_str().expect("the new time");
+    chrono::DateTime::parse_from_rfc3339(now)
+        .expect("RFC 3339")
+        .timestamp_millis()
+}
+
 impl TestApp {
+    /// Moves the service's clock forward by `by` (the app runs with
+    /// `test_clock`): windows, reminders and expiries come due without waiting.
+    pub async fn advance_clock(&self, by: Duration) {
+        let now = advance_clock_at(&self.address, by).await;
+        self.clock_offset_ms.fetch_add(by.as_millis() as i64, Ordering::SeqCst);
+        assert!(now >= self.now_ms() - 1000, "the service's clock is behind the test's");
+    }
+
+    /// Now as the service's clock sees it (ms since the epoch): the timestamp
+    /// of an event sent now, after the clock moved.
+    pub fn now_ms(&self) -> i64 {
+        events::now_ms() + self.clock_offset_ms.load(Ordering::SeqCst)
+    }
+
+    /// `event` as sent now by the service's clock (its reply token issued then).
+    pub fn sent_now(&self, event: &Value) -> Value {
+        events::with_timestamp(event, self.now_ms())
+    }
+
     /// Posts `body` signed as LINE signs it.
     pub async fn post_webhook(&self, body: &Value) -> reqwest::Response {
         let bytes = serde_json::to_vec(body).unwrap();
