@@ -180,6 +180,30 @@ pub fn deterministic_id(parts: &[&str]) -> String {
     hex
 }
 
+/// A document id in [`deterministic_id`]'s shape, as an operator typed it (a
+/// timer's, a campaign's): checked before it is looked up, so anything else
+/// names no document and never reaches Firestore as a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentHexId(String);
+
+impl DocumentHexId {
+    /// `Some` only for exactly 40 hexadecimal digits.
+    pub fn parse(raw: &str) -> Option<Self> {
+        (raw.len() == DOCUMENT_ID_HEX_CHARS && raw.bytes().all(|byte| byte.is_ascii_hexdigit()))
+            .then(|| Self(raw.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for DocumentHexId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// The id of a user's answer to one survey node: the guard of every survey answer.
 pub fn answer_id(scenario: &ScenarioId, node: &NodeId, user: &LineUserId) -> String {
     deterministic_id(&[scenario.as_str(), node.as_str(), user.as_str()])
@@ -235,6 +259,22 @@ mod tests {
         ];
         for (raw, expected) in cases {
             assert_eq!(LineUserId::parse(raw).unwrap().is_line_shaped(), expected, "{raw}");
+        }
+    }
+
+    #[test]
+    fn a_document_hex_id_is_forty_hex_digits_and_nothing_else() {
+        let made = deterministic_id(&["timer", "a"]);
+        assert_eq!(DocumentHexId::parse(&made).map(|id| id.to_string()), Some(made.clone()));
+        assert!(DocumentHexId::parse(&made.to_uppercase()).is_some());
+        for refused in [
+            "",
+            &made[..39],
+            &format!("{made}0"),
+            &format!("{}g", &made[..39]),
+            "../../../../../../../../../../../../../..",
+        ] {
+            assert_eq!(DocumentHexId::parse(refused), None, "{refused:?}");
         }
     }
 }
