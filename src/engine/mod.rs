@@ -13,7 +13,7 @@ mod timers;
 
 pub(crate) use render::{QuestionRef, Rendered, TimerPlan, render_from};
 pub(crate) use start::{StartVerdict, start_verdict};
-pub(crate) use timers::{DueTimer, Firing, FiringSeen};
+pub(crate) use timers::{DueTimer, Firing, FiringSeen, OpenRead, QuestionMove, Skip, ends_sibling, question_move};
 pub(crate) use typed::{OpenQuestion, TypedDecision};
 
 use crate::ids::{LineUserId, NodeId, RunId, ScenarioId, answer_id, scenario_marker_id};
