@@ -5,6 +5,7 @@ pub(crate) mod admin;
 pub(crate) mod console;
 pub(crate) mod health;
 pub(crate) mod prometheus;
+pub(crate) mod routes;
 pub(crate) mod webhook;
 
 use crate::metrics::Metrics;
@@ -16,6 +17,7 @@ use crate::pipeline::replay::Replayer;
 use crate::pipeline::results::Results;
 use crate::pipeline::scrape::Scrape;
 use crate::pipeline::timeline::Timelines;
+use crate::pipeline::timer_cancel::TimerCancels;
 use crate::store::Store;
 use std::sync::Arc;
 
@@ -28,6 +30,8 @@ pub(crate) struct AppState {
     pub(crate) results: Results,
     pub(crate) exporter: Exporter,
     pub(crate) timelines: Timelines,
+    /// Operators' cancels of users' timers.
+    pub(crate) timer_cancels: TimerCancels,
     /// Read-only uses: dead-letter lists and batch counts.
     pub(crate) store: Store,
     pub(crate) metrics: Arc<Metrics>,

@@ -7,19 +7,20 @@
 //! answer, starts the scenario at most once. Scenarios without a survey have no
 //! guard: no read, no marker, they run every time.
 
-use super::asked;
+use super::PipelineError;
+use super::asked_on;
 use super::hold::{Failure, Found, Hold};
 use super::processed::Processed;
 use super::typed::opening;
 use super::work::Work;
-use super::worker::Processor;
+use super::worker::EventWorker;
 use crate::engine::{
     CardTapPlan, FLEX_TAP_TAG, QuestionRef, ScenarioGuard, StartPlan, StartVerdict, TimerPlan, start_verdict,
 };
 use crate::ids::{LineUserId, NodeId, RunId, ScenarioId};
 use crate::line::messages::Message;
 use crate::outbound::{ActionKey, StagedAction};
-use crate::store::{Effect, EffectWrites, InboxState, MessageKey, StartRecord, StoreError};
+use crate::store::{Effect, EffectWrites, InboxState, MessageKey, StartRecord};
 
 /// Decide-and-commit rounds per attempt before it is retried later.
 const ROUNDS: usize = 4;
@@ -52,7 +53,7 @@ enum Ended {
     Unsent,
 }
 
-impl Processor {
+impl EventWorker {
     pub(super) async fn start(&self, hold: &Hold, work: &Work, plan: &StartPlan) -> Result<Processed, Failure> {
         self.start_forgetting(hold, work, plan, None).await
     }
@@ -125,8 +126,13 @@ impl Processor {
                 &hold.key,
                 starting.scenario,
                 starting.messages,
-                self.reply_is_fresh(work),
-                asked(&self.engine, starting.scenario, starting.asks),
+                self.sender.reply_is_fresh(work),
+                asked_on(
+                    self.versions.current(),
+                    starting.scenario,
+                    starting.asks,
+                    self.clock.now(),
+                ),
             )
             .map(|action| action.stage(&self.store))
             .transpose()?;
@@ -135,7 +141,7 @@ impl Processor {
         // The version the messages were rendered from (decided at ingest).
         let run_version = starting
             .run_version
-            .or_else(|| self.engine.current_version(starting.scenario))
+            .or_else(|| self.versions.current().current_version(starting.scenario))
             .unwrap_or_default();
         for _ in 0..ROUNDS {
             let verdict = match &progress {
@@ -159,7 +165,7 @@ impl Processor {
                     user,
                     read: progress.version,
                     started_at: firestore::FirestoreInstant::from_millisecond(work.event_time_ms)
-                        .unwrap_or_else(|_| firestore::FirestoreInstant::now()),
+                        .unwrap_or_else(|_| super::instant(self.clock.now())),
                     started_by: hold.key.as_str(),
                     run,
                     run_version,
@@ -178,13 +184,13 @@ impl Processor {
                 question: starting
                     .opens
                     .filter(|_| starts)
-                    .map(|opens| opening(user, opens, None)),
+                    .map(|opens| opening(user, opens, None, self.clock.now())),
                 timers: if starts { &timers } else { &[] },
                 action: action.map(StagedAction::entry),
             };
             match self.store.commit_effects(&hold.key, hold.version, &effects).await {
                 Effect::Committed(version) => {
-                    self.send(action, version).await;
+                    self.sender.send_staged(action, version).await;
                     return Ok(Ended::Verdict(verdict));
                 }
                 // The marker or the message mark changed since it was read (an
@@ -207,7 +213,7 @@ impl Processor {
                     tracing::warn!(error = %error, "the start commit's outcome is unknown; reading what happened");
                     match hold.find_out_patiently(&self.store, action).await? {
                         Found::Landed(version) => {
-                            self.send(action, version).await;
+                            self.sender.send_staged(action, version).await;
                             return Ok(Ended::Verdict(verdict));
                         }
                         Found::NotLanded => {}
@@ -217,6 +223,6 @@ impl Processor {
                 Effect::Failed(error) => return Err(error.into()),
             }
         }
-        Err(StoreError::Unavailable("the start commit kept meeting conflicts".into()).into())
+        Err(PipelineError::Contention("the start commit kept meeting conflicts".into()).into())
     }
 }
