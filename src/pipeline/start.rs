@@ -14,11 +14,8 @@ use super::processed::Processed;
 use super::typed::opening;
 use super::work::Work;
 use super::worker::EventWorker;
-use crate::engine::{
-    CardTapPlan, FLEX_TAP_TAG, QuestionRef, ScenarioGuard, StartPlan, StartVerdict, TimerPlan, start_verdict,
-};
-use crate::ids::{LineUserId, NodeId, RunId, ScenarioId};
-use crate::line::messages::Message;
+use crate::engine::{CardTapPlan, FLEX_TAP_TAG, RunStart, ScenarioGuard, StartPlan, StartVerdict, start_verdict};
+use crate::ids::{RunId, ScenarioId};
 use crate::outbound::{ActionKey, StagedAction};
 use crate::store::{Effect, EffectWrites, InboxState, MessageKey, StartRecord};
 
@@ -27,23 +24,15 @@ const ROUNDS: usize = 4;
 
 /// What a start carries out, for a trigger or a card tap.
 struct Starting<'a> {
-    user: &'a LineUserId,
+    /// Whom it starts for, what it sends, the run it begins.
+    run_start: &'a RunStart,
     scenario: &'a ScenarioId,
     guard: Option<&'a ScenarioGuard>,
-    messages: &'a [Message],
-    /// The text or date question the messages ask.
-    opens: Option<&'a QuestionRef>,
     /// A card tap's tag: recorded whether or not the scenario starts.
     tag: Option<&'static str>,
     /// A text message's kept text: it goes with the commit, or before the event
     /// is done without one.
     forget_text: Option<&'a MessageKey>,
-    /// The run the start begins, and what its messages schedule.
-    run: Option<&'a RunId>,
-    run_version: Option<u32>,
-    timers: &'a [TimerPlan],
-    /// The question node the messages ask.
-    asks: Option<&'a NodeId>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,17 +57,11 @@ impl EventWorker {
         forget_text: Option<&MessageKey>,
     ) -> Result<Processed, Failure> {
         let starting = Starting {
-            user: &plan.user,
+            run_start: &plan.run_start,
             scenario: &plan.scenario,
             guard: plan.guard.as_ref(),
-            messages: &plan.messages,
-            opens: plan.opens.as_ref(),
             tag: None,
             forget_text,
-            run: plan.run.as_ref(),
-            run_version: plan.run_version,
-            timers: &plan.timers,
-            asks: plan.asks.as_ref(),
         };
         Ok(match self.carry_out(hold, work, starting).await? {
             Ended::Verdict(StartVerdict::Start) if plan.guard.is_some() => Processed::StartedGuarded,
@@ -91,17 +74,11 @@ impl EventWorker {
 
     pub(super) async fn card_tap(&self, hold: &Hold, work: &Work, plan: &CardTapPlan) -> Result<Processed, Failure> {
         let starting = Starting {
-            user: &plan.user,
+            run_start: &plan.run_start,
             scenario: &plan.guard.scenario,
             guard: Some(&plan.guard),
-            messages: &plan.messages,
-            opens: plan.opens.as_ref(),
             tag: Some(FLEX_TAP_TAG),
             forget_text: None,
-            run: plan.run.as_ref(),
-            run_version: plan.run_version,
-            timers: &plan.timers,
-            asks: plan.asks.as_ref(),
         };
         Ok(match self.carry_out(hold, work, starting).await? {
             Ended::Verdict(StartVerdict::Start) => Processed::CardTapped,
@@ -112,7 +89,7 @@ impl EventWorker {
     }
 
     async fn carry_out(&self, hold: &Hold, work: &Work, starting: Starting<'_>) -> Result<Ended, Failure> {
-        let user = starting.user.as_str();
+        let user = starting.run_start.user.as_str();
         let marker = starting
             .guard
             .map(|guard| (guard.marker_id.as_str(), guard.scenario.as_str(), user));
@@ -125,21 +102,24 @@ impl EventWorker {
                 ActionKey::event(hold.key.as_str()),
                 &hold.key,
                 starting.scenario,
-                starting.messages,
+                &starting.run_start.messages,
                 self.sender.reply_is_fresh(work),
                 asked_on(
                     self.versions.current(),
                     starting.scenario,
-                    starting.asks,
+                    starting.run_start.asks.as_ref(),
                     self.clock.now(),
                 ),
             )
             .map(|action| action.stage(&self.store))
             .transpose()?;
-        let timers = self.schedule(starting.user, starting.timers).await?;
-        let run = starting.run.map(RunId::as_str).unwrap_or_default();
+        let timers = self
+            .schedule(&starting.run_start.user, &starting.run_start.timers)
+            .await?;
+        let run = starting.run_start.run.as_ref().map(RunId::as_str).unwrap_or_default();
         // The version the messages were rendered from (decided at ingest).
         let run_version = starting
+            .run_start
             .run_version
             .or_else(|| self.versions.current().current_version(starting.scenario))
             .unwrap_or_default();
@@ -182,7 +162,9 @@ impl EventWorker {
                 message: work.message.as_ref().filter(|_| starts),
                 forget_text: starting.forget_text,
                 question: starting
+                    .run_start
                     .opens
+                    .as_ref()
                     .filter(|_| starts)
                     .map(|opens| opening(user, opens, None, self.clock.now())),
                 timers: if starts { &timers } else { &[] },
