@@ -2,11 +2,18 @@
 //!
 //! - [`ingest`]: the request path. The engine decides once per event; what has
 //!   an effect is stored in the inbox with its plan, then handed to a worker.
-//! - The workers (bounded, off the request path) run the guards, commit each
-//!   effect with its ledger entry in one atomic commit, then send.
-//! - [`sweeper`]: recovers work whose lease ran out, on any instance.
-//! - [`manual_send`] and [`replay`]: the operators' sends and dead-letter replays,
-//!   with typed outcomes for the admin routes.
+//! - The worker pool (bounded, off the request path) hands each job to the
+//!   service that does it, each built with only the handles it uses:
+//!   - [`EventWorker`]: answers, starts and card taps, typed text, follows. It
+//!     runs the guards and commits each effect with its ledger entry in one
+//!     atomic commit, then hands the entry to the sender.
+//!   - [`TimerFirer`]: due timers this instance claimed, one commit each.
+//!   - [`OutboundSender`]: sends recorded actions (fresh, recovered, retried).
+//! - [`sweeper`]: only finds work (expired events and sends, due timers) and
+//!   queues it, on any instance; told to come back soon through [`SweepSoon`].
+//! - [`manual_send`], [`replay`] and [`timer_cancel`]: the operators' sends,
+//!   dead-letter replays and timer cancels, with typed outcomes for the admin
+//!   routes.
 //!
 //! If the queue is full or the process dies, nothing is lost: the stored event's
 //! lease runs out and the sweeper of some instance picks it up.

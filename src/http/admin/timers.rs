@@ -106,3 +106,34 @@ fn cancel_error(error: TimerCancelError) -> AdminError {
         TimerCancelError::Store(error) => AdminError::Store(error),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::ResponseError;
+    use actix_web::http::StatusCode;
+
+    #[test]
+    fn each_cancel_failure_keeps_its_status() {
+        let cases = [
+            (TimerCancelError::NotFound("a".repeat(40)), StatusCode::NOT_FOUND, None),
+            (TimerCancelError::NotPending("done"), StatusCode::CONFLICT, Some("done")),
+            (TimerCancelError::KeptChanging, StatusCode::CONFLICT, Some("pending")),
+            (
+                TimerCancelError::Store(crate::store::StoreError::Unavailable("timed out".into())),
+                StatusCode::SERVICE_UNAVAILABLE,
+                None,
+            ),
+        ];
+        for (error, status, conflict_state) in cases {
+            let name = format!("{error:?}");
+            let mapped = cancel_error(error);
+            assert_eq!(mapped.status_code(), status, "{name}");
+            let state = match &mapped {
+                AdminError::Conflict { state, .. } => Some(*state),
+                _ => None,
+            };
+            assert_eq!(state, conflict_state, "{name}");
+        }
+    }
+}
