@@ -180,6 +180,30 @@ pub fn deterministic_id(parts: &[&str]) -> String {
     hex
 }
 
+/// A document id in [`deterministic_id`]'s shape, as an operator typed it (a
+/// timer's, a campaign's): checked before it is looked up, so anything else
+/// names no document and never reaches Firestore as a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentHexId(String);
+
+impl DocumentHexId {
+    /// `Some` only for exactly 40 hexadecimal digits.
+    pub fn parse(raw: &str) -> Option<Self> {
+        (raw.len() == DOCUMENT_ID_HEX_CHARS && raw.bytes().all(|byte| byte.is_ascii_hexdigit()))
+            .then(|| Self(raw.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for DocumentHexId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// The id of a user's answer to one survey node: the guard of every survey answer.
 pub fn answer_id(scenario: &ScenarioId, node: &NodeId, user: &LineUserId) -> String {
     deterministic_id(&[scenario.as_str(), node.as_str(), user.as_str()])
@@ -188,12 +212,6 @@ pub fn answer_id(scenario: &ScenarioId, node: &NodeId, user: &LineUserId) -> Str
 /// The id of the "this user answered this scenario" marker.
 pub fn scenario_marker_id(scenario: &ScenarioId, user: &LineUserId) -> String {
     deterministic_id(&[scenario.as_str(), user.as_str()])
-}
-
-/// `raw` when it is exactly 40 ASCII hex digits (the shape of the ids derived
-/// here, such as campaign and timer ids); anything else names no such record.
-pub(crate) fn parse_hex40(raw: &str) -> Option<&str> {
-    (raw.len() == 40 && raw.bytes().all(|byte| byte.is_ascii_hexdigit())).then_some(raw)
 }
 
 #[cfg(test)]
@@ -245,21 +263,20 @@ mod tests {
     }
 
     #[test]
-    fn hex40_ids_are_exactly_40_ascii_hex_digits() {
-        let forty = "0123456789abcdef0123456789ABCDEF01234567";
-        let cases = [
-            (forty.to_owned(), true),
-            ("a".repeat(40), true),
-            (forty[..39].to_owned(), false),
-            (format!("{forty}0"), false),
-            (format!("{}g", &forty[..39]), false),
-            (format!("{} ", &forty[..39]), false),
-            (String::new(), false),
+    fn a_document_hex_id_is_forty_hex_digits_and_nothing_else() {
+        let made = deterministic_id(&["timer", "a"]);
+        assert_eq!(DocumentHexId::parse(&made).map(|id| id.to_string()), Some(made.clone()));
+        assert!(DocumentHexId::parse(&made.to_uppercase()).is_some());
+        for refused in [
+            "",
+            &made[..39],
+            &format!("{made}0"),
+            &format!("{}g", &made[..39]),
+            "../../../../../../../../../../../../../..",
             // 40 bytes, but not 40 ASCII digits.
-            (format!("{}é", &forty[..38]), false),
-        ];
-        for (raw, expected) in &cases {
-            assert_eq!(parse_hex40(raw), expected.then_some(raw.as_str()), "{raw:?}");
+            &format!("{}é", &made[..38]),
+        ] {
+            assert_eq!(DocumentHexId::parse(refused), None, "{refused:?}");
         }
     }
 }

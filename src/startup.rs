@@ -4,7 +4,8 @@
 use crate::clock::Clock;
 use crate::config::{ClockKind, Config};
 use crate::engine::Engine;
-use crate::http::{AppState, admin, console, health, prometheus, webhook};
+use crate::http::AppState;
+use crate::http::routes::{self, MainRoutes};
 use crate::line::client::LineClient;
 use crate::metrics::Metrics;
 use crate::outbound::{Courier, RetryPolicy};
@@ -12,7 +13,11 @@ use crate::pipeline::campaigns::Campaigns;
 use crate::pipeline::ingest::Ingest;
 use crate::pipeline::manual_send::ManualSender;
 use crate::pipeline::replay::Replayer;
-use crate::pipeline::{Pipeline, PipelineSettings, Processor, ProcessorSettings};
+use crate::pipeline::timer_cancel::TimerCancels;
+use crate::pipeline::{
+    EventSettings, EventWorker, InHand, OutboundSender, Pipeline, PipelineParts, PipelineSettings, SweepSoon,
+    TimerFirer, Versions,
+};
 use crate::reports::export::Exporter;
 use crate::reports::results::Results;
 use crate::reports::scrape::Scrape;
@@ -21,7 +26,7 @@ use crate::scenario::load_dir;
 use crate::store::VersionCheck;
 use crate::store::{Store, StoreOptions};
 use actix_web::dev::Server;
-use actix_web::{App, HttpResponse, HttpServer, web};
+use actix_web::{App, HttpServer, web};
 use anyhow::Context;
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -88,18 +93,43 @@ impl Application {
         let (retries, scheduled_retries) = tokio::sync::mpsc::unbounded_channel();
         let courier = Courier::new(client, store.clone(), policy.clone(), retries, clock.clone());
         let metrics = Arc::new(Metrics::default());
-        let processor = Arc::new(Processor::new(
-            engine.clone(),
+        let versions = Arc::new(Versions::new(engine.clone(), store.clone()));
+        // Records this instance holds (queued, running, being sent), and the
+        // signal that brings the sweeper back soon: shared by the services that
+        // hold or release work and the sweeper.
+        let in_hand = Arc::new(InHand::default());
+        let sweep_soon = SweepSoon::default();
+        let sender = Arc::new(OutboundSender::new(courier.clone(), store.clone(), in_hand.clone()));
+        let events = Arc::new(EventWorker::new(
+            versions.clone(),
             store.clone(),
-            courier.clone(),
+            sender.clone(),
             metrics.clone(),
-            ProcessorSettings {
+            EventSettings {
                 retry_backoff: Duration::from_millis(500),
                 start_dedup: config.start_dedup,
             },
+            sweep_soon.clone(),
+            clock.clone(),
         ));
+        let timers = Arc::new(TimerFirer::new(
+            versions.clone(),
+            store.clone(),
+            sender.clone(),
+            metrics.clone(),
+            clock.clone(),
+        ));
+        let replayer = Replayer::new(events.clone(), sender.clone(), store.clone());
         let pipeline = Pipeline::start(
-            processor.clone(),
+            PipelineParts {
+                events,
+                timers,
+                sender,
+                store: store.clone(),
+                metrics: metrics.clone(),
+                in_hand,
+                sweep_soon,
+            },
             PipelineSettings {
                 workers: config.worker_count,
                 queue_capacity: config.queue_capacity,
@@ -136,16 +166,18 @@ impl Application {
             crate::metrics::exporter::handle(),
             store.clone(),
             Box::new(move || queued.queued()),
+            clock.clone(),
         );
         scrape.spawn_upkeep(shutdown.clone());
         let state = web::Data::new(AppState {
-            ingest: Ingest::new(processor.versions(), store.clone(), pipeline.clone(), metrics.clone()),
+            ingest: Ingest::new(versions, store.clone(), pipeline.clone(), metrics.clone()),
             results: Results::new(engine.clone(), store.clone()),
             exporter: Exporter::new(engine.clone(), store.clone()),
             timelines: Timelines::new(store.clone()),
-            manual_sender: ManualSender::new(engine, store.clone(), courier),
+            manual_sender: ManualSender::new(engine, store.clone(), courier, clock.clone()),
             campaigns,
-            replayer: Replayer::new(processor),
+            replayer,
+            timer_cancels: TimerCancels::new(store.clone()),
             store,
             metrics,
             scrape,
@@ -165,53 +197,16 @@ impl Application {
         };
         // With a metrics port of its own, the main port does not serve /metrics.
         let metrics_on_main_port = admin_enabled && metrics_server.is_none();
-        let clock_route = clock.is_test();
+        let main_routes = MainRoutes {
+            admin: admin_enabled,
+            metrics: metrics_on_main_port,
+            clock: clock.is_test(),
+        };
         let server = HttpServer::new(move || {
-            let mut app = App::new()
+            App::new()
                 .app_data(state.clone())
                 .app_data(web::PayloadConfig::new(max_body_bytes))
-                .route("/healthz", web::get().to(health::healthz))
-                .route("/webhook", web::post().to(webhook::webhook));
-            if admin_enabled {
-                app = app
-                    .route(
-                        "/admin/scenarios/{scenario_id}/send",
-                        web::post().to(admin::send::send_scenario),
-                    )
-                    .route("/admin/dead-letters", web::get().to(admin::dead_letters::list))
-                    .route("/admin/metrics", web::get().to(admin::metrics))
-                    .route("/admin/scenarios/{id}/results", web::get().to(admin::results::show))
-                    .route("/admin/campaigns", web::post().to(admin::campaigns::create))
-                    .route("/admin/campaigns", web::get().to(admin::campaigns::list))
-                    .route("/admin/campaigns/{id}", web::get().to(admin::campaigns::show))
-                    .route("/admin/campaigns/{id}/cancel", web::post().to(admin::campaigns::cancel))
-                    .route(
-                        "/admin/dead-letters/{id}/replay",
-                        web::post().to(admin::dead_letters::replay),
-                    )
-                    .route(
-                        "/admin/scenarios/{scenario_id}/answers.csv",
-                        web::get().to(admin::export::answers_csv),
-                    )
-                    .route("/admin/users/{user_id}/timeline", web::get().to(admin::timeline::show))
-                    .route("/admin/users/{user_id}/timers", web::get().to(admin::timers::list))
-                    .route(
-                        "/admin/users/{user_id}/timers/{timer_id}",
-                        web::delete().to(admin::timers::cancel),
-                    )
-                    .configure(console::routes);
-            }
-            if metrics_on_main_port {
-                app = app.route("/metrics", web::get().to(prometheus::with_token));
-            }
-            // CLOCK=test only (start-up refuses it without the emulator):
-            // otherwise the path is an unknown route.
-            if clock_route {
-                app = app.route("/__clock", web::post().to(crate::http::clock::advance));
-            }
-            app.default_service(web::to(|| async {
-                HttpResponse::NotFound().json(crate::http::error_body("no such route"))
-            }))
+                .configure(|config| routes::main(config, main_routes))
         })
         // Signals are handled in `run_until_stopped`, which also stops the pipeline.
         .workers(config.http_workers)
@@ -265,10 +260,6 @@ impl Application {
     }
 }
 
-async fn not_found() -> HttpResponse {
-    HttpResponse::NotFound().json(crate::http::error_body("no such route"))
-}
-
 /// `GET /metrics` without a token, alone on `port` (its own listener and one
 /// worker): a scraper on a private network reaches it, the webhook's port does not
 /// serve it.
@@ -276,16 +267,11 @@ fn metrics_server(host: &str, port: u16, state: web::Data<AppState>) -> anyhow::
     let listener =
         TcpListener::bind((host, port)).with_context(|| format!("cannot listen on {host}:{port} (METRICS_PORT)"))?;
     let port = listener.local_addr()?.port();
-    let server = HttpServer::new(move || {
-        App::new()
-            .app_data(state.clone())
-            .route("/metrics", web::get().to(prometheus::open))
-            .default_service(web::to(not_found))
-    })
-    .workers(1)
-    .disable_signals()
-    .listen(listener)?
-    .run();
+    let server = HttpServer::new(move || App::new().app_data(state.clone()).configure(routes::metrics_port))
+        .workers(1)
+        .disable_signals()
+        .listen(listener)?
+        .run();
     tracing::info!(port, "metrics listening");
     Ok((port, server))
 }

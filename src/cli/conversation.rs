@@ -233,8 +233,8 @@ impl Conversation {
                 self.start(
                     plan.guard.map(|guard| guard.scenario),
                     &plan.scenario,
-                    plan.messages,
-                    plan.opens,
+                    plan.run_start.messages,
+                    plan.run_start.opens,
                     from,
                 )
             }
@@ -244,8 +244,8 @@ impl Conversation {
                 self.start(
                     Some(plan.guard.scenario.clone()),
                     &plan.guard.scenario,
-                    plan.messages,
-                    plan.opens,
+                    plan.run_start.messages,
+                    plan.run_start.opens,
                     from,
                 )
             }
@@ -292,8 +292,8 @@ impl Conversation {
                             self.start(
                                 start.guard.map(|guard| guard.scenario),
                                 &start.scenario,
-                                start.messages,
-                                start.opens,
+                                start.run_start.messages,
+                                start.run_start.opens,
                                 from,
                             )
                         }

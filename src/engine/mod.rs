@@ -13,7 +13,7 @@ mod timers;
 
 pub(crate) use render::{QuestionRef, Rendered, TimerPlan, render_from};
 pub(crate) use start::{StartVerdict, start_verdict};
-pub(crate) use timers::{DueTimer, Firing, FiringSeen};
+pub(crate) use timers::{DueTimer, Firing, FiringSeen, OpenRead, QuestionMove, Skip, ends_sibling, question_move};
 pub(crate) use typed::{OpenQuestion, TypedDecision};
 
 use crate::ids::{LineUserId, NodeId, RunId, ScenarioId, answer_id, scenario_marker_id};
@@ -127,34 +127,14 @@ pub(crate) struct ScenarioGuard {
     pub(crate) marker_id: String,
 }
 
+/// What every start carries, whether a trigger or a card tap began it: whom it
+/// starts for, what it sends, and the run it begins. Flattened into the plans,
+/// so stored plans keep their shape.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct CardTapPlan {
+pub(crate) struct RunStart {
     pub(crate) user: LineUserId,
-    pub(crate) card_scenario: ScenarioId,
-    pub(crate) card_node: NodeId,
-    /// The survey scenario the card starts, unless the user answered it.
-    pub(crate) guard: ScenarioGuard,
     pub(crate) messages: Vec<Message>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) opens: Option<QuestionRef>,
-    /// The run the tap begins, and the scenario version it is pinned to.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) run: Option<RunId>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) run_version: Option<u32>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) timers: Vec<TimerPlan>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) asks: Option<NodeId>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct StartPlan {
-    pub(crate) user: LineUserId,
-    pub(crate) scenario: ScenarioId,
-    /// `None` for scenarios without a survey node: nothing to check, no read.
-    pub(crate) guard: Option<ScenarioGuard>,
-    pub(crate) messages: Vec<Message>,
+    /// The text or date question the messages ask.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) opens: Option<QuestionRef>,
     /// The run the start begins, and the scenario version it is pinned to.
@@ -162,10 +142,31 @@ pub(crate) struct StartPlan {
     pub(crate) run: Option<RunId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) run_version: Option<u32>,
+    /// What the messages schedule.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) timers: Vec<TimerPlan>,
+    /// The question node the messages ask.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) asks: Option<NodeId>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct CardTapPlan {
+    #[serde(flatten)]
+    pub(crate) run_start: RunStart,
+    pub(crate) card_scenario: ScenarioId,
+    pub(crate) card_node: NodeId,
+    /// The survey scenario the card starts, unless the user answered it.
+    pub(crate) guard: ScenarioGuard,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct StartPlan {
+    #[serde(flatten)]
+    pub(crate) run_start: RunStart,
+    pub(crate) scenario: ScenarioId,
+    /// `None` for scenarios without a survey node: nothing to check, no read.
+    pub(crate) guard: Option<ScenarioGuard>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -345,15 +346,17 @@ impl Engine {
         });
         let rendered = rendered_in(scenario, &entry.node, Some(&run))?;
         Ok(StartPlan {
-            messages: rendered.messages,
-            opens: rendered.opens,
-            user,
+            run_start: RunStart {
+                messages: rendered.messages,
+                opens: rendered.opens,
+                user,
+                run: Some(run),
+                run_version: Some(scenario.scenario.version),
+                timers: rendered.timers,
+                asks: rendered.asks,
+            },
             scenario: entry.scenario.clone(),
             guard,
-            run: Some(run),
-            run_version: Some(scenario.scenario.version),
-            timers: rendered.timers,
-            asks: rendered.asks,
         })
     }
 
@@ -464,15 +467,17 @@ impl Engine {
                         scenario: card.starts.clone(),
                         marker_id: scenario_marker_id(&card.starts, &user),
                     },
-                    messages: rendered.messages,
-                    opens: rendered.opens,
-                    user,
+                    run_start: RunStart {
+                        messages: rendered.messages,
+                        opens: rendered.opens,
+                        user,
+                        run: Some(run),
+                        run_version: Some(target.scenario.version),
+                        timers: rendered.timers,
+                        asks: rendered.asks,
+                    },
                     card_scenario: scenario,
                     card_node: node,
-                    run: Some(run),
-                    run_version: Some(target.scenario.version),
-                    timers: rendered.timers,
-                    asks: rendered.asks,
                 }))
             }
         }

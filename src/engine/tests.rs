@@ -168,7 +168,7 @@ fn each_kind_of_plan() {
     };
     assert_eq!(start.scenario.as_str(), "satisfaction");
     assert!(start.guard.is_some(), "a scenario with a survey is guarded");
-    assert_eq!(start.messages.len(), 2, "intro and the first question");
+    assert_eq!(start.run_start.messages.len(), 2, "intro and the first question");
 
     let Some(hours) = keyword(&text("hours")) else {
         panic!("a keyword starts its scenario")
@@ -196,7 +196,7 @@ fn each_kind_of_plan() {
     let Some(started) = keyword(&text(" Survey ")) else {
         panic!("a keyword starts its scenario")
     };
-    let run = started.run.clone().expect("a start begins a run");
+    let run = started.run_start.run.clone().expect("a start begins a run");
     assert_eq!(
         keyword(&text(" Survey ")),
         Some(started),
@@ -222,7 +222,7 @@ fn each_kind_of_plan() {
         panic!("a card tap")
     };
     assert_eq!(tap.guard.scenario.as_str(), "satisfaction");
-    assert_eq!(tap.messages.len(), 2);
+    assert_eq!(tap.run_start.messages.len(), 2);
 
     let unsend = event(json!({"type": "unsend", "unsend": {"messageId": "325708"}}));
     assert_eq!(

@@ -204,6 +204,67 @@ impl Engine {
     }
 }
 
+/// The user's open question as the firing read it: the ids it names, as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OpenRead<'a> {
+    pub(crate) scenario: &'a str,
+    pub(crate) node: &'a str,
+}
+
+/// What a firing does to the user's open question.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum QuestionMove {
+    /// Opens the question the sent chain asks. `replace_only_read`: it replaces
+    /// only the open question as read (a reminder's or an expiry's chain);
+    /// otherwise whatever is open (a step follows the scenario).
+    Open {
+        question: QuestionRef,
+        replace_only_read: bool,
+    },
+    /// Closes the open question as read (an expiry of it).
+    Close,
+    /// Asks the open question as read again (a reminder of it): open from now,
+    /// so a reply to the reminder is in the answer window.
+    Remind,
+    /// Leaves the open question as it is.
+    Keep,
+}
+
+/// What the firing of `timer` does to the open question, given what the fired
+/// chain opens (`opens`), whether it closes the timer's question (`closes`,
+/// from [`Firing::Fire`]) and the open question read (`read`).
+pub(crate) fn question_move(
+    timer: &DueTimer,
+    opens: Option<&QuestionRef>,
+    closes: bool,
+    read: Option<OpenRead<'_>>,
+) -> QuestionMove {
+    match (opens, closes) {
+        (Some(question), _) => QuestionMove::Open {
+            question: question.clone(),
+            replace_only_read: timer.kind != TimerKind::Step,
+        },
+        (None, true) if read.is_some() => QuestionMove::Close,
+        // Re-asked only if it is still the open question as read.
+        (None, false)
+            if timer.kind == TimerKind::Remind
+                && read.is_some_and(|read| {
+                    read.scenario == timer.scenario.as_str() && read.node == timer.node.as_str()
+                }) =>
+        {
+            QuestionMove::Remind
+        }
+        _ => QuestionMove::Keep,
+    }
+}
+
+/// Whether the firing of a `fired` timer ends its question's sibling timer of
+/// kind `sibling`, found pending or not: an expiry ends its pending reminder in
+/// the same commit.
+pub(crate) fn ends_sibling(fired: TimerKind, sibling: TimerKind, sibling_pending: bool) -> bool {
+    fired == TimerKind::Expire && sibling == TimerKind::Remind && sibling_pending
+}
+
 /// A reminder or an expiry has a reason only while its question waits for this
 /// run's answer: not answered, and (for a text or date question) still the
 /// user's open question.
@@ -379,6 +440,141 @@ mod tests {
             let expected =
                 expected.map(|(texts, outcome)| (texts.into_iter().map(str::to_owned).collect::<Vec<_>>(), outcome));
             assert_eq!(found, expected, "{name}");
+        }
+    }
+
+    fn question(scenario: &str, node: &str) -> QuestionRef {
+        QuestionRef {
+            scenario: id(ScenarioId::parse, scenario),
+            version: 1,
+            node: id(NodeId::parse, node),
+            run: Some(id(RunId::parse, "0123456789abcdef")),
+        }
+    }
+
+    /// (case, timer, what its chain opens, whether it closes, the open question read, the move)
+    type MoveCase<'a> = (
+        &'a str,
+        DueTimer,
+        Option<QuestionRef>,
+        bool,
+        Option<OpenRead<'a>>,
+        QuestionMove,
+    );
+
+    #[test]
+    fn a_firing_opens_closes_re_asks_or_keeps_the_open_question() {
+        let now = Utc::now();
+        let revisit = OpenRead {
+            scenario: "ja_followup",
+            node: "revisit",
+        };
+        let other = OpenRead {
+            scenario: "ja_followup",
+            node: "postal_code",
+        };
+        let next = question("ja_followup", "postal_code");
+        let cases: Vec<MoveCase> = vec![
+            (
+                "a step opening a question replaces whatever is open",
+                timer(TimerKind::Step, "one_day", now),
+                Some(next.clone()),
+                false,
+                Some(revisit),
+                QuestionMove::Open {
+                    question: next.clone(),
+                    replace_only_read: false,
+                },
+            ),
+            (
+                "an expiry's chain opening a question replaces only the one read",
+                timer(TimerKind::Expire, "revisit", now),
+                Some(next.clone()),
+                true,
+                Some(revisit),
+                QuestionMove::Open {
+                    question: next.clone(),
+                    replace_only_read: true,
+                },
+            ),
+            (
+                "a reminder re-asks its still open question",
+                timer(TimerKind::Remind, "revisit", now),
+                None,
+                false,
+                Some(revisit),
+                QuestionMove::Remind,
+            ),
+            (
+                "a reminder while another question is open leaves it",
+                timer(TimerKind::Remind, "revisit", now),
+                None,
+                false,
+                Some(other),
+                QuestionMove::Keep,
+            ),
+            (
+                "a reminder with no question open leaves it",
+                timer(TimerKind::Remind, "revisit", now),
+                None,
+                false,
+                None,
+                QuestionMove::Keep,
+            ),
+            (
+                "an expiry closes the open question",
+                timer(TimerKind::Expire, "revisit", now),
+                None,
+                true,
+                Some(revisit),
+                QuestionMove::Close,
+            ),
+            (
+                "an expiry with no question open closes nothing",
+                timer(TimerKind::Expire, "revisit", now),
+                None,
+                true,
+                None,
+                QuestionMove::Keep,
+            ),
+            (
+                "an expiry of a survey question (not closing) leaves it",
+                timer(TimerKind::Expire, "revisit", now),
+                None,
+                false,
+                Some(revisit),
+                QuestionMove::Keep,
+            ),
+            (
+                "a step that asks nothing leaves it",
+                timer(TimerKind::Step, "one_day", now),
+                None,
+                false,
+                Some(revisit),
+                QuestionMove::Keep,
+            ),
+        ];
+        for (name, due, opens, closes, read, expected) in cases {
+            assert_eq!(question_move(&due, opens.as_ref(), closes, read), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn only_an_expiry_ends_its_pending_reminder() {
+        // (fired, sibling, sibling pending, ends it)
+        let cases = [
+            (TimerKind::Expire, TimerKind::Remind, true, true),
+            (TimerKind::Expire, TimerKind::Remind, false, false),
+            (TimerKind::Remind, TimerKind::Expire, true, false),
+            (TimerKind::Step, TimerKind::Remind, true, false),
+            (TimerKind::Expire, TimerKind::Expire, true, false),
+        ];
+        for (fired, sibling, pending, ends) in cases {
+            assert_eq!(
+                ends_sibling(fired, sibling, pending),
+                ends,
+                "{fired:?} with a {sibling:?} sibling, pending: {pending}"
+            );
         }
     }
 

@@ -8,6 +8,7 @@ pub(crate) mod clock;
 pub(crate) mod console;
 pub(crate) mod health;
 pub(crate) mod prometheus;
+pub(crate) mod routes;
 pub(crate) mod webhook;
 
 use crate::metrics::Metrics;
@@ -15,6 +16,7 @@ use crate::pipeline::campaigns::Campaigns;
 use crate::pipeline::ingest::Ingest;
 use crate::pipeline::manual_send::ManualSender;
 use crate::pipeline::replay::Replayer;
+use crate::pipeline::timer_cancel::TimerCancels;
 use crate::reports::export::Exporter;
 use crate::reports::results::Results;
 use crate::reports::scrape::Scrape;
@@ -31,6 +33,8 @@ pub(crate) struct AppState {
     pub(crate) results: Results,
     pub(crate) exporter: Exporter,
     pub(crate) timelines: Timelines,
+    /// Operators' cancels of users' timers.
+    pub(crate) timer_cancels: TimerCancels,
     /// Read-only uses: dead-letter lists and batch counts.
     pub(crate) store: Store,
     pub(crate) metrics: Arc<Metrics>,

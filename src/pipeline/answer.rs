@@ -7,19 +7,22 @@
 //! picker tapped after the question was answered, replaced or lapsed records
 //! nothing.
 
+use super::PipelineError;
 use super::hold::{Failure, Found, Hold};
 use super::processed::Processed;
+use super::timers::{AskedTimers, OPERATOR_CANCEL};
 use super::typed::{answer_record, answered, open_question};
 use super::work::Work;
-use super::worker::Processor;
+use super::worker::EventWorker;
 use crate::engine::AnswerPlan;
+use crate::ids::{LineUserId, NodeId, RunId, ScenarioId, TimerKind, timer_id};
 use crate::outbound::StagedAction;
-use crate::store::{AnswerRecord, Effect, StoreError};
+use crate::store::{AnswerRecord, Effect, TimerState};
 
 /// Commits tried per attempt when a commit's outcome was unknown and it had not landed.
 const COMMIT_ROUNDS: usize = 3;
 
-impl Processor {
+impl EventWorker {
     pub(super) async fn answer(&self, hold: &Hold, work: &Work, plan: &AnswerPlan) -> Result<Processed, Failure> {
         if self.store.legacy_lookup()
             && self
@@ -46,8 +49,8 @@ impl Processor {
                 )
                 .await?
             {
-                super::timers::AskedTimers::Pending(pending) => pending,
-                super::timers::AskedTimers::Expired => {
+                AskedTimers::Pending(pending) => pending,
+                AskedTimers::Expired => {
                     self.done_without_effect(hold)?;
                     return Ok(Processed::QuestionExpired);
                 }
@@ -56,9 +59,14 @@ impl Processor {
                 None => plan
                     .opens
                     .as_ref()
-                    .map(|opens| super::typed::opening(plan.user.as_str(), opens, None)),
+                    .map(|opens| super::typed::opening(plan.user.as_str(), opens, None, self.clock.now())),
                 Some(closes) => match self.still_open(plan, closes, work.event_time_ms).await? {
-                    Some(read) => Some(answered(plan.user.as_str(), plan.opens.as_ref(), read)),
+                    Some(read) => Some(answered(
+                        plan.user.as_str(),
+                        plan.opens.as_ref(),
+                        read,
+                        self.clock.now(),
+                    )),
                     None => {
                         self.done_without_effect(hold)?;
                         return Ok(Processed::QuestionNotOpen);
@@ -69,7 +77,7 @@ impl Processor {
                 question,
                 timers: &timers,
                 cancels: &cancels,
-                ..answer_record(work, plan, &self.engine)
+                ..answer_record(work, plan, self.versions.current(), self.clock.now())
             };
             if let Some(staged) = follow_up.as_mut() {
                 staged.renew_lease(&self.store);
@@ -77,7 +85,7 @@ impl Processor {
             let entry = follow_up.as_ref().map(StagedAction::entry);
             let found = match self.store.commit_answer(&hold.key, hold.version, &record, entry).await {
                 Effect::Committed(version) => {
-                    self.send(follow_up.as_ref(), version).await;
+                    self.sender.send_staged(follow_up.as_ref(), version).await;
                     return Ok(Processed::Answered);
                 }
                 // The answer exists: the user answered before. Nothing was applied.
@@ -94,14 +102,59 @@ impl Processor {
             };
             match found {
                 Found::Landed(version) => {
-                    self.send(follow_up.as_ref(), version).await;
+                    self.sender.send_staged(follow_up.as_ref(), version).await;
                     return Ok(Processed::Answered);
                 }
                 Found::NotLanded => continue,
                 Found::Superseded => return Err(Failure::Superseded),
             }
         }
-        Err(StoreError::Unavailable("the answer commit kept failing".into()).into())
+        Err(PipelineError::Contention("the answer commit kept failing".into()).into())
+    }
+
+    /// The pending reminder and expiry of the question an answer answers, read
+    /// so that the answer's commit cancels them conditionally; or that the
+    /// question expired before the answer.
+    pub(super) async fn question_timers(
+        &self,
+        scenario: &ScenarioId,
+        version: u32,
+        node: &NodeId,
+        user: &LineUserId,
+        run: Option<&RunId>,
+        event_ms: i64,
+    ) -> Result<AskedTimers, crate::store::StoreError> {
+        let Some(run) = run else {
+            return Ok(AskedTimers::Pending(Vec::new()));
+        };
+        let engine = self.versions.engine_for(scenario, version).await?;
+        let asks_timers = engine
+            .scenario(scenario)
+            .and_then(|loaded| loaded.question_timers(node))
+            .is_some();
+        if !asks_timers {
+            return Ok(AskedTimers::Pending(Vec::new()));
+        }
+        let ids = [TimerKind::Remind, TimerKind::Expire].map(|kind| timer_id(scenario, node, user, run, kind));
+        let found = self.store.timers(&ids).await?;
+        let mut pending = Vec::new();
+        for timer in found.into_iter().flatten() {
+            // Expired: its expiry fired, or was due before the answer was
+            // given, whatever became of it since (still pending: it sends
+            // `on_expire` when it fires; cancelled by an unfollow or given
+            // up: the question closed all the same). Only an operator's
+            // cancel keeps the question open.
+            let expiry = timer.doc.kind == TimerKind::Expire;
+            let due_before = timer.doc.due_at.as_millisecond() <= event_ms;
+            let kept_open = timer.doc.outcome.as_deref() == Some(OPERATOR_CANCEL);
+            if expiry && (timer.doc.state == TimerState::Done || (due_before && !kept_open)) {
+                return Ok(AskedTimers::Expired);
+            }
+            if timer.doc.state == TimerState::Pending {
+                pending.push((timer.id, timer.version));
+            }
+        }
+        Ok(AskedTimers::Pending(pending))
     }
 
     /// The version of the user's open question when it is `closes` and has not

@@ -17,8 +17,6 @@ pub(crate) enum PipelineError {
     Contention(String),
     /// The input names something that cannot exist (a malformed id, say):
     /// trying again changes nothing.
-    // Until the timer service reports its invalid user ids with it.
-    #[allow(dead_code)]
     #[error("{0}")]
     InvalidInput(String),
     /// A value could not be encoded for storage: a defect, not the caller's fault.

@@ -1,6 +1,7 @@
 //! A worker's hold on one stored event, and what it does when a commit's outcome
 //! is unknown: it reads what happened before acting again.
 
+use super::PipelineError;
 use crate::outbound::StagedAction;
 use crate::store::{InboxKey, InboxState, LedgerState, Store, StoreError, Version};
 use std::time::Duration;
@@ -19,13 +20,20 @@ pub(crate) enum Failure {
     /// changes nothing more.
     #[error("superseded by another instance")]
     Superseded,
-    /// Firestore failed or could not be reached: retried later.
+    /// Firestore failed or could not be reached, or the records kept changing
+    /// under the attempt: retried later.
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Failed(#[from] PipelineError),
     /// The user's event before it in the same webhook request is not done yet:
     /// it goes back, uncounted, to wait its turn.
     #[error("waits for the event before it")]
     Waiting,
+}
+
+impl From<StoreError> for Failure {
+    fn from(error: StoreError) -> Self {
+        Failure::Failed(PipelineError::Store(error))
+    }
 }
 
 /// What a read found after a commit whose outcome was unknown (or that met a

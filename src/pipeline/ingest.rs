@@ -254,7 +254,7 @@ impl Ingest {
                 series::webhook_event(&event.type_name, "stored");
                 let queued = slot.is_some();
                 if !queued {
-                    self.pipeline.processor.sweep_soon.notify_one();
+                    self.pipeline.sweep_soon();
                 }
                 if let Some(slot) = slot {
                     slot.send(Job::Event(Box::new(EventJob {

@@ -26,6 +26,8 @@ pub(crate) struct ManualSender {
     engine: Engine,
     store: Store,
     courier: Courier,
+    /// When the timers a send schedules are due from, and when its question opens.
+    clock: crate::clock::Clock,
 }
 
 /// What became of the push to one user.
@@ -79,8 +81,13 @@ pub(crate) enum ManualSendError {
 }
 
 impl ManualSender {
-    pub(crate) fn new(engine: Engine, store: Store, courier: Courier) -> Self {
-        Self { engine, store, courier }
+    pub(crate) fn new(engine: Engine, store: Store, courier: Courier, clock: crate::clock::Clock) -> Self {
+        Self {
+            engine,
+            store,
+            courier,
+            clock,
+        }
     }
 
     /// Sends `scenario` to each of `users` (unique, checked ids), once per key.
@@ -132,7 +139,8 @@ impl ManualSender {
             Ok(started) => started,
             Err(error) => return UserSend::Failed(error.to_string()),
         };
-        let timers = super::timers::schedule(&self.engine, user, &rendered.timers);
+        let now = self.clock.now();
+        let timers = super::timers::schedule(&self.engine, user, &rendered.timers, now);
         let marker_id = scenario_marker_id(scenario, user);
         let run_record = RunRecord {
             marker_id: &marker_id,
@@ -145,7 +153,7 @@ impl ManualSender {
         let question = rendered
             .opens
             .as_ref()
-            .map(|opens| super::typed::opening(user.as_str(), opens, None));
+            .map(|opens| super::typed::opening(user.as_str(), opens, None, now));
         let action = OutboundAction {
             key,
             user: user.clone(),
@@ -155,7 +163,7 @@ impl ManualSender {
             webhook_event_id: None,
             inbox_id: None,
             answer_id: None,
-            asks: super::asked(&self.engine, scenario, rendered.asks.as_ref()),
+            asks: super::asked_on(&self.engine, scenario, rendered.asks.as_ref(), now),
         };
         let staged = match action.stage(&self.store) {
             Ok(staged) => staged,

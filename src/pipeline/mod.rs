@@ -2,11 +2,18 @@
 //!
 //! - [`ingest`]: the request path. The engine decides once per event; what has
 //!   an effect is stored in the inbox with its plan, then handed to a worker.
-//! - The workers (bounded, off the request path) run the guards, commit each
-//!   effect with its ledger entry in one atomic commit, then send.
-//! - [`sweeper`]: recovers work whose lease ran out, on any instance.
-//! - [`manual_send`] and [`replay`]: the operators' sends and dead-letter replays,
-//!   with typed outcomes for the admin routes.
+//! - The worker pool (bounded, off the request path) hands each job to the
+//!   service that does it, each built with only the handles it uses:
+//!   - [`EventWorker`]: answers, starts and card taps, typed text, follows. It
+//!     runs the guards and commits each effect with its ledger entry in one
+//!     atomic commit, then hands the entry to the sender.
+//!   - [`TimerFirer`]: due timers this instance claimed, one commit each.
+//!   - [`OutboundSender`]: sends recorded actions (fresh, recovered, retried).
+//! - [`sweeper`]: only finds work (expired events and sends, due timers) and
+//!   queues it, on any instance; told to come back soon through [`SweepSoon`].
+//! - [`manual_send`], [`replay`] and [`timer_cancel`]: the operators' sends,
+//!   dead-letter replays and timer cancels, with typed outcomes for the admin
+//!   routes.
 //!
 //! If the queue is full or the process dies, nothing is lost: the stored event's
 //! lease runs out and the sweeper of some instance picks it up.
@@ -14,14 +21,17 @@
 mod answer;
 pub(crate) mod campaigns;
 pub(crate) mod error;
+mod follow;
 mod hold;
 pub(crate) mod ingest;
 pub(crate) mod manual_send;
 mod processed;
 pub(crate) mod replay;
 mod retries;
+mod sender;
 mod start;
 mod sweeper;
+pub(crate) mod timer_cancel;
 mod timers;
 mod typed;
 mod versions;
@@ -29,11 +39,14 @@ mod work;
 mod worker;
 
 pub(crate) use error::PipelineError;
-pub(crate) use timers::OPERATOR_CANCEL;
-pub(crate) use worker::{Processor, ProcessorSettings};
+pub(crate) use sender::OutboundSender;
+pub(crate) use timers::TimerFirer;
+pub(crate) use versions::Versions;
+pub(crate) use worker::{EventSettings, EventWorker};
 
+use crate::metrics::Metrics;
 use crate::outbound::ScheduledRetry;
-use crate::store::{InboxKey, LedgerDoc, Version};
+use crate::store::{InboxKey, LedgerDoc, Store, Version};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
@@ -43,17 +56,41 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use work::Work;
 
-/// The "sent" count a ledger entry asking `node` raises: the node, and today in
-/// the scenario's time zone.
-pub(crate) fn asked(
+/// The "sent" count a ledger entry asking `node` raises: the node, and the day
+/// of `now` in the scenario's time zone.
+pub(crate) fn asked_on(
     engine: &crate::engine::Engine,
     scenario: &crate::ids::ScenarioId,
     node: Option<&crate::ids::NodeId>,
+    now: chrono::DateTime<chrono::Utc>,
 ) -> Option<crate::store::AsksDoc> {
     node.map(|node| crate::store::AsksDoc {
         node: node.to_string(),
-        day: engine.day_of(scenario, chrono::Utc::now()),
+        day: engine.day_of(scenario, now),
     })
+}
+
+/// A time as Firestore stores it (the current time in the unreachable case of
+/// a time Firestore cannot hold).
+pub(super) fn instant(at: chrono::DateTime<chrono::Utc>) -> firestore::FirestoreInstant {
+    firestore::FirestoreInstant::from_millisecond(at.timestamp_millis())
+        .unwrap_or_else(|_| firestore::FirestoreInstant::now())
+}
+
+/// Told when work is left for a sweeper (released for a retry, or stored while
+/// the queue was full): the sweeper sweeps at its shortest interval again. Shared
+/// by whoever leaves such work and the sweeper, and nothing else.
+#[derive(Clone, Default)]
+pub(crate) struct SweepSoon(Arc<tokio::sync::Notify>);
+
+impl SweepSoon {
+    pub(crate) fn notify(&self) {
+        self.0.notify_one();
+    }
+
+    async fn notified(&self) {
+        self.0.notified().await;
+    }
 }
 
 /// One unit of work.
@@ -223,8 +260,10 @@ pub(crate) struct Pipeline {
     sends: mpsc::Sender<Job>,
     shutdown: CancellationToken,
     tasks: tokio::sync::Mutex<Vec<JoinHandle<()>>>,
-    processor: Arc<Processor>,
+    /// Flushes the batched settles at shutdown.
+    store: Store,
     in_hand: Arc<InHand>,
+    sweep_soon: SweepSoon,
     /// Free worker slots; `None` on an ingest-only instance.
     slots: Option<Arc<Semaphore>>,
 }
@@ -242,24 +281,47 @@ impl QueueSlot<'_> {
     }
 }
 
+/// What the pipeline runs on: the services the workers hand jobs to, and the
+/// handles its own loops (sweeper, retry timer) use. Built in start-up.
+pub(crate) struct PipelineParts {
+    pub(crate) events: Arc<EventWorker>,
+    pub(crate) timers: Arc<TimerFirer>,
+    pub(crate) sender: Arc<OutboundSender>,
+    pub(crate) store: Store,
+    pub(crate) metrics: Arc<Metrics>,
+    /// The same set the sender holds its sends in.
+    pub(crate) in_hand: Arc<InHand>,
+    /// The same signal the event worker raises.
+    pub(crate) sweep_soon: SweepSoon,
+}
+
 impl Pipeline {
     pub(crate) fn start(
-        processor: Arc<Processor>,
+        parts: PipelineParts,
         settings: PipelineSettings,
         retries: mpsc::UnboundedReceiver<ScheduledRetry>,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
         let (jobs, queue) = mpsc::channel(settings.queue_capacity.max(1));
         let (sends, send_queue) = mpsc::channel(SEND_QUEUE);
-        let in_hand = processor.in_hand.clone();
+        let PipelineParts {
+            events,
+            timers,
+            sender,
+            store,
+            metrics,
+            in_hand,
+            sweep_soon,
+        } = parts;
         let slots = (settings.workers > 0).then(|| Arc::new(Semaphore::new(settings.workers)));
         let pipeline = Arc::new(Self {
             jobs,
             sends,
             shutdown: shutdown.clone(),
             tasks: tokio::sync::Mutex::new(Vec::new()),
-            processor: processor.clone(),
+            store: store.clone(),
             in_hand: in_hand.clone(),
+            sweep_soon: sweep_soon.clone(),
             slots: slots.clone(),
         });
         if let Some(slots) = slots {
@@ -267,14 +329,25 @@ impl Pipeline {
                 sends: send_queue,
                 events: queue,
             };
-            let workers = tokio::spawn(run_workers(processor, queues, slots, in_hand, shutdown.clone()));
-            let timers = tokio::spawn(sweeper::run_timers(
+            let lease = store.lease();
+            let dispatch = Dispatch {
+                events,
+                timers,
+                sender,
+                store: store.clone(),
+            };
+            let sweeper = Arc::new(sweeper::Sweeper::new(
+                store,
                 pipeline.clone(),
-                settings.clone(),
-                shutdown.clone(),
+                in_hand.clone(),
+                settings,
+                metrics,
+                sweep_soon,
             ));
-            let sweeper = tokio::spawn(sweeper::run(pipeline.clone(), settings, shutdown.clone()));
-            let timer = tokio::spawn(retries::run(pipeline.clone(), retries, shutdown));
+            let workers = tokio::spawn(run_workers(dispatch, queues, slots, in_hand, shutdown.clone()));
+            let timers = tokio::spawn(sweeper.clone().run_timers(shutdown.clone()));
+            let sweeper = tokio::spawn(sweeper.run(shutdown.clone()));
+            let timer = tokio::spawn(retries::run(pipeline.clone(), retries, lease, shutdown));
             if let Ok(mut tasks) = pipeline.tasks.try_lock() {
                 tasks.push(workers);
                 tasks.push(timers);
@@ -313,6 +386,12 @@ impl Pipeline {
         (waiting(&self.jobs), waiting(&self.sends))
     }
 
+    /// Asks the sweeper to sweep soon: an event was stored for any sweeper (the
+    /// queue was full).
+    pub(crate) fn sweep_soon(&self) {
+        self.sweep_soon.notify();
+    }
+
     /// Room left in the send queue.
     fn send_room(&self) -> usize {
         self.sends.capacity()
@@ -342,7 +421,7 @@ impl Pipeline {
             );
         }
         let left = grace.saturating_sub(started.elapsed());
-        self.processor.store().flush_settles(left).await;
+        self.store.flush_settles(left).await;
     }
 }
 
@@ -401,10 +480,56 @@ impl Queues {
     }
 }
 
+/// Hands each job to the service that does it.
+#[derive(Clone)]
+struct Dispatch {
+    events: Arc<EventWorker>,
+    timers: Arc<TimerFirer>,
+    sender: Arc<OutboundSender>,
+    /// Gives queued jobs' leases back at shutdown.
+    store: Store,
+}
+
+impl Dispatch {
+    async fn run(&self, job: Job) {
+        match job {
+            Job::Event(job) => self.events.run(*job).await,
+            Job::Timer(job) => self.timers.fire(*job).await,
+            Job::Outbound(job) => self.sender.deliver_queued(*job).await,
+        }
+    }
+
+    /// Gives a queued job's lease back at shutdown so another instance takes it now.
+    async fn hand_back(&self, job: &Job) {
+        let result = match job {
+            Job::Event(job) => self
+                .store
+                .release_event(
+                    &job.key,
+                    job.version,
+                    job.attempt.saturating_sub(1),
+                    Duration::ZERO,
+                    None,
+                )
+                .await
+                .map(|_| ()),
+            Job::Outbound(job) => self.store.hand_back_outbound(&job.id, job.version).await.map(|_| ()),
+            Job::Timer(job) => self
+                .store
+                .release_timer(&job.id, job.version, job.doc.attempts)
+                .await
+                .map(|_| ()),
+        };
+        if let Err(error) = result {
+            tracing::warn!(error = %error, "could not hand work back; its lease will run out");
+        }
+    }
+}
+
 /// Takes jobs off the queues and runs each in its own task, at most `workers` at
 /// once. On shutdown, queued jobs are handed back and running ones finish.
 async fn run_workers(
-    processor: Arc<Processor>,
+    dispatch: Dispatch,
     mut queues: Queues,
     slots: Arc<Semaphore>,
     in_hand: Arc<InHand>,
@@ -422,7 +547,7 @@ async fn run_workers(
         let slot = tokio::select! {
             slot = slots.clone().acquire_owned() => slot,
             _ = shutdown.cancelled() => {
-                processor.hand_back(&job).await;
+                dispatch.hand_back(&job).await;
                 in_hand.remove(job.id());
                 break;
             }
@@ -430,14 +555,14 @@ async fn run_workers(
         let Ok(slot) = slot else {
             break;
         };
-        let processor = processor.clone();
+        let dispatch = dispatch.clone();
         let held = Held {
             in_hand: in_hand.clone(),
             id: job.id().to_owned(),
         };
         let send = matches!(job, Job::Outbound(_)).then(|| Sending::start(&sending));
         running.spawn(async move {
-            processor.run(job).await;
+            dispatch.run(job).await;
             drop(send);
             drop(held);
             drop(slot);
@@ -448,7 +573,7 @@ async fn run_workers(
     let left = queues.close_and_drain();
     let handed_back = left.len();
     for job in left {
-        processor.hand_back(&job).await;
+        dispatch.hand_back(&job).await;
         in_hand.remove(job.id());
     }
     if handed_back > 0 {

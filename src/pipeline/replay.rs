@@ -7,18 +7,23 @@
 //! A record that is no longer parked (it succeeded, or a replay is under way) is
 //! not touched: the caller learns its state.
 
+use super::OutboundSender;
 use super::hold::{Failure, Hold};
 use super::processed::Processed;
 use super::work::Work;
-use super::worker::{Processor, event_span};
-use crate::outbound::{Delivery, Origin};
-use crate::store::{DeadLetterKind, InboxKey, InboxState, LedgerState, RouteDoc, Settlement, StoreError};
+use super::worker::{EventWorker, event_span};
+use crate::outbound::Delivery;
+use crate::store::{DeadLetterKind, InboxKey, InboxState, LedgerState, RouteDoc, Settlement, Store, StoreError};
 use std::sync::Arc;
 use tracing::Instrument;
 
 #[derive(Clone)]
 pub(crate) struct Replayer {
-    processor: Arc<Processor>,
+    /// Runs a revived event through its guards.
+    events: Arc<EventWorker>,
+    /// Sends a revived action.
+    sender: Arc<OutboundSender>,
+    store: Store,
 }
 
 /// What a replay did.
@@ -51,12 +56,12 @@ pub(crate) enum ReplayError {
 const FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 impl Replayer {
-    pub(crate) fn new(processor: Arc<Processor>) -> Self {
-        Self { processor }
+    pub(crate) fn new(events: Arc<EventWorker>, sender: Arc<OutboundSender>, store: Store) -> Self {
+        Self { events, sender, store }
     }
 
     pub(crate) async fn replay(&self, letter_id: &str) -> Result<Replayed, ReplayError> {
-        let store = self.processor.store();
+        let store = &self.store;
         let letter = store
             .dead_letter(letter_id)
             .await?
@@ -83,7 +88,7 @@ impl Replayer {
     }
 
     async fn replay_event(&self, letter_id: &str, key: &InboxKey) -> Result<Processed, ReplayError> {
-        let store = self.processor.store();
+        let store = &self.store;
         let record = store
             .event(key)
             .await?
@@ -105,10 +110,10 @@ impl Replayer {
             version,
         };
         let span = event_span(&work, key.as_str());
-        match self.processor.process(&hold, &work).instrument(span).await {
+        match self.events.process(&hold, &work).instrument(span).await {
             Ok(processed) => Ok(processed),
             Err(Failure::Superseded | Failure::Waiting) => Err(ReplayError::NotParked("pending")),
-            Err(Failure::Store(error)) => {
+            Err(Failure::Failed(error)) => {
                 let reason = format!("replay failed: {error}");
                 match store.park_event(key, version, &record.doc, &reason).await {
                     Ok(true) => {
@@ -131,7 +136,7 @@ impl Replayer {
     }
 
     async fn replay_outbound(&self, letter_id: &str, ledger_id: &str) -> Result<Settlement, ReplayError> {
-        let store = self.processor.store();
+        let store = &self.store;
         let record = store
             .outbound(ledger_id)
             .await?
@@ -150,12 +155,7 @@ impl Replayer {
         doc.attempts = 0;
         doc.reply_token = None;
         doc.lease_owner = store.instance_id().to_owned();
-        match self
-            .processor
-            .courier()
-            .deliver(ledger_id, &doc, version, Origin::Fresh)
-            .await
-        {
+        match self.sender.deliver_revived(ledger_id, &doc, version).await {
             Delivery::Settled(settlement) => Ok(settlement),
             Delivery::NotSettled => Err(ReplayError::NotParked("pending")),
         }

@@ -41,9 +41,11 @@ impl Ord for Due {
     }
 }
 
+/// `lease`: how long the entries' leases last.
 pub(super) async fn run(
     pipeline: Arc<Pipeline>,
     mut scheduled: mpsc::UnboundedReceiver<ScheduledRetry>,
+    lease: Duration,
     shutdown: CancellationToken,
 ) {
     let mut waiting: BinaryHeap<Due> = BinaryHeap::new();
@@ -63,7 +65,7 @@ pub(super) async fn run(
                             id: retry.ledger_id,
                             doc: retry.doc,
                             version: retry.version,
-                            lease_until: lease_deadline(pipeline.processor.store().lease()),
+                            lease_until: lease_deadline(lease),
                         }))),
                         None => {
                             retry.due = Instant::now() + QUEUE_FULL_WAIT;

@@ -7,42 +7,32 @@
 //! answer, starts the scenario at most once. Scenarios without a survey have no
 //! guard: no read, no marker, they run every time.
 
-use super::asked;
+use super::PipelineError;
+use super::asked_on;
 use super::hold::{Failure, Found, Hold};
 use super::processed::Processed;
 use super::typed::opening;
 use super::work::Work;
-use super::worker::Processor;
-use crate::engine::{
-    CardTapPlan, FLEX_TAP_TAG, QuestionRef, ScenarioGuard, StartPlan, StartVerdict, TimerPlan, start_verdict,
-};
-use crate::ids::{LineUserId, NodeId, RunId, ScenarioId};
-use crate::line::messages::Message;
+use super::worker::EventWorker;
+use crate::engine::{CardTapPlan, FLEX_TAP_TAG, RunStart, ScenarioGuard, StartPlan, StartVerdict, start_verdict};
+use crate::ids::{RunId, ScenarioId};
 use crate::outbound::{ActionKey, StagedAction};
-use crate::store::{Effect, EffectWrites, InboxState, MessageKey, StartRecord, StoreError};
+use crate::store::{Effect, EffectWrites, InboxState, MessageKey, StartRecord};
 
 /// Decide-and-commit rounds per attempt before it is retried later.
 const ROUNDS: usize = 4;
 
 /// What a start carries out, for a trigger or a card tap.
 struct Starting<'a> {
-    user: &'a LineUserId,
+    /// Whom it starts for, what it sends, the run it begins.
+    run_start: &'a RunStart,
     scenario: &'a ScenarioId,
     guard: Option<&'a ScenarioGuard>,
-    messages: &'a [Message],
-    /// The text or date question the messages ask.
-    opens: Option<&'a QuestionRef>,
     /// A card tap's tag: recorded whether or not the scenario starts.
     tag: Option<&'static str>,
     /// A text message's kept text: it goes with the commit, or before the event
     /// is done without one.
     forget_text: Option<&'a MessageKey>,
-    /// The run the start begins, and what its messages schedule.
-    run: Option<&'a RunId>,
-    run_version: Option<u32>,
-    timers: &'a [TimerPlan],
-    /// The question node the messages ask.
-    asks: Option<&'a NodeId>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +42,7 @@ enum Ended {
     Unsent,
 }
 
-impl Processor {
+impl EventWorker {
     pub(super) async fn start(&self, hold: &Hold, work: &Work, plan: &StartPlan) -> Result<Processed, Failure> {
         self.start_forgetting(hold, work, plan, None).await
     }
@@ -67,17 +57,11 @@ impl Processor {
         forget_text: Option<&MessageKey>,
     ) -> Result<Processed, Failure> {
         let starting = Starting {
-            user: &plan.user,
+            run_start: &plan.run_start,
             scenario: &plan.scenario,
             guard: plan.guard.as_ref(),
-            messages: &plan.messages,
-            opens: plan.opens.as_ref(),
             tag: None,
             forget_text,
-            run: plan.run.as_ref(),
-            run_version: plan.run_version,
-            timers: &plan.timers,
-            asks: plan.asks.as_ref(),
         };
         Ok(match self.carry_out(hold, work, starting).await? {
             Ended::Verdict(StartVerdict::Start) if plan.guard.is_some() => Processed::StartedGuarded,
@@ -90,17 +74,11 @@ impl Processor {
 
     pub(super) async fn card_tap(&self, hold: &Hold, work: &Work, plan: &CardTapPlan) -> Result<Processed, Failure> {
         let starting = Starting {
-            user: &plan.user,
+            run_start: &plan.run_start,
             scenario: &plan.guard.scenario,
             guard: Some(&plan.guard),
-            messages: &plan.messages,
-            opens: plan.opens.as_ref(),
             tag: Some(FLEX_TAP_TAG),
             forget_text: None,
-            run: plan.run.as_ref(),
-            run_version: plan.run_version,
-            timers: &plan.timers,
-            asks: plan.asks.as_ref(),
         };
         Ok(match self.carry_out(hold, work, starting).await? {
             Ended::Verdict(StartVerdict::Start) => Processed::CardTapped,
@@ -111,7 +89,7 @@ impl Processor {
     }
 
     async fn carry_out(&self, hold: &Hold, work: &Work, starting: Starting<'_>) -> Result<Ended, Failure> {
-        let user = starting.user.as_str();
+        let user = starting.run_start.user.as_str();
         let marker = starting
             .guard
             .map(|guard| (guard.marker_id.as_str(), guard.scenario.as_str(), user));
@@ -124,18 +102,26 @@ impl Processor {
                 ActionKey::event(hold.key.as_str()),
                 &hold.key,
                 starting.scenario,
-                starting.messages,
-                self.reply_is_fresh(work),
-                asked(&self.engine, starting.scenario, starting.asks),
+                &starting.run_start.messages,
+                self.sender.reply_is_fresh(work),
+                asked_on(
+                    self.versions.current(),
+                    starting.scenario,
+                    starting.run_start.asks.as_ref(),
+                    self.clock.now(),
+                ),
             )
             .map(|action| action.stage(&self.store))
             .transpose()?;
-        let timers = self.schedule(starting.user, starting.timers).await?;
-        let run = starting.run.map(RunId::as_str).unwrap_or_default();
+        let timers = self
+            .schedule(&starting.run_start.user, &starting.run_start.timers)
+            .await?;
+        let run = starting.run_start.run.as_ref().map(RunId::as_str).unwrap_or_default();
         // The version the messages were rendered from (decided at ingest).
         let run_version = starting
+            .run_start
             .run_version
-            .or_else(|| self.engine.current_version(starting.scenario))
+            .or_else(|| self.versions.current().current_version(starting.scenario))
             .unwrap_or_default();
         for _ in 0..ROUNDS {
             let verdict = match &progress {
@@ -159,7 +145,7 @@ impl Processor {
                     user,
                     read: progress.version,
                     started_at: firestore::FirestoreInstant::from_millisecond(work.event_time_ms)
-                        .unwrap_or_else(|_| firestore::FirestoreInstant::now()),
+                        .unwrap_or_else(|_| super::instant(self.clock.now())),
                     started_by: hold.key.as_str(),
                     run,
                     run_version,
@@ -176,15 +162,17 @@ impl Processor {
                 message: work.message.as_ref().filter(|_| starts),
                 forget_text: starting.forget_text,
                 question: starting
+                    .run_start
                     .opens
+                    .as_ref()
                     .filter(|_| starts)
-                    .map(|opens| opening(user, opens, None)),
+                    .map(|opens| opening(user, opens, None, self.clock.now())),
                 timers: if starts { &timers } else { &[] },
                 action: action.map(StagedAction::entry),
             };
             match self.store.commit_effects(&hold.key, hold.version, &effects).await {
                 Effect::Committed(version) => {
-                    self.send(action, version).await;
+                    self.sender.send_staged(action, version).await;
                     return Ok(Ended::Verdict(verdict));
                 }
                 // The marker or the message mark changed since it was read (an
@@ -207,7 +195,7 @@ impl Processor {
                     tracing::warn!(error = %error, "the start commit's outcome is unknown; reading what happened");
                     match hold.find_out_patiently(&self.store, action).await? {
                         Found::Landed(version) => {
-                            self.send(action, version).await;
+                            self.sender.send_staged(action, version).await;
                             return Ok(Ended::Verdict(verdict));
                         }
                         Found::NotLanded => {}
@@ -217,6 +205,6 @@ impl Processor {
                 Effect::Failed(error) => return Err(error.into()),
             }
         }
-        Err(StoreError::Unavailable("the start commit kept meeting conflicts".into()).into())
+        Err(PipelineError::Contention("the start commit kept meeting conflicts".into()).into())
     }
 }

@@ -10,7 +10,8 @@
 //! read is parked on its own; the sweep goes on for the others.
 
 use super::work::Work;
-use super::{EventJob, Job, OutboundJob, Pipeline, PipelineSettings};
+use super::{EventJob, InHand, Job, OutboundJob, Pipeline, PipelineSettings, SweepSoon};
+use crate::metrics::Metrics;
 use crate::store::{DeadLetterKind, InboxDoc, InboxKey, LedgerDoc, Store, StoreError, Stored, Swept};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -42,111 +43,136 @@ const MAX_TIMER_CLAIMS: u32 = 10;
 const IDLE_COST_FACTOR: u32 = 10;
 const MAX_STRETCH: u32 = 8;
 
-pub(super) async fn run(pipeline: Arc<Pipeline>, settings: PipelineSettings, shutdown: CancellationToken) {
-    let base = settings.sweep_interval;
-    let mut wait = base;
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(wait) => {}
-            // An event was stored for any sweeper (the queue was full), or work
-            // was released for a retry: back to the short interval.
-            _ = pipeline.processor.sweep_soon.notified(), if wait > base => {
-                wait = base;
+/// Finds work and queues it: the sweeper reads and takes over records, and puts
+/// them in this instance's queues; the workers do the work.
+pub(super) struct Sweeper {
+    store: Store,
+    /// The queues it reserves room in before it takes a record over.
+    queues: Arc<Pipeline>,
+    /// Records this instance holds: never taken over again here.
+    in_hand: Arc<InHand>,
+    settings: PipelineSettings,
+    metrics: Arc<Metrics>,
+    sweep_soon: SweepSoon,
+}
+
+impl Sweeper {
+    pub(super) fn new(
+        store: Store,
+        queues: Arc<Pipeline>,
+        in_hand: Arc<InHand>,
+        settings: PipelineSettings,
+        metrics: Arc<Metrics>,
+        sweep_soon: SweepSoon,
+    ) -> Self {
+        Self {
+            store,
+            queues,
+            in_hand,
+            settings,
+            metrics,
+            sweep_soon,
+        }
+    }
+
+    pub(super) async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        let base = self.settings.sweep_interval;
+        let mut wait = base;
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(wait) => {}
+                // An event was stored for any sweeper (the queue was full), or work
+                // was released for a retry: back to the short interval.
+                _ = self.sweep_soon.notified(), if wait > base => {
+                    wait = base;
+                    continue;
+                }
+            }
+            let started = std::time::Instant::now();
+            let mut busy = false;
+            // Sends first, into their own queue that workers take from first: a
+            // reply's retries run against its token's clock, and each is one call.
+            let sends = self.queues.send_room().min(BATCH);
+            if sends > 0 {
+                match self.sweep_outbound(sends).await {
+                    Ok(found) => busy |= found > 0,
+                    Err(error) => {
+                        busy = true;
+                        tracing::warn!(error = %error, "sweep of pending outbound actions failed");
+                    }
+                }
+            }
+            let events = self.queues.idle_workers().min(BATCH);
+            if events > 0 {
+                match self.sweep_events(events).await {
+                    Ok(found) => busy |= found > 0,
+                    Err(error) => {
+                        busy = true;
+                        tracing::warn!(error = %error, "sweep of expired events failed");
+                    }
+                }
+            }
+            wait = if busy {
+                base
+            } else {
+                started
+                    .elapsed()
+                    .saturating_mul(IDLE_COST_FACTOR)
+                    .clamp(base, base.saturating_mul(MAX_STRETCH))
+            };
+        }
+    }
+
+    /// The timer sweeper: claims timers that fell due, in batches, and queues them.
+    /// Its own loop, so a backlog of due timers is worked off back to back (and
+    /// costs no event or ledger sweeps); otherwise it looks every sweep interval.
+    pub(super) async fn run_timers(self: Arc<Self>, shutdown: CancellationToken) {
+        let base = self.settings.sweep_interval;
+        let mut wait = base;
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(wait) => {}
+            }
+            let budget = MAX_TIMERS.saturating_sub(self.in_hand.len());
+            if budget < MIN_TIMER_BATCH {
+                wait = SOON;
                 continue;
             }
-        }
-        let started = std::time::Instant::now();
-        let mut busy = false;
-        // Sends first, into their own queue that workers take from first: a
-        // reply's retries run against its token's clock, and each is one call.
-        let sends = pipeline.send_room().min(BATCH);
-        if sends > 0 {
-            match sweep_outbound(&pipeline, sends).await {
-                Ok(found) => busy |= found > 0,
+            let (result, round_trips) = crate::store::round_trips::counted(self.sweep_timers(budget)).await;
+            wait = match result {
+                Ok(swept) => {
+                    if swept.found > 0 {
+                        // The query and the batched claims, shared by the timers found.
+                        self.metrics.record("timer_sweep", round_trips);
+                    }
+                    if swept.more { SOON } else { base }
+                }
                 Err(error) => {
-                    busy = true;
-                    tracing::warn!(error = %error, "sweep of pending outbound actions failed");
+                    tracing::warn!(error = %error, "sweep of due timers failed");
+                    base
                 }
-            }
+            };
         }
-        let events = pipeline.idle_workers().min(BATCH);
-        if events > 0 {
-            match sweep_events(&pipeline, &settings, events).await {
-                Ok(found) => busy |= found > 0,
-                Err(error) => {
-                    busy = true;
-                    tracing::warn!(error = %error, "sweep of expired events failed");
-                }
-            }
-        }
-        wait = if busy {
-            base
-        } else {
-            started
-                .elapsed()
-                .saturating_mul(IDLE_COST_FACTOR)
-                .clamp(base, base.saturating_mul(MAX_STRETCH))
-        };
     }
-}
 
-/// The timer sweeper: claims timers that fell due, in batches, and queues them.
-/// Its own loop, so a backlog of due timers is worked off back to back (and
-/// costs no event or ledger sweeps); otherwise it looks every sweep interval.
-pub(super) async fn run_timers(pipeline: Arc<Pipeline>, settings: PipelineSettings, shutdown: CancellationToken) {
-    let base = settings.sweep_interval;
-    let mut wait = base;
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(wait) => {}
-        }
-        let budget = MAX_TIMERS.saturating_sub(pipeline.in_hand.len());
-        if budget < MIN_TIMER_BATCH {
-            wait = SOON;
-            continue;
-        }
-        let (result, round_trips) = crate::store::round_trips::counted(sweep_timers(&pipeline, budget)).await;
-        wait = match result {
-            Ok(swept) => {
-                if swept.found > 0 {
-                    // The query and the batched claims, shared by the timers found.
-                    pipeline.processor.metrics.record("timer_sweep", round_trips);
-                }
-                if swept.more { SOON } else { base }
-            }
-            Err(error) => {
-                tracing::warn!(error = %error, "sweep of due timers failed");
-                base
-            }
-        };
+    /// What to ask for: the records this instance holds show up too, and are skipped.
+    fn query_limit(&self, budget: usize) -> u32 {
+        u32::try_from((budget + self.in_hand.len()).min(4 * BATCH)).unwrap_or(u32::MAX)
     }
-}
 
-/// What to ask for: the records this instance holds show up too, and are skipped.
-fn query_limit(pipeline: &Pipeline, budget: usize) -> u32 {
-    u32::try_from((budget + pipeline.in_hand.len()).min(4 * BATCH)).unwrap_or(u32::MAX)
-}
-
-/// A swept record this instance may take over: readable (an unreadable one is
-/// parked on its own) and not already held here.
-async fn candidate<T>(
-    pipeline: &Pipeline,
-    kind: DeadLetterKind,
-    swept: Swept<T>,
-) -> Result<Option<Stored<T>>, StoreError> {
-    match swept {
-        Swept::Readable(record) if pipeline.in_hand.contains(&record.id) => Ok(None),
-        Swept::Readable(record) => Ok(Some(record)),
-        Swept::Unreadable { id, version, error } => {
-            tracing::error!(record.id = %id, error = %error, outcome = "parked", "an unreadable record was parked");
-            pipeline
-                .processor
-                .store()
-                .park_unreadable(kind, &id, version, &error)
-                .await?;
-            Ok(None)
+    /// A swept record this instance may take over: readable (an unreadable one is
+    /// parked on its own) and not already held here.
+    async fn candidate<T>(&self, kind: DeadLetterKind, swept: Swept<T>) -> Result<Option<Stored<T>>, StoreError> {
+        match swept {
+            Swept::Readable(record) if self.in_hand.contains(&record.id) => Ok(None),
+            Swept::Readable(record) => Ok(Some(record)),
+            Swept::Unreadable { id, version, error } => {
+                tracing::error!(record.id = %id, error = %error, outcome = "parked", "an unreadable record was parked");
+                self.store.park_unreadable(kind, &id, version, &error).await?;
+                Ok(None)
+            }
         }
     }
 }
@@ -189,60 +215,54 @@ where
     taken
 }
 
-/// Takes over up to `budget` expired events; how many were due.
-async fn sweep_events(pipeline: &Pipeline, settings: &PipelineSettings, budget: usize) -> Result<usize, StoreError> {
-    let records = pipeline
-        .processor
-        .store()
-        .expired_events(query_limit(pipeline, budget))
-        .await?;
-    let found = records.len();
-    sweep(records, budget, |swept| take_event(pipeline, settings, swept)).await;
-    Ok(found)
-}
-
-async fn take_event(
-    pipeline: &Pipeline,
-    settings: &PipelineSettings,
-    swept: Swept<InboxDoc>,
-) -> Result<Step, StoreError> {
-    let store = pipeline.processor.store();
-    let Some(record) = candidate(pipeline, DeadLetterKind::Event, swept).await? else {
-        return Ok(Step::Skipped);
-    };
-    let key = InboxKey::from_document_id(record.id.clone());
-    if record.doc.attempts >= settings.max_event_attempts {
-        let reason = record.doc.last_error.as_deref().unwrap_or("processing did not finish");
-        let reason = format!("gave up after {} attempts: {reason}", record.doc.attempts);
-        tracing::error!(inbox.id = key.as_str(), event.id = %record.doc.webhook_event_id, reason = %reason, outcome = "parked", "event parked as a dead letter");
-        store.park_event(&key, record.version, &record.doc, &reason).await?;
-        return Ok(Step::Skipped);
+impl Sweeper {
+    /// Takes over up to `budget` expired events; how many were due.
+    async fn sweep_events(&self, budget: usize) -> Result<usize, StoreError> {
+        let records = self.store.expired_events(self.query_limit(budget)).await?;
+        let found = records.len();
+        sweep(records, budget, |swept| self.take_event(swept)).await;
+        Ok(found)
     }
-    let work = match record.doc.plan.as_deref().map(Work::decode) {
-        Some(Ok(work)) => work,
-        Some(Err(reason)) => return park_plan(store, &key, &record, &reason).await,
-        None => return park_plan(store, &key, &record, "the stored event has no plan").await,
-    };
-    let Some(slot) = pipeline.try_reserve() else {
-        return Ok(Step::Stop);
-    };
-    let lease_until = super::lease_deadline(store.lease());
-    let Some(version) = store.take_over_event(&record).await? else {
-        return Ok(Step::Skipped);
-    };
-    let attempt = record.doc.attempts + 1;
-    tracing::info!(inbox.id = key.as_str(), event.id = %record.doc.webhook_event_id, attempt, "taking over an expired event");
-    slot.send(Job::Event(Box::new(EventJob {
-        key,
-        version,
-        work,
-        lease_until,
-        attempt,
-        recovered: true,
-        claim_round_trips: None,
-        turn: super::Turn::default(),
-    })));
-    Ok(Step::Took)
+
+    async fn take_event(&self, swept: Swept<InboxDoc>) -> Result<Step, StoreError> {
+        let store = &self.store;
+        let Some(record) = self.candidate(DeadLetterKind::Event, swept).await? else {
+            return Ok(Step::Skipped);
+        };
+        let key = InboxKey::from_document_id(record.id.clone());
+        if record.doc.attempts >= self.settings.max_event_attempts {
+            let reason = record.doc.last_error.as_deref().unwrap_or("processing did not finish");
+            let reason = format!("gave up after {} attempts: {reason}", record.doc.attempts);
+            tracing::error!(inbox.id = key.as_str(), event.id = %record.doc.webhook_event_id, reason = %reason, outcome = "parked", "event parked as a dead letter");
+            store.park_event(&key, record.version, &record.doc, &reason).await?;
+            return Ok(Step::Skipped);
+        }
+        let work = match record.doc.plan.as_deref().map(Work::decode) {
+            Some(Ok(work)) => work,
+            Some(Err(reason)) => return park_plan(store, &key, &record, &reason).await,
+            None => return park_plan(store, &key, &record, "the stored event has no plan").await,
+        };
+        let Some(slot) = self.queues.try_reserve() else {
+            return Ok(Step::Stop);
+        };
+        let lease_until = super::lease_deadline(store.lease());
+        let Some(version) = store.take_over_event(&record).await? else {
+            return Ok(Step::Skipped);
+        };
+        let attempt = record.doc.attempts + 1;
+        tracing::info!(inbox.id = key.as_str(), event.id = %record.doc.webhook_event_id, attempt, "taking over an expired event");
+        slot.send(Job::Event(Box::new(EventJob {
+            key,
+            version,
+            work,
+            lease_until,
+            attempt,
+            recovered: true,
+            claim_round_trips: None,
+            turn: super::Turn::default(),
+        })));
+        Ok(Step::Took)
+    }
 }
 
 async fn park_plan(store: &Store, key: &InboxKey, record: &Stored<InboxDoc>, reason: &str) -> Result<Step, StoreError> {
@@ -256,8 +276,6 @@ async fn park_plan(store: &Store, key: &InboxKey, record: &Stored<InboxDoc>, rea
     Ok(Step::Skipped)
 }
 
-/// Claims up to `budget` timers that fell due, in one `BatchWrite`, and queues
-/// the ones won; how many were due.
 /// What a timer sweep found.
 struct TimerSweep {
     found: usize,
@@ -265,120 +283,120 @@ struct TimerSweep {
     more: bool,
 }
 
-async fn sweep_timers(pipeline: &Pipeline, budget: usize) -> Result<TimerSweep, StoreError> {
-    let store = pipeline.processor.store();
-    // Claimed timers are not due again until their claim runs out: the query
-    // does not return what this instance holds. Twice the budget is asked for
-    // and taken from a random point of it, so instances sweeping at once
-    // mostly claim different timers.
-    let limit = u32::try_from(budget.saturating_mul(2)).unwrap_or(u32::MAX);
-    let mut found = store.due_timers(limit).await?;
-    let count = found.len();
-    let more = count >= limit as usize;
-    if count > 0 {
-        let offset = (uuid::Uuid::new_v4().as_u128() % count as u128) as usize;
-        found.rotate_left(offset);
-    }
-    let mut due = Vec::new();
-    for swept in found {
-        if due.len() >= budget {
-            break;
+impl Sweeper {
+    /// Claims up to `budget` timers that fell due, in one `BatchWrite`, and queues
+    /// the ones won; how many were due.
+    async fn sweep_timers(&self, budget: usize) -> Result<TimerSweep, StoreError> {
+        let store = &self.store;
+        // Claimed timers are not due again until their claim runs out: the query
+        // does not return what this instance holds. Twice the budget is asked for
+        // and taken from a random point of it, so instances sweeping at once
+        // mostly claim different timers.
+        let limit = u32::try_from(budget.saturating_mul(2)).unwrap_or(u32::MAX);
+        let mut found = store.due_timers(limit).await?;
+        let count = found.len();
+        let more = count >= limit as usize;
+        if count > 0 {
+            let offset = (uuid::Uuid::new_v4().as_u128() % count as u128) as usize;
+            found.rotate_left(offset);
         }
-        let (id, version, reason) = match swept {
-            Swept::Readable(timer) if pipeline.in_hand.contains(&timer.id) => continue,
-            Swept::Readable(timer) if timer.doc.attempts < MAX_TIMER_CLAIMS => {
-                due.push(timer);
-                continue;
+        let mut due = Vec::new();
+        for swept in found {
+            if due.len() >= budget {
+                break;
             }
-            Swept::Readable(timer) => (timer.id, timer.version, "failed_repeatedly".to_owned()),
-            Swept::Unreadable { id, version, error } => (id, version, error),
+            let (id, version, reason) = match swept {
+                Swept::Readable(timer) if self.in_hand.contains(&timer.id) => continue,
+                Swept::Readable(timer) if timer.doc.attempts < MAX_TIMER_CLAIMS => {
+                    due.push(timer);
+                    continue;
+                }
+                Swept::Readable(timer) => (timer.id, timer.version, "failed_repeatedly".to_owned()),
+                Swept::Unreadable { id, version, error } => (id, version, error),
+            };
+            // A timer that cannot be read, or whose firing failed on every claim,
+            // ends (skipped, logged) instead of being claimed for ever.
+            tracing::error!(timer.id = %id, reason = %reason, outcome = "skipped", "a timer was given up");
+            let outcome = if reason == "failed_repeatedly" {
+                "failed_repeatedly"
+            } else {
+                "unreadable"
+            };
+            if let Err(error) = store
+                .end_timer(&id, version, crate::store::TimerState::Skipped, outcome)
+                .await
+            {
+                tracing::warn!(timer.id = %id, error = %error, "could not end the timer; tried again next sweep");
+            }
+        }
+        let mut slots = Vec::new();
+        for _ in 0..due.len() {
+            match self.queues.try_reserve() {
+                Some(slot) => slots.push(slot),
+                None => break,
+            }
+        }
+        due.truncate(slots.len());
+        let lease_until = super::lease_deadline(store.lease());
+        let claimed = store.claim_timers(&due).await?;
+        let won: Vec<_> = due
+            .into_iter()
+            .zip(claimed)
+            .zip(slots)
+            .filter_map(|((timer, version), slot)| version.map(|version| (timer, version, slot)))
+            .collect();
+        // The users' state for every timer won, in one read: each firing is then
+        // one commit (it reads again only if that commit meets a change).
+        let requests: Vec<_> = won
+            .iter()
+            .filter_map(|(timer, _, _)| super::timers::context_request(&timer.doc))
+            .collect();
+        let contexts = match store.timer_contexts(&requests).await {
+            Ok(contexts) if contexts.len() == won.len() => contexts.into_iter().map(Some).collect(),
+            Ok(_) => vec![None; won.len()],
+            Err(error) => {
+                tracing::warn!(error = %error, "could not read the due timers' context; each firing reads its own");
+                vec![None; won.len()]
+            }
         };
-        // A timer that cannot be read, or whose firing failed on every claim,
-        // ends (skipped, logged) instead of being claimed for ever.
-        tracing::error!(timer.id = %id, reason = %reason, outcome = "skipped", "a timer was given up");
-        let outcome = if reason == "failed_repeatedly" {
-            "failed_repeatedly"
-        } else {
-            "unreadable"
+        for ((timer, version, slot), context) in won.into_iter().zip(contexts) {
+            slot.send(Job::Timer(Box::new(super::timers::job(
+                timer,
+                version,
+                lease_until,
+                context,
+            ))));
+        }
+        Ok(TimerSweep { found: count, more })
+    }
+
+    /// Takes over up to `budget` pending actions that are due; how many were due.
+    async fn sweep_outbound(&self, budget: usize) -> Result<usize, StoreError> {
+        let records = self.store.expired_outbound(self.query_limit(budget)).await?;
+        let found = records.len();
+        sweep(records, budget, |swept| self.take_outbound(swept)).await;
+        Ok(found)
+    }
+
+    async fn take_outbound(&self, swept: Swept<LedgerDoc>) -> Result<Step, StoreError> {
+        let store = &self.store;
+        let Some(record) = self.candidate(DeadLetterKind::Outbound, swept).await? else {
+            return Ok(Step::Skipped);
         };
-        if let Err(error) = store
-            .end_timer(&id, version, crate::store::TimerState::Skipped, outcome)
-            .await
-        {
-            tracing::warn!(timer.id = %id, error = %error, "could not end the timer; tried again next sweep");
-        }
-    }
-    let mut slots = Vec::new();
-    for _ in 0..due.len() {
-        match pipeline.try_reserve() {
-            Some(slot) => slots.push(slot),
-            None => break,
-        }
-    }
-    due.truncate(slots.len());
-    let lease_until = super::lease_deadline(store.lease());
-    let claimed = store.claim_timers(&due).await?;
-    let won: Vec<_> = due
-        .into_iter()
-        .zip(claimed)
-        .zip(slots)
-        .filter_map(|((timer, version), slot)| version.map(|version| (timer, version, slot)))
-        .collect();
-    // The users' state for every timer won, in one read: each firing is then
-    // one commit (it reads again only if that commit meets a change).
-    let requests: Vec<_> = won
-        .iter()
-        .filter_map(|(timer, _, _)| super::timers::context_request(&timer.doc))
-        .collect();
-    let contexts = match store.timer_contexts(&requests).await {
-        Ok(contexts) if contexts.len() == won.len() => contexts.into_iter().map(Some).collect(),
-        Ok(_) => vec![None; won.len()],
-        Err(error) => {
-            tracing::warn!(error = %error, "could not read the due timers' context; each firing reads its own");
-            vec![None; won.len()]
-        }
-    };
-    for ((timer, version, slot), context) in won.into_iter().zip(contexts) {
-        slot.send(Job::Timer(Box::new(super::timers::job(
-            timer,
+        let Some(slot) = self.queues.try_reserve_send() else {
+            return Ok(Step::Stop);
+        };
+        let lease_until = super::lease_deadline(store.lease());
+        let Some(version) = store.take_over_outbound(&record).await? else {
+            return Ok(Step::Skipped);
+        };
+        tracing::info!(ledger.id = %record.id, attempts = record.doc.attempts, "taking over a pending outbound action");
+        slot.send(Job::Outbound(Box::new(OutboundJob {
+            id: record.id,
+            doc: record.doc,
             version,
             lease_until,
-            context,
-        ))));
+        })));
+        Ok(Step::Took)
     }
-    Ok(TimerSweep { found: count, more })
-}
-
-/// Takes over up to `budget` pending actions that are due; how many were due.
-async fn sweep_outbound(pipeline: &Pipeline, budget: usize) -> Result<usize, StoreError> {
-    let records = pipeline
-        .processor
-        .store()
-        .expired_outbound(query_limit(pipeline, budget))
-        .await?;
-    let found = records.len();
-    sweep(records, budget, |swept| take_outbound(pipeline, swept)).await;
-    Ok(found)
-}
-
-async fn take_outbound(pipeline: &Pipeline, swept: Swept<LedgerDoc>) -> Result<Step, StoreError> {
-    let store = pipeline.processor.store();
-    let Some(record) = candidate(pipeline, DeadLetterKind::Outbound, swept).await? else {
-        return Ok(Step::Skipped);
-    };
-    let Some(slot) = pipeline.try_reserve_send() else {
-        return Ok(Step::Stop);
-    };
-    let lease_until = super::lease_deadline(store.lease());
-    let Some(version) = store.take_over_outbound(&record).await? else {
-        return Ok(Step::Skipped);
-    };
-    tracing::info!(ledger.id = %record.id, attempts = record.doc.attempts, "taking over a pending outbound action");
-    slot.send(Job::Outbound(Box::new(OutboundJob {
-        id: record.id,
-        doc: record.doc,
-        version,
-        lease_until,
-    })));
-    Ok(Step::Took)
 }

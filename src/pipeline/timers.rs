@@ -10,16 +10,21 @@
 //! first makes the firing change nothing; a crash after the claim leaves the
 //! lease to run out, and the timer is claimed again.
 
-use super::worker::Processor;
-use crate::engine::{DueTimer, Engine, Firing, FiringSeen, TimerPlan};
+use super::{OutboundSender, PipelineError, Versions, instant};
+use crate::clock::Clock;
+use crate::engine::{
+    DueTimer, Engine, Firing, FiringSeen, OpenRead, QuestionMove, Skip, TimerPlan, ends_sibling, question_move,
+};
 use crate::ids::{LineUserId, NodeId, RunId, ScenarioId, TimerKind, answer_id, scenario_marker_id, timer_id};
-use crate::outbound::{ActionKey, Origin, OutboundAction, StagedAction};
+use crate::metrics::Metrics;
+use crate::outbound::{ActionKey, OutboundAction, StagedAction};
 use crate::store::{
-    CommitOutcome, ContextRequest, FiringWrites, QuestionChange, Stored, TimerContext, TimerDoc, TimerEnd, TimerState,
-    Version, still_held,
+    CommitOutcome, ContextRequest, FiringWrites, QuestionChange, Store, Stored, TimerContext, TimerDoc, TimerEnd,
+    TimerState, Version, still_held,
 };
 use chrono::{DateTime, Utc};
 use firestore::FirestoreInstant;
+use std::sync::Arc;
 use std::time::Instant;
 use tracing::Instrument;
 
@@ -69,17 +74,17 @@ pub(super) fn context_request(doc: &TimerDoc) -> Option<ContextRequest<'_>> {
     })
 }
 
-fn instant(at: DateTime<Utc>) -> FirestoreInstant {
-    FirestoreInstant::from_millisecond(at.timestamp_millis()).unwrap_or_else(|_| FirestoreInstant::now())
-}
-
 fn utc(at: FirestoreInstant) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(at.as_millisecond()).unwrap_or_default()
 }
 
-/// The timer documents `plans` schedule for `user`, due from now.
-pub(super) fn schedule(engine: &Engine, user: &LineUserId, plans: &[TimerPlan]) -> Vec<(String, TimerDoc)> {
-    let now = Utc::now();
+/// The timer documents `plans` schedule for `user`, due from `now`.
+pub(super) fn schedule(
+    engine: &Engine,
+    user: &LineUserId,
+    plans: &[TimerPlan],
+    now: DateTime<Utc>,
+) -> Vec<(String, TimerDoc)> {
     plans
         .iter()
         .filter_map(|plan| {
@@ -103,7 +108,7 @@ pub(super) fn schedule(engine: &Engine, user: &LineUserId, plans: &[TimerPlan]) 
                     attempts: 0,
                     lease_owner: None,
                     ledger_id: None,
-                    scheduled_at: FirestoreInstant::now(),
+                    scheduled_at: instant(now),
                     ended_at: None,
                 },
             ))
@@ -111,105 +116,61 @@ pub(super) fn schedule(engine: &Engine, user: &LineUserId, plans: &[TimerPlan]) 
         .collect()
 }
 
-impl Processor {
-    /// The timer documents `plans` schedule for `user`, due from now, each by
-    /// the scenario version of its run.
-    pub(super) async fn schedule(
-        &self,
-        user: &LineUserId,
-        plans: &[TimerPlan],
-    ) -> Result<Vec<(String, TimerDoc)>, crate::store::StoreError> {
-        let mut timers = Vec::with_capacity(plans.len());
-        for plan in plans {
-            let engine = self.versions.engine_for(&plan.scenario, plan.version).await?;
-            timers.extend(schedule(&engine, user, std::slice::from_ref(plan)));
-        }
-        Ok(timers)
-    }
+/// What a firing ended as, for the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Fired {
+    /// Its stored ids are not ids: skipped.
+    Unreadable,
+    /// It had no reason to fire any more: skipped, for this reason.
+    Skipped(Skip),
+    /// Another instance (or an answer, an unfollow, a cancel) moved it on first.
+    Superseded,
+    /// It fired: sent, reminded or expired, as the engine named it.
+    Done(&'static str),
+}
 
-    /// The pending reminder and expiry of the question an answer answers, read
-    /// so that the answer's commit cancels them conditionally; or that the
-    /// question expired before the answer.
-    pub(super) async fn question_timers(
-        &self,
-        scenario: &ScenarioId,
-        version: u32,
-        node: &NodeId,
-        user: &LineUserId,
-        run: Option<&RunId>,
-        event_ms: i64,
-    ) -> Result<AskedTimers, crate::store::StoreError> {
-        let Some(run) = run else {
-            return Ok(AskedTimers::Pending(Vec::new()));
-        };
-        let engine = self.versions.engine_for(scenario, version).await?;
-        let asks_timers = engine
-            .scenario(scenario)
-            .and_then(|loaded| loaded.question_timers(node))
-            .is_some();
-        if !asks_timers {
-            return Ok(AskedTimers::Pending(Vec::new()));
+impl Fired {
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Fired::Unreadable => "unreadable",
+            Fired::Skipped(skip) => skip.as_str(),
+            Fired::Superseded => "superseded",
+            Fired::Done(outcome) => outcome,
         }
-        let ids = [TimerKind::Remind, TimerKind::Expire].map(|kind| timer_id(scenario, node, user, run, kind));
-        let found = self.store.timers(&ids).await?;
-        let mut pending = Vec::new();
-        for timer in found.into_iter().flatten() {
-            // Expired: its expiry fired, or was due before the answer was
-            // given, whatever became of it since (still pending: it sends
-            // `on_expire` when it fires; cancelled by an unfollow or given
-            // up: the question closed all the same). Only an operator's
-            // cancel keeps the question open.
-            let expiry = timer.doc.kind == TimerKind::Expire;
-            let due_before = timer.doc.due_at.as_millisecond() <= event_ms;
-            let kept_open = timer.doc.outcome.as_deref() == Some(OPERATOR_CANCEL);
-            if expiry && (timer.doc.state == TimerState::Done || (due_before && !kept_open)) {
-                return Ok(AskedTimers::Expired);
-            }
-            if timer.doc.state == TimerState::Pending {
-                pending.push((timer.id, timer.version));
-            }
-        }
-        Ok(AskedTimers::Pending(pending))
     }
+}
 
-    /// A follow or an unfollow: recorded on the user first (idempotent, by event
-    /// time); an unfollow then cancels the user's pending timers (a timer that
-    /// fires before its cancel lands reads `following` and sends nothing); a
-    /// follow then starts the follow trigger's scenario, if any.
-    pub(super) async fn follow(
-        &self,
-        hold: &super::hold::Hold,
-        work: &super::work::Work,
-        plan: &crate::engine::FollowPlan,
-    ) -> Result<super::processed::Processed, super::hold::Failure> {
-        let newest = self
-            .store
-            .record_following(plan.user.as_str(), plan.following, work.event_time_ms)
-            .await?;
-        // Only the newest unfollow cancels, and only what was scheduled before
-        // it: a late one must not stop the steps of a follow that came after.
-        if !plan.following && newest {
-            let cancelled = self
-                .store
-                .cancel_user_timers(plan.user.as_str(), work.event_time_ms, "unfollowed")
-                .await?;
-            tracing::info!(timers.cancelled = cancelled, "the user unfollowed");
-        }
-        match &plan.start {
-            Some(start) => self.start(hold, work, start).await,
-            None => {
-                self.done_without_effect(hold)?;
-                Ok(if plan.following {
-                    super::processed::Processed::Followed
-                } else {
-                    super::processed::Processed::Unfollowed
-                })
-            }
+/// The timer firer: fires the due timers this instance claimed, each in one
+/// commit conditional on the claim and on the user's state as read, then hands
+/// the message it recorded to the sender.
+pub(crate) struct TimerFirer {
+    /// The run's own scenario version decides, even after a newer one was deployed.
+    versions: Arc<Versions>,
+    store: Store,
+    sender: Arc<OutboundSender>,
+    metrics: Arc<Metrics>,
+    clock: Clock,
+}
+
+impl TimerFirer {
+    pub(crate) fn new(
+        versions: Arc<Versions>,
+        store: Store,
+        sender: Arc<OutboundSender>,
+        metrics: Arc<Metrics>,
+        clock: Clock,
+    ) -> Self {
+        Self {
+            versions,
+            store,
+            sender,
+            metrics,
+            clock,
         }
     }
 
     /// Fires one claimed timer.
-    pub(super) async fn fire_timer(&self, job: TimerJob) {
+    pub(super) async fn fire(&self, job: TimerJob) {
         // Instrumented, never entered: an entered span held across an await
         // would stay entered on whatever the thread runs next.
         let span = tracing::info_span!(
@@ -237,26 +198,26 @@ impl Processor {
         let (result, round_trips) = crate::store::round_trips::counted(self.try_fire(&job, prefetched)).await;
         self.metrics.record("timer_fired", round_trips);
         match result {
-            Ok(outcome) => tracing::info!(outcome, attempt = job.doc.attempts + 1, "timer fell due"),
+            Ok(fired) => tracing::info!(
+                outcome = fired.as_str(),
+                attempt = job.doc.attempts + 1,
+                "timer fell due"
+            ),
             Err(error) => {
                 tracing::warn!(error = %error, outcome = "failed", "timer firing failed; it is due again when its claim runs out")
             }
         }
     }
 
-    async fn try_fire(
-        &self,
-        job: &TimerJob,
-        mut prefetched: Option<TimerContext>,
-    ) -> Result<&'static str, crate::store::StoreError> {
+    async fn try_fire(&self, job: &TimerJob, mut prefetched: Option<TimerContext>) -> Result<Fired, PipelineError> {
         let (Some(due), Some(request)) = (due_timer(&job.doc), context_request(&job.doc)) else {
             self.store
-                .end_timer(&job.id, job.version, TimerState::Skipped, "unreadable")
+                .end_timer(&job.id, job.version, TimerState::Skipped, Fired::Unreadable.as_str())
                 .await?;
-            return Ok("unreadable");
+            return Ok(Fired::Unreadable);
         };
         let user = LineUserId::parse(job.doc.line_user_id.clone())
-            .map_err(|_| crate::store::StoreError::Unavailable("the timer's user id is not valid".into()))?;
+            .map_err(|_| PipelineError::InvalidInput("the timer's user id is not valid".into()))?;
         let marker_id = request.marker_id.clone();
         // The run's own scenario version decides, even after a newer one was deployed.
         let engine = self.versions.engine_for(&due.scenario, due.version).await?;
@@ -287,13 +248,14 @@ impl Processor {
                     .filter(|expiry| expiry.doc.state == TimerState::Pending)
                     .map(|expiry| utc(expiry.doc.due_at)),
             };
-            let (messages, timers, opens, asks, closes, rearm, outcome) = match engine.fire(&due, &seen, Utc::now()) {
+            let now = self.clock.now();
+            let (messages, timers, opens, asks, closes, rearm, outcome) = match engine.fire(&due, &seen, now) {
                 Firing::Skip(skip) => {
                     let ended = self
                         .store
                         .end_timer(&job.id, job.version, TimerState::Skipped, skip.as_str())
                         .await?;
-                    return Ok(if ended { skip.as_str() } else { "superseded" });
+                    return Ok(if ended { Fired::Skipped(skip) } else { Fired::Superseded });
                 }
                 Firing::Fire {
                     messages,
@@ -305,49 +267,28 @@ impl Processor {
                     outcome,
                 } => (messages, timers, opens, asks, closes, rearm, outcome),
             };
-            let scheduled = schedule(&engine, &user, &timers);
-            // A reminder's or an expiry's new question replaces only the open
-            // question as read (a step's follows the scenario, whatever is open).
-            let read_open = context
-                .open_question
-                .as_ref()
-                .filter(|_| due.kind != TimerKind::Step)
-                .map(|read| read.version);
-            let question = match (&opens, closes) {
-                (Some(opens), _) => Some(super::typed::opening(user.as_str(), opens, read_open)),
-                (None, true) => context.open_question.as_ref().map(|read| QuestionChange::Close {
-                    user: user.to_string(),
-                    read: read.version,
-                }),
-                // A reminder of a text or date question asks it again: open from
-                // now (a reply to the reminder is in the answer window), and only
-                // if it is still the open question as read.
-                (None, false) if due.kind == TimerKind::Remind => context
-                    .open_question
-                    .as_ref()
-                    .filter(|read| {
-                        read.doc.scenario_id == due.scenario.as_str() && read.doc.node_id == due.node.as_str()
-                    })
-                    .map(|read| QuestionChange::Open {
-                        doc: crate::store::OpenQuestionDoc {
-                            reminded_at: Some(FirestoreInstant::now()),
-                            ..read.doc.clone()
-                        },
-                        read: Some(read.version),
+            let scheduled = schedule(&engine, &user, &timers, now);
+            let read = context.open_question.as_ref();
+            let question = question_change(
+                &user,
+                question_move(
+                    &due,
+                    opens.as_ref(),
+                    closes,
+                    read.map(|read| OpenRead {
+                        scenario: &read.doc.scenario_id,
+                        node: &read.doc.node_id,
                     }),
-                (None, false) => None,
-            };
-            // An expiry ends its question's pending reminder in the same commit.
+                ),
+                read,
+                now,
+            );
             let cancels = context
                 .sibling
                 .as_ref()
-                .filter(|sibling| {
-                    due.kind == TimerKind::Expire
-                        && sibling.doc.kind == TimerKind::Remind
-                        && sibling.doc.state == TimerState::Pending
-                })
+                .filter(|sibling| ends_sibling(due.kind, sibling.doc.kind, sibling.doc.state == TimerState::Pending))
                 .map(|sibling| (sibling.id.as_str(), sibling.version));
-            let asks = super::asked(&engine, &due.scenario, asks.as_ref());
+            let asks = super::asked_on(&engine, &due.scenario, asks.as_ref(), now);
             let staged = self.stage_timer_action(job, &due, &user, messages, asks)?;
             let end = TimerEnd {
                 state: TimerState::Done,
@@ -369,29 +310,24 @@ impl Processor {
             match self.store.commit_firing(&job.id, job.version, &end, &firing).await {
                 CommitOutcome::Committed(versions) => {
                     let entry_version = versions.last().copied().flatten();
-                    if let (Some(staged), Some(version)) = (staged.as_ref(), entry_version) {
-                        let _held = self.in_hand.hold(&staged.ledger_id);
-                        self.courier
-                            .deliver(&staged.ledger_id, &staged.doc, version, Origin::Fresh)
-                            .await;
-                    }
-                    return Ok(outcome);
+                    self.sender.send_staged(staged.as_ref(), entry_version).await;
+                    return Ok(Fired::Done(outcome));
                 }
                 // The timer, the marker or the open question moved on since read.
                 CommitOutcome::Changed | CommitOutcome::AlreadyExists => {
                     let found = self.store.timer(&job.id).await?;
                     if !still_held(found.as_ref(), job.version) {
-                        return Ok("superseded");
+                        return Ok(Fired::Superseded);
                     }
                 }
                 // Not known whether it landed: if it did, the timer has moved on
                 // and its ledger entry is sent by whichever sweeper finds it; if
                 // not, the claim runs out and the timer is due again.
-                CommitOutcome::Unknown(error) => return Err(error),
-                CommitOutcome::Failed(error) => return Err(error),
+                CommitOutcome::Unknown(error) => return Err(error.into()),
+                CommitOutcome::Failed(error) => return Err(error.into()),
             }
         }
-        Err(crate::store::StoreError::Unavailable(
+        Err(PipelineError::Contention(
             "the timer's firing kept meeting changes".into(),
         ))
     }
@@ -423,6 +359,36 @@ impl Processor {
         let mut staged = action.stage(&self.store)?;
         staged.renew_lease(&self.store);
         Ok(Some(staged))
+    }
+}
+
+/// The write a firing's [`QuestionMove`] makes to the open question `read`.
+fn question_change(
+    user: &LineUserId,
+    change: QuestionMove,
+    read: Option<&Stored<crate::store::OpenQuestionDoc>>,
+    now: DateTime<Utc>,
+) -> Option<QuestionChange> {
+    match change {
+        QuestionMove::Open {
+            question,
+            replace_only_read,
+        } => {
+            let read = read.filter(|_| replace_only_read).map(|read| read.version);
+            Some(super::typed::opening(user.as_str(), &question, read, now))
+        }
+        QuestionMove::Close => read.map(|read| QuestionChange::Close {
+            user: user.to_string(),
+            read: read.version,
+        }),
+        QuestionMove::Remind => read.map(|read| QuestionChange::Open {
+            doc: crate::store::OpenQuestionDoc {
+                reminded_at: Some(instant(now)),
+                ..read.doc.clone()
+            },
+            read: Some(read.version),
+        }),
+        QuestionMove::Keep => None,
     }
 }
 

@@ -7,18 +7,17 @@
 //! loses the race to a valid one changes nothing. With no open question the text
 //! is an ordinary message: its keyword trigger may start a scenario.
 
-use super::asked;
 use super::hold::{Failure, Found, Hold};
 use super::processed::Processed;
 use super::work::Work;
-use super::worker::Processor;
+use super::worker::EventWorker;
+use super::{PipelineError, asked_on};
 use crate::engine::{AnswerPlan, OpenQuestion, OpenQuestionSeen, QuestionRef, TextPlan, TypedDecision};
 use crate::ids::{NodeId, ScenarioId};
 use crate::line::messages::Message;
 use crate::outbound::{ActionKey, StagedAction};
-use crate::store::{
-    AnswerRecord, Effect, EffectWrites, MessageKey, OpenQuestionDoc, QuestionChange, StoreError, Version,
-};
+use crate::store::{AnswerRecord, Effect, EffectWrites, MessageKey, OpenQuestionDoc, QuestionChange, Version};
+use chrono::{DateTime, Utc};
 use firestore::FirestoreInstant;
 
 /// Read-decide-commit rounds per attempt before the event is retried later.
@@ -27,8 +26,8 @@ const ROUNDS: usize = 4;
 /// Opens `question` for `user` now (the commit that asks it): replacing what
 /// was open, or (with `read`) only what was read at that version. Only what the
 /// user sends from now on can answer it.
-pub(super) fn opening(user: &str, question: &QuestionRef, read: Option<Version>) -> QuestionChange {
-    opened_at(user, question, FirestoreInstant::now(), 0, read)
+pub(super) fn opening(user: &str, question: &QuestionRef, read: Option<Version>, now: DateTime<Utc>) -> QuestionChange {
+    opened_at(user, question, super::instant(now), 0, read)
 }
 
 fn opened_at(
@@ -55,9 +54,9 @@ fn opened_at(
 
 /// What an answer does to the question it answers: closes it, or replaces it
 /// with the question its follow-up asks (one write, the same document).
-pub(super) fn answered(user: &str, opens: Option<&QuestionRef>, read: Version) -> QuestionChange {
+pub(super) fn answered(user: &str, opens: Option<&QuestionRef>, read: Version, now: DateTime<Utc>) -> QuestionChange {
     match opens {
-        Some(next) => opening(user, next, Some(read)),
+        Some(next) => opening(user, next, Some(read), now),
         None => QuestionChange::Close {
             user: user.to_owned(),
             read,
@@ -88,7 +87,7 @@ enum Round {
     Again,
 }
 
-impl Processor {
+impl EventWorker {
     pub(super) async fn text(&self, hold: &Hold, work: &Work, plan: &TextPlan) -> Result<Processed, Failure> {
         let Some(message) = work.message.as_ref() else {
             // Every text event has its message key; kept for completeness.
@@ -144,7 +143,7 @@ impl Processor {
                     tracing::info!(reason = %reason, attempts, "invalid typed answer");
                     // Still the same question: it keeps when it was asked.
                     let asked = FirestoreInstant::from_millisecond(open.opened_at_ms)
-                        .unwrap_or_else(|_| FirestoreInstant::now());
+                        .unwrap_or_else(|_| super::instant(self.clock.now()));
                     let mut change = opened_at(plan.user.as_str(), &open.question, asked, attempts, Some(version));
                     if let QuestionChange::Open { doc, .. } = &mut change {
                         doc.reminded_at = open
@@ -166,7 +165,7 @@ impl Processor {
                 }
                 TypedDecision::GiveUp { reason, then } => {
                     tracing::info!(reason = %reason, "typed answer attempts used up");
-                    let change = answered(plan.user.as_str(), then.opens.as_ref(), version);
+                    let change = answered(plan.user.as_str(), then.opens.as_ref(), version, self.clock.now());
                     let outcome = Reaction {
                         messages: &then.messages,
                         change,
@@ -184,7 +183,7 @@ impl Processor {
                 Round::Again => continue,
             }
         }
-        Err(StoreError::Unavailable("the open question kept changing".into()).into())
+        Err(PipelineError::Contention("the open question kept changing".into()).into())
     }
 
     /// No question open (or it lapsed, or it takes dates): the text's keyword may
@@ -223,7 +222,7 @@ impl Processor {
         message: &MessageKey,
         read: Version,
     ) -> Result<Round, Failure> {
-        let change = answered(plan.user.as_str(), plan.opens.as_ref(), read);
+        let change = answered(plan.user.as_str(), plan.opens.as_ref(), read, self.clock.now());
         let mut follow_up = self.stage_follow_up(hold, work, plan)?;
         if let Some(staged) = follow_up.as_mut() {
             staged.renew_lease(&self.store);
@@ -233,12 +232,12 @@ impl Processor {
             question: Some(change),
             message: Some(message),
             timers: &timers,
-            ..answer_record(work, plan, &self.engine)
+            ..answer_record(work, plan, self.versions.current(), self.clock.now())
         };
         let entry = follow_up.as_ref().map(StagedAction::entry);
         let found = match self.store.commit_answer(&hold.key, hold.version, &record, entry).await {
             Effect::Committed(version) => {
-                self.send(follow_up.as_ref(), version).await;
+                self.sender.send_staged(follow_up.as_ref(), version).await;
                 return Ok(Round::Done(Processed::Answered));
             }
             // The answer exists (answered before: an operator's manual send
@@ -282,8 +281,13 @@ impl Processor {
                 &hold.key,
                 reaction.scenario,
                 reaction.messages,
-                self.reply_is_fresh(work),
-                asked(&self.engine, reaction.scenario, reaction.asks),
+                self.sender.reply_is_fresh(work),
+                asked_on(
+                    self.versions.current(),
+                    reaction.scenario,
+                    reaction.asks,
+                    self.clock.now(),
+                ),
             )
             .map(|action| action.stage(&self.store))
             .transpose()?;
@@ -301,7 +305,7 @@ impl Processor {
         };
         let found = match self.store.commit_effects(&hold.key, hold.version, &effects).await {
             Effect::Committed(version) => {
-                self.send(staged.as_ref(), version).await;
+                self.sender.send_staged(staged.as_ref(), version).await;
                 return Ok(Round::Done(reaction.processed));
             }
             // The message's mark exists: it was unsent first.
@@ -323,7 +327,7 @@ impl Processor {
     async fn after(&self, found: Found, staged: Option<&StagedAction>, processed: Processed) -> Result<Round, Failure> {
         match found {
             Found::Landed(version) => {
-                self.send(staged, version).await;
+                self.sender.send_staged(staged, version).await;
                 Ok(Round::Done(processed))
             }
             Found::NotLanded => Ok(Round::Again),
@@ -344,8 +348,13 @@ impl Processor {
                 &hold.key,
                 &plan.scenario,
                 &plan.follow_up,
-                self.reply_is_fresh(work),
-                asked(&self.engine, &plan.scenario, plan.asks.as_ref()),
+                self.sender.reply_is_fresh(work),
+                asked_on(
+                    self.versions.current(),
+                    &plan.scenario,
+                    plan.asks.as_ref(),
+                    self.clock.now(),
+                ),
             )
             .map(|mut action| {
                 action.answer_id = Some(plan.answer_id.clone());
@@ -373,9 +382,10 @@ pub(super) fn answer_record<'a>(
     work: &'a Work,
     plan: &'a AnswerPlan,
     engine: &crate::engine::Engine,
+    now: DateTime<Utc>,
 ) -> AnswerRecord<'a> {
     AnswerRecord {
-        day: engine.day_of(&plan.scenario, chrono::Utc::now()),
+        day: engine.day_of(&plan.scenario, now),
         answer_id: &plan.answer_id,
         marker_id: &plan.marker_id,
         scenario_id: plan.scenario.as_str(),

@@ -38,8 +38,8 @@ impl Plan {
     pub(crate) fn user(&self) -> &LineUserId {
         match self {
             Plan::Answer(plan) => &plan.user,
-            Plan::CardTap(plan) => &plan.user,
-            Plan::Start(plan) => &plan.user,
+            Plan::CardTap(plan) => &plan.run_start.user,
+            Plan::Start(plan) => &plan.run_start.user,
             Plan::Text(plan) => &plan.user,
             Plan::Follow(plan) => &plan.user,
         }
@@ -129,5 +129,66 @@ impl Work {
             answer_id: None,
             asks,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Inbox plans as the version before the shared run start stored them: a
+    /// card tap, and a text whose keyword starts a scenario.
+    const CARD_TAP: &str = r#"{"webhookEventId":"01HX","eventType":"postback","eventTimeMs":1700000000000,"plan":{"kind":"card_tap","user":"Uaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","card_scenario":"cards","card_node":"card","guard":{"scenario":"satisfaction","marker_id":"m1"},"messages":[{"type":"text","text":"hello"}],"opens":{"scenario":"satisfaction","version":2,"node":"name","run":"0123456789abcdef"},"run":"0123456789abcdef","run_version":2,"timers":[{"kind":"remind","scenario":"satisfaction","version":2,"run":"0123456789abcdef","node":"name"}],"asks":"name"}}"#;
+    const KEYWORD: &str = r#"{"webhookEventId":"01HY","eventType":"message","eventTimeMs":1700000000000,"plan":{"kind":"text","user":"Uaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","keyword":{"user":"Uaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","scenario":"hours","guard":null,"messages":[{"type":"text","text":"9-17"}]}}}"#;
+
+    #[test]
+    fn plans_stored_before_the_shared_run_start_read_and_keep_their_shape() {
+        let Ok(tap) = Work::decode(CARD_TAP) else {
+            panic!("a stored card tap reads")
+        };
+        let Plan::CardTap(plan) = &tap.plan else {
+            panic!("a card tap")
+        };
+        assert_eq!(plan.run_start.user.as_str(), "Uaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+        assert_eq!(plan.guard.scenario.as_str(), "satisfaction");
+        assert_eq!(plan.card_node.as_str(), "card");
+        assert_eq!(plan.run_start.messages.len(), 1);
+        assert_eq!(
+            plan.run_start.run.as_ref().map(|run| run.as_str()),
+            Some("0123456789abcdef")
+        );
+        assert_eq!(plan.run_start.run_version, Some(2));
+        assert_eq!(plan.run_start.timers.len(), 1);
+        assert_eq!(plan.run_start.asks.as_ref().map(|node| node.as_str()), Some("name"));
+        assert_eq!(
+            plan.run_start.opens.as_ref().map(|opens| opens.node.as_str()),
+            Some("name")
+        );
+
+        let Ok(text) = Work::decode(KEYWORD) else {
+            panic!("a stored text plan reads")
+        };
+        let Plan::Text(TextPlan {
+            keyword: Some(start), ..
+        }) = &text.plan
+        else {
+            panic!("a text with a keyword start")
+        };
+        assert_eq!(start.scenario.as_str(), "hours");
+        assert_eq!(start.guard, None);
+        assert_eq!(start.run_start.run, None);
+        assert!(start.run_start.timers.is_empty());
+
+        // Written again, each is the same JSON (key order aside; `guard: null`
+        // is how a start without a guard is written).
+        for (stored, work) in [(CARD_TAP, tap), (KEYWORD, text)] {
+            let again: serde_json::Value = work
+                .encode()
+                .ok()
+                .and_then(|json| serde_json::from_str(&json).ok())
+                .unwrap_or_default();
+            let before: serde_json::Value = serde_json::from_str(stored).unwrap_or_default();
+            assert_eq!(again, before);
+        }
     }
 }

@@ -6,11 +6,10 @@
 use super::hold::{Failure, Hold};
 use super::processed::Processed;
 use super::work::{Plan, Work};
-use super::{EventJob, InHand, Job};
-use crate::engine::Engine;
+use super::{EventJob, OutboundSender, SweepSoon, Versions};
+use crate::clock::Clock;
 use crate::metrics::Metrics;
 use crate::metrics::series;
-use crate::outbound::{Courier, Origin, StagedAction};
 use crate::store::round_trips::counted;
 use crate::store::{Store, Version};
 use std::sync::Arc;
@@ -18,105 +17,86 @@ use std::time::{Duration, Instant};
 use tracing::Instrument;
 
 #[derive(Debug, Clone)]
-pub(crate) struct ProcessorSettings {
+pub(crate) struct EventSettings {
     /// Wait before a failed event is retried (grows with its attempts).
     pub(crate) retry_backoff: Duration,
     /// A guarded scenario started twice for one user within this window starts once.
     pub(crate) start_dedup: Duration,
 }
 
-pub(crate) struct Processor {
-    /// Decides again where a decision needs what only the store knows (a text
-    /// that may answer the user's open question).
-    pub(super) engine: Engine,
+/// The event worker: carries out stored events' plans (answers, starts and card
+/// taps, typed text, follows and unfollows), each through its guard and one
+/// atomic commit, then hands what the commit recorded to the sender.
+pub(crate) struct EventWorker {
+    /// The engines: the loaded scenarios decide again where a decision needs
+    /// what only the store knows (a text that may answer the user's open
+    /// question), and older versions decide for runs pinned to them.
+    pub(super) versions: Arc<Versions>,
     pub(super) store: Store,
-    pub(super) courier: Courier,
-    pub(super) metrics: Arc<Metrics>,
-    pub(super) settings: ProcessorSettings,
-    /// Records this instance holds: the sweeper leaves them alone.
-    pub(super) in_hand: Arc<InHand>,
-    /// Told when work is left for a sweeper (released for a retry, or stored
-    /// while the queue was full): it sweeps at its shortest interval again.
-    pub(super) sweep_soon: tokio::sync::Notify,
-    /// Engines for runs pinned to older scenario versions.
-    pub(super) versions: Arc<super::versions::Versions>,
+    pub(super) sender: Arc<OutboundSender>,
+    metrics: Arc<Metrics>,
+    pub(super) settings: EventSettings,
+    /// Raised when an event is released for a retry: the sweeper comes back soon.
+    sweep_soon: SweepSoon,
+    pub(super) clock: Clock,
 }
 
-impl Processor {
+impl EventWorker {
     pub(crate) fn new(
-        engine: Engine,
+        versions: Arc<Versions>,
         store: Store,
-        courier: Courier,
+        sender: Arc<OutboundSender>,
         metrics: Arc<Metrics>,
-        settings: ProcessorSettings,
+        settings: EventSettings,
+        sweep_soon: SweepSoon,
+        clock: Clock,
     ) -> Self {
         Self {
-            versions: Arc::new(super::versions::Versions::new(engine.clone(), store.clone())),
-            engine,
+            versions,
             store,
-            courier,
+            sender,
             metrics,
             settings,
-            in_hand: Arc::new(InHand::default()),
-            sweep_soon: tokio::sync::Notify::new(),
+            sweep_soon,
+            clock,
         }
     }
 
-    pub(crate) fn store(&self) -> &Store {
-        &self.store
-    }
-
-    pub(crate) fn courier(&self) -> &Courier {
-        &self.courier
-    }
-
-    pub(crate) fn versions(&self) -> Arc<super::versions::Versions> {
-        self.versions.clone()
-    }
-
-    pub(crate) async fn run(&self, job: Job) {
-        match job {
-            Job::Event(mut job) => {
-                let mut turn = std::mem::take(&mut job.turn);
-                let predecessor_done = turn.wait(self.store.lease() / 2).await;
-                let span = event_span(&job.work, job.key.as_str());
-                let fresh = job.claim_round_trips;
-                let event_type = job.work.event_type.clone();
-                let (result, round_trips) = counted(self.attempt(*job, predecessor_done).instrument(span)).await;
-                turn.finish(result.is_ok());
-                record_attempt(&event_type, &result);
-                // Counted for events whose whole life this instance saw (not recoveries).
-                if let (Ok(processed), Some(claim)) = (result, fresh) {
-                    self.metrics.record(processed.metric_kind(), claim + round_trips);
-                }
-            }
-            Job::Timer(job) => self.fire_timer(*job).await,
-            Job::Outbound(job) => {
-                // A send that waited in the queue for more than half its lease
-                // renews it first (conditionally): the call must not outlive it.
-                let version = if job.lease_until.saturating_duration_since(Instant::now()) >= self.store.lease() / 2 {
-                    Some(job.version)
-                } else {
-                    match self.store.renew_outbound(&job.id, job.version, job.doc.attempts).await {
-                        Ok(version) => version,
-                        Err(error) => {
-                            tracing::warn!(ledger.id = %job.id, error = %error, "could not renew the lease; the action is left to the sweeper");
-                            None
-                        }
-                    }
-                };
-                match version {
-                    Some(version) => {
-                        self.courier
-                            .deliver(&job.id, &job.doc, version, Origin::Recovered)
-                            .await;
-                    }
-                    None => {
-                        tracing::info!(ledger.id = %job.id, outcome = "superseded", "the action was taken over while it waited")
-                    }
-                }
-            }
+    /// Processes one event this instance holds, in its turn among the events of
+    /// the same user and request.
+    pub(super) async fn run(&self, mut job: EventJob) {
+        let mut turn = std::mem::take(&mut job.turn);
+        let predecessor_done = turn.wait(self.store.lease() / 2).await;
+        let span = event_span(&job.work, job.key.as_str());
+        let fresh = job.claim_round_trips;
+        let event_type = job.work.event_type.clone();
+        let (result, round_trips) = counted(self.attempt(job, predecessor_done).instrument(span)).await;
+        turn.finish(result.is_ok());
+        record_attempt(&event_type, &result);
+        // Counted for events whose whole life this instance saw (not recoveries).
+        if let (Ok(processed), Some(claim)) = (result, fresh) {
+            self.metrics.record(processed.metric_kind(), claim + round_trips);
         }
+    }
+
+    /// The timer documents `plans` schedule for `user`, due from now, each by
+    /// the scenario version of its run.
+    pub(super) async fn schedule(
+        &self,
+        user: &crate::ids::LineUserId,
+        plans: &[crate::engine::TimerPlan],
+    ) -> Result<Vec<(String, crate::store::TimerDoc)>, crate::store::StoreError> {
+        let mut timers = Vec::with_capacity(plans.len());
+        for plan in plans {
+            let engine = self.versions.engine_for(&plan.scenario, plan.version).await?;
+            timers.extend(super::timers::schedule(
+                &engine,
+                user,
+                std::slice::from_ref(plan),
+                self.clock.now(),
+            ));
+        }
+        Ok(timers)
     }
 
     /// One processing attempt; a failure gives the event back for a later one.
@@ -156,7 +136,7 @@ impl Processor {
                     "the user's previous event is not done yet"
                 );
                 let attempts = job.attempt.saturating_sub(1);
-                self.sweep_soon.notify_one();
+                self.sweep_soon.notify();
                 if let Err(error) = self
                     .store
                     .release_event(&hold.key, hold.version, attempts, retry_in, None)
@@ -166,10 +146,10 @@ impl Processor {
                 }
                 Err(Failure::Waiting)
             }
-            Err(Failure::Store(error)) => {
+            Err(Failure::Failed(error)) => {
                 let retry_in = self.settings.retry_backoff.saturating_mul(job.attempt.max(1));
                 tracing::error!(error = %error, retry_in_ms = retry_in.as_millis() as u64, outcome = "failed", "event processing failed; it will be retried");
-                self.sweep_soon.notify_one();
+                self.sweep_soon.notify();
                 match self
                     .store
                     .release_event(&hold.key, hold.version, job.attempt, retry_in, Some(&error.to_string()))
@@ -181,7 +161,7 @@ impl Processor {
                         tracing::warn!(error = %release, "could not release the event; its lease will run out")
                     }
                 }
-                Err(Failure::Store(error))
+                Err(Failure::Failed(error))
             }
         }
     }
@@ -243,49 +223,6 @@ impl Processor {
         self.store.mark_event_done(&hold.key, hold.version)?;
         Ok(())
     }
-
-    /// Whether the event's reply token is still worth a reply.
-    pub(super) fn reply_is_fresh(&self, work: &Work) -> bool {
-        work.reply_token.is_some() && self.courier.reply_is_fresh(work.event_time_ms)
-    }
-
-    /// Sends an action this worker recorded. Without the entry's version (never
-    /// seen: a write always has one) it is left to the sweeper.
-    pub(super) async fn send(&self, staged: Option<&StagedAction>, version: Option<Version>) {
-        if let (Some(staged), Some(version)) = (staged, version) {
-            // Held while it is sent: this instance's sweeper must not take it over.
-            let _held = self.in_hand.hold(&staged.ledger_id);
-            self.courier
-                .deliver(&staged.ledger_id, &staged.doc, version, Origin::Fresh)
-                .await;
-        }
-    }
-
-    /// Gives a queued job's lease back at shutdown so another instance takes it now.
-    pub(super) async fn hand_back(&self, job: &Job) {
-        let result = match job {
-            Job::Event(job) => self
-                .store
-                .release_event(
-                    &job.key,
-                    job.version,
-                    job.attempt.saturating_sub(1),
-                    Duration::ZERO,
-                    None,
-                )
-                .await
-                .map(|_| ()),
-            Job::Outbound(job) => self.store.hand_back_outbound(&job.id, job.version).await.map(|_| ()),
-            Job::Timer(job) => self
-                .store
-                .release_timer(&job.id, job.version, job.doc.attempts)
-                .await
-                .map(|_| ()),
-        };
-        if let Err(error) = result {
-            tracing::warn!(error = %error, "could not hand work back; its lease will run out");
-        }
-    }
 }
 
 /// Counts one processing attempt by its outcome, and the duplicate it stopped.
@@ -297,7 +234,7 @@ fn record_attempt(event_type: &str, result: &Result<Processed, Failure>) {
             }
             processed.as_str()
         }
-        Err(Failure::Store(_)) => "failed",
+        Err(Failure::Failed(_)) => "failed",
         Err(Failure::Superseded) => "superseded",
         Err(Failure::Waiting) => "waiting",
     };

@@ -5,9 +5,9 @@
 //! service nobody scrapes reads nothing. The queue depth is this instance's
 //! memory, read at every scrape through a [`QueueDepth`] handle.
 
+use crate::clock::Clock;
 use crate::metrics::series::{self, BacklogGauges};
 use crate::store::{Backlog, Store};
-use firestore::FirestoreInstant;
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -27,17 +27,20 @@ pub(crate) struct Scrape {
     handle: PrometheusHandle,
     store: Store,
     queue_depth: QueueDepth,
+    /// The pending ledger entry's age is measured on it.
+    clock: Clock,
     /// When the backlog was last read (or tried). An async lock: concurrent
     /// scrapes wait for one read instead of each sending their own.
     backlog_read_at: tokio::sync::Mutex<Option<Instant>>,
 }
 
 impl Scrape {
-    pub(crate) fn new(handle: PrometheusHandle, store: Store, queue_depth: QueueDepth) -> Self {
+    pub(crate) fn new(handle: PrometheusHandle, store: Store, queue_depth: QueueDepth, clock: Clock) -> Self {
         Self {
             handle,
             store,
             queue_depth,
+            clock,
             backlog_read_at: tokio::sync::Mutex::new(None),
         }
     }
@@ -57,7 +60,7 @@ impl Scrape {
             return;
         }
         match self.store.backlog().await {
-            Ok(backlog) => series::backlog(gauges(backlog, FirestoreInstant::now().as_millisecond())),
+            Ok(backlog) => series::backlog(gauges(backlog, self.clock.now_ms())),
             Err(error) => {
                 series::backlog_read_failed();
                 tracing::warn!(error = %error, outcome = "failed", "could not read the backlog; the gauges keep their last values");

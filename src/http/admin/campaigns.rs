@@ -9,7 +9,7 @@
 use super::send::idempotency_key;
 use super::{AdminError, ListQuery, require_admin};
 use crate::http::AppState;
-use crate::ids::{ScenarioId, parse_hex40};
+use crate::ids::{DocumentHexId, ScenarioId};
 use crate::pipeline::campaigns::{AudienceRequest, CampaignError, CampaignRequest, CampaignStartError};
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
@@ -112,7 +112,7 @@ pub(crate) async fn list(
 
 /// Campaign ids are 40 hex digits; anything else is no campaign.
 fn campaign_id(raw: String) -> Result<String, AdminError> {
-    match parse_hex40(&raw) {
+    match DocumentHexId::parse(&raw) {
         Some(_) => Ok(raw),
         None => Err(AdminError::UnknownCampaign(raw)),
     }

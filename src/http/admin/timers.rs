@@ -4,9 +4,9 @@
 
 use super::{AdminError, require_admin};
 use crate::http::AppState;
-use crate::ids::LineUserId;
-use crate::pipeline::OPERATOR_CANCEL;
-use crate::store::{Stored, TimerDoc, TimerState};
+use crate::ids::{DocumentHexId, LineUserId};
+use crate::pipeline::timer_cancel::TimerCancelError;
+use crate::store::{Stored, TimerDoc};
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
 
@@ -87,38 +87,53 @@ pub(crate) async fn cancel(
     require_admin(&request, &state)?;
     let (user, timer_id) = path.into_inner();
     let user = user_id(user)?;
-    let unknown = || AdminError::UnknownTimer(timer_id.clone());
-    // Timer ids are 40 hex digits; anything else names no timer (and never
-    // reaches Firestore as a path).
-    if timer_id.len() != 40 || !timer_id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(unknown());
+    // Anything but a timer id's shape names no timer.
+    let id = DocumentHexId::parse(&timer_id).ok_or_else(|| AdminError::UnknownTimer(timer_id.clone()))?;
+    state.timer_cancels.cancel(&user, &id).await.map_err(cancel_error)?;
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "timerId": id.as_str(), "state": "cancelled" })))
+}
+
+/// The statuses of today's route: 404, 409 with the timer's state, 503.
+fn cancel_error(error: TimerCancelError) -> AdminError {
+    let message = error.to_string();
+    match error {
+        TimerCancelError::NotFound(id) => AdminError::UnknownTimer(id),
+        TimerCancelError::NotPending(state) => AdminError::Conflict { message, state },
+        TimerCancelError::KeptChanging => AdminError::Conflict {
+            message,
+            state: "pending",
+        },
+        TimerCancelError::Store(error) => AdminError::Store(error),
     }
-    // A timer claimed meanwhile changes its version: read and try again.
-    for _ in 0..3 {
-        let timer = state
-            .store
-            .timer(&timer_id)
-            .await?
-            .filter(|timer| timer.doc.line_user_id == user.as_str())
-            .ok_or_else(unknown)?;
-        if timer.doc.state != TimerState::Pending {
-            let state = timer.doc.state.as_str();
-            return Err(AdminError::Conflict {
-                message: format!("the timer is no longer pending: it is {state}"),
-                state,
-            });
-        }
-        if state
-            .store
-            .end_timer(&timer_id, timer.version, TimerState::Cancelled, OPERATOR_CANCEL)
-            .await?
-        {
-            tracing::info!(timer.id = %timer_id, user.id = %user, outcome = "cancelled", "timer cancelled by an operator");
-            return Ok(HttpResponse::Ok().json(serde_json::json!({ "timerId": timer_id, "state": "cancelled" })));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::ResponseError;
+    use actix_web::http::StatusCode;
+
+    #[test]
+    fn each_cancel_failure_keeps_its_status() {
+        let cases = [
+            (TimerCancelError::NotFound("a".repeat(40)), StatusCode::NOT_FOUND, None),
+            (TimerCancelError::NotPending("done"), StatusCode::CONFLICT, Some("done")),
+            (TimerCancelError::KeptChanging, StatusCode::CONFLICT, Some("pending")),
+            (
+                TimerCancelError::Store(crate::store::StoreError::Unavailable("timed out".into())),
+                StatusCode::SERVICE_UNAVAILABLE,
+                None,
+            ),
+        ];
+        for (error, status, conflict_state) in cases {
+            let name = format!("{error:?}");
+            let mapped = cancel_error(error);
+            assert_eq!(mapped.status_code(), status, "{name}");
+            let state = match &mapped {
+                AdminError::Conflict { state, .. } => Some(*state),
+                _ => None,
+            };
+            assert_eq!(state, conflict_state, "{name}");
         }
     }
-    Err(AdminError::Conflict {
-        message: "the timer kept changing; try again".to_owned(),
-        state: "pending",
-    })
 }

@@ -136,7 +136,12 @@ impl ChunkTurn<'_> {
         let asks = self.asks_node.and_then(|node| {
             let scenario = crate::ids::ScenarioId::parse(self.scenario_id).ok()?;
             let node = crate::ids::NodeId::parse(node).ok()?;
-            super::super::asked(&self.campaigns.inner.engine, &scenario, Some(&node))
+            super::super::asked_on(
+                &self.campaigns.inner.engine,
+                &scenario,
+                Some(&node),
+                self.campaigns.inner.clock.now(),
+            )
         });
         let sent_count = asks.as_ref().map(|asks| (self.scenario_id, asks));
         if !store.settle_chunk(chunk, claimed, &end, sent_count).await? {

@@ -1,0 +1,40 @@
+//! A follow or an unfollow, carried out.
+
+use super::hold::{Failure, Hold};
+use super::processed::Processed;
+use super::work::Work;
+use super::worker::EventWorker;
+use crate::engine::FollowPlan;
+
+impl EventWorker {
+    /// A follow or an unfollow: recorded on the user first (idempotent, by event
+    /// time); an unfollow then cancels the user's pending timers (a timer that
+    /// fires before its cancel lands reads `following` and sends nothing); a
+    /// follow then starts the follow trigger's scenario, if any.
+    pub(super) async fn follow(&self, hold: &Hold, work: &Work, plan: &FollowPlan) -> Result<Processed, Failure> {
+        let newest = self
+            .store
+            .record_following(plan.user.as_str(), plan.following, work.event_time_ms)
+            .await?;
+        // Only the newest unfollow cancels, and only what was scheduled before
+        // it: a late one must not stop the steps of a follow that came after.
+        if !plan.following && newest {
+            let cancelled = self
+                .store
+                .cancel_user_timers(plan.user.as_str(), work.event_time_ms, "unfollowed")
+                .await?;
+            tracing::info!(timers.cancelled = cancelled, "the user unfollowed");
+        }
+        match &plan.start {
+            Some(start) => self.start(hold, work, start).await,
+            None => {
+                self.done_without_effect(hold)?;
+                Ok(if plan.following {
+                    Processed::Followed
+                } else {
+                    Processed::Unfollowed
+                })
+            }
+        }
+    }
+}
