@@ -91,6 +91,9 @@ impl Application {
             reply_token_max_age: config.reply_token_max_age,
         };
         let (retries, scheduled_retries) = tokio::sync::mpsc::unbounded_channel();
+        // Campaign chunks call LINE outside the ledger: they get the client itself,
+        // not a way into the courier's.
+        let campaign_line = client.clone();
         let courier = Courier::new(client, store.clone(), policy.clone(), retries, clock.clone());
         let metrics = Arc::new(Metrics::default());
         let versions = Arc::new(Versions::new(engine.clone(), store.clone()));
@@ -153,7 +156,7 @@ impl Application {
         let campaigns = Campaigns::new(
             engine.clone(),
             store.clone(),
-            courier.line().clone(),
+            campaign_line,
             policy,
             config.campaign_calls_per_second,
             clock.clone(),

@@ -112,11 +112,6 @@ impl Courier {
         }
     }
 
-    /// The LINE client, for calls that are not ledger actions (campaign chunks).
-    pub(crate) fn line(&self) -> &LineClient {
-        &self.client
-    }
-
     /// Makes one call for the action and records the outcome, conditional on
     /// `version` (the version this sender holds). Store errors while recording are logged: the lease then runs out
     /// and the sweeper settles the entry again.
