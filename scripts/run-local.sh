@@ -22,6 +22,16 @@ export GOOGLE_CLOUD_PROJECT="${GOOGLE_CLOUD_PROJECT:-demo-line-survey}"
 export SCENARIOS_DIR="${SCENARIOS_DIR:-scenarios}"
 export LOG_FORMAT="${LOG_FORMAT:-pretty}"
 export HOST="${HOST:-127.0.0.1}"
+# Without ADMIN_TOKEN the admin API and the console are off: make one for this run
+# and say how to use it.
+if [ -z "${ADMIN_TOKEN:-}" ]; then
+  ADMIN_TOKEN="$(python3 -c 'import secrets; print(secrets.token_urlsafe(24))')"
+  export ADMIN_TOKEN
+  echo "ADMIN_TOKEN for this run (set ADMIN_TOKEN yourself to keep one): $ADMIN_TOKEN" >&2
+fi
+echo "Console: http://${HOST}:${PORT:-8080}/console (log in with the ADMIN_TOKEN);" \
+  "admin API: curl -H \"Authorization: Bearer \$ADMIN_TOKEN\" http://${HOST}:${PORT:-8080}/admin/..." >&2
+echo "The first run compiles the service in release mode (about 8 minutes on 2 cores)." >&2
 if [ -z "${LINE_CHANNEL_ACCESS_TOKEN:-}" ]; then
   export LINE_DRY_RUN="${LINE_DRY_RUN:-true}"
 fi

@@ -309,7 +309,7 @@ impl Config {
 
 /// One per CPU, as actix-web does by default.
 fn default_http_workers() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
 /// `{pid}-{random}`: unique per process, short enough to read in a document.
@@ -373,7 +373,7 @@ mod tests {
 
     fn refused_setting(result: Result<Config, ConfigError>) -> &'static str {
         match result {
-            Err(ConfigError::Invalid { name, .. }) | Err(ConfigError::Missing(name)) => name,
+            Err(ConfigError::Invalid { name, .. } | ConfigError::Missing(name)) => name,
             Ok(_) => "(accepted)",
         }
     }

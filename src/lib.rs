@@ -36,4 +36,5 @@ pub mod scenario;
 pub mod startup;
 mod store;
 pub mod telemetry;
+mod tls;
 pub mod values;

@@ -331,7 +331,7 @@ async fn record_versions(store: &Store, scenarios: &crate::scenario::Scenarios) 
     for (loaded, check) in futures::future::join_all(checks).await {
         match check.with_context(|| format!("cannot record scenario versions in Firestore ({})", loaded.source.display()))? {
             VersionCheck::Recorded => {
-                tracing::info!(scenario.id = %loaded.id(), scenario.version = loaded.scenario.version, "scenario version recorded")
+                tracing::info!(scenario.id = %loaded.id(), scenario.version = loaded.scenario.version, "scenario version recorded");
             }
             VersionCheck::Unchanged => {}
             VersionCheck::Changed { .. } => changed.push(format!(

@@ -745,9 +745,10 @@ mod wire {
 
     /// `users` of `projects/p/databases/(default)/documents/users/U123`.
     fn collection(name: &str) -> String {
-        name.split_once("/documents/")
-            .map(|(_, path)| path.split('/').next().unwrap_or_default().to_owned())
-            .unwrap_or_else(|| "?".to_owned())
+        name.split_once("/documents/").map_or_else(
+            || "?".to_owned(),
+            |(_, path)| path.split('/').next().unwrap_or_default().to_owned(),
+        )
     }
 
     /// The document a `Write` names: `update` (1) is a Document whose name is

@@ -32,6 +32,8 @@
 //! `--export N` seeds N answers and downloads them as CSV from one release
 //! binary, reporting rows per second and the service's memory while it streams;
 //! it fails unless every answer is in the file exactly once (`export.rs`).
+// Test and benchmark code may panic on what it set up itself.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod campaign;
 mod catalogue;
@@ -94,7 +96,7 @@ fn args() -> Args {
                 args.levels = raw
                     .next()
                     .map(|list| list.split(',').map(|n| n.parse().expect("--in-flight 32,64")).collect())
-                    .expect("--in-flight 32,64")
+                    .expect("--in-flight 32,64");
             }
             "--set" => {
                 let setting = raw.next().expect("--set NAME=VALUE");
@@ -112,7 +114,7 @@ fn args() -> Args {
                     .next()
                     .and_then(|n| n.parse().ok())
                     .filter(|&n| n > 0)
-                    .expect("--rate N (requests per second, above 0)")
+                    .expect("--rate N (requests per second, above 0)");
             }
             "--timers" => {
                 let count = raw.next().and_then(|n| n.parse().ok()).filter(|&n: &usize| n > 0);
@@ -161,7 +163,7 @@ fn machine() -> String {
         .lines()
         .find_map(|l| l.strip_prefix("model name"))
         .map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned());
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
     format!("{} cores, {}", cores, model.unwrap_or_else(|| "unknown CPU".into()))
 }
 

@@ -39,7 +39,10 @@ pub(crate) async fn webhook(
     body: web::Bytes,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, WebhookError> {
-    let header = request.headers().get("x-line-signature").map(|value| value.as_bytes());
+    let header = request
+        .headers()
+        .get("x-line-signature")
+        .map(actix_web::http::header::HeaderValue::as_bytes);
     if let Err(error) = signature::verify(state.channel_secret.as_bytes(), &body, header) {
         tracing::warn!(reason = %error, body.bytes = body.len(), outcome = "rejected", "webhook signature check failed");
         return Err(error.into());

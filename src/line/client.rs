@@ -79,10 +79,14 @@ impl LineClient {
     /// A client that sends to `base_url` with `access_token`, or, with `None`,
     /// a dry run that prints instead.
     pub(crate) fn new(base_url: &str, access_token: Option<&str>, timeout: Duration) -> anyhow::Result<Self> {
+        crate::tls::install_crypto_provider();
         let transport = match access_token {
             None => Transport::DryRun,
             Some(token) => Transport::Http {
                 http: reqwest::Client::builder()
+                    // rustls with the process's ring provider (`tls.rs`), whatever
+                    // other backend the dependencies compile in.
+                    .tls_backend_rustls()
                     .timeout(timeout)
                     .connect_timeout(Duration::from_secs(2))
                     .build()?,

@@ -34,7 +34,7 @@ fn install() -> PrometheusHandle {
     match ::metrics::set_global_recorder(recorder) {
         Ok(()) => series::describe(),
         Err(error) => {
-            tracing::warn!(error = %error, "another metrics recorder is installed: /metrics shows no series")
+            tracing::warn!(error = %error, "another metrics recorder is installed: /metrics shows no series");
         }
     }
     handle

@@ -133,10 +133,10 @@ impl Courier {
                 "outbound settled"
             ),
             Settlement::RetryAt { after, error } => {
-                tracing::warn!(send.route = route, send.attempts = attempted.attempts, retry_in_ms = after.as_millis() as u64, error = %error, outcome = "retry_later", "outbound postponed")
+                tracing::warn!(send.route = route, send.attempts = attempted.attempts, retry_in_ms = after.as_millis() as u64, error = %error, outcome = "retry_later", "outbound postponed");
             }
             Settlement::Uncertain(reason) | Settlement::Failed(reason) => {
-                tracing::error!(send.route = route, send.attempts = attempted.attempts, reason = %reason, outcome = settlement.as_str(), "outbound parked")
+                tracing::error!(send.route = route, send.attempts = attempted.attempts, reason = %reason, outcome = settlement.as_str(), "outbound parked");
             }
         }
         match self
@@ -155,7 +155,7 @@ impl Courier {
                 "another instance took the action over; this outcome is not recorded"
             ),
             Err(error) => {
-                tracing::error!(error = %error, "could not record the send outcome; the sweeper will settle it")
+                tracing::error!(error = %error, "could not record the send outcome; the sweeper will settle it");
             }
         }
         Delivery::Settled(settlement)
@@ -307,14 +307,11 @@ impl Courier {
             route: RouteDoc::Push,
             reply_outcome_unknown: doc.reply_outcome_unknown,
         };
-        let retry_key = match doc.retry_key.parse() {
-            Ok(key) => key,
-            Err(_) => {
-                return Turn {
-                    settlement: Settlement::Failed("stored retry key unreadable".into()),
-                    attempted: attempted(doc.attempts),
-                };
-            }
+        let Ok(retry_key) = doc.retry_key.parse() else {
+            return Turn {
+                settlement: Settlement::Failed("stored retry key unreadable".into()),
+                attempted: attempted(doc.attempts),
+            };
         };
         let attempts = doc.attempts + 1;
         let settlement = match self.client.push(&doc.line_user_id, messages, retry_key).await {

@@ -342,8 +342,7 @@ impl Ingest {
     fn forget_unanswered(&self, key: &InboxKey) -> bool {
         self.unanswered_claims
             .lock()
-            .map(|mut keys| keys.remove(key.as_str()))
-            .unwrap_or(false)
+            .is_ok_and(|mut keys| keys.remove(key.as_str()))
     }
 
     /// Takes up an event whose claim landed although its answer was lost: it is
@@ -388,7 +387,7 @@ impl Ingest {
             }
             Ok(None) => {}
             Err(error) => {
-                tracing::warn!(inbox.id = key.as_str(), error = %error, "could not take up an unanswered claim; its lease will run out")
+                tracing::warn!(inbox.id = key.as_str(), error = %error, "could not take up an unanswered claim; its lease will run out");
             }
         }
     }

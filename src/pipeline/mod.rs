@@ -234,11 +234,11 @@ impl InHand {
     }
 
     fn contains(&self, id: &str) -> bool {
-        self.0.lock().map(|ids| ids.contains(id)).unwrap_or(false)
+        self.0.lock().is_ok_and(|ids| ids.contains(id))
     }
 
     fn len(&self) -> usize {
-        self.0.lock().map(|ids| ids.len()).unwrap_or(0)
+        self.0.lock().map_or(0, |ids| ids.len())
     }
 }
 

@@ -64,7 +64,7 @@ impl OutboundSender {
                     .await;
             }
             None => {
-                tracing::info!(ledger.id = %job.id, outcome = "superseded", "the action was taken over while it waited")
+                tracing::info!(ledger.id = %job.id, outcome = "superseded", "the action was taken over while it waited");
             }
         }
     }

@@ -204,7 +204,7 @@ impl TimerFirer {
                 "timer fell due"
             ),
             Err(error) => {
-                tracing::warn!(error = %error, outcome = "failed", "timer firing failed; it is due again when its claim runs out")
+                tracing::warn!(error = %error, outcome = "failed", "timer firing failed; it is due again when its claim runs out");
             }
         }
     }

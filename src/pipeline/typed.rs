@@ -76,7 +76,7 @@ pub(crate) fn open_question(doc: &OpenQuestionDoc) -> Option<OpenQuestion> {
         },
         attempts: doc.attempts,
         opened_at_ms: doc.opened_at.as_millisecond(),
-        reminded_at_ms: doc.reminded_at.map(|at| at.as_millisecond()),
+        reminded_at_ms: doc.reminded_at.map(firestore::jiff::Timestamp::as_millisecond),
     })
 }
 

@@ -154,12 +154,15 @@ mod tests {
         assert_eq!(plan.card_node.as_str(), "card");
         assert_eq!(plan.run_start.messages.len(), 1);
         assert_eq!(
-            plan.run_start.run.as_ref().map(|run| run.as_str()),
+            plan.run_start.run.as_ref().map(crate::ids::RunId::as_str),
             Some("0123456789abcdef")
         );
         assert_eq!(plan.run_start.run_version, Some(2));
         assert_eq!(plan.run_start.timers.len(), 1);
-        assert_eq!(plan.run_start.asks.as_ref().map(|node| node.as_str()), Some("name"));
+        assert_eq!(
+            plan.run_start.asks.as_ref().map(crate::ids::NodeId::as_str),
+            Some("name")
+        );
         assert_eq!(
             plan.run_start.opens.as_ref().map(|opens| opens.node.as_str()),
             Some("name")

@@ -158,7 +158,7 @@ impl EventWorker {
                     Ok(true) => {}
                     Ok(false) => tracing::info!("the event moved on meanwhile; nothing released"),
                     Err(release) => {
-                        tracing::warn!(error = %release, "could not release the event; its lease will run out")
+                        tracing::warn!(error = %release, "could not release the event; its lease will run out");
                     }
                 }
                 Err(Failure::Failed(error))

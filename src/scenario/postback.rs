@@ -91,6 +91,7 @@ impl Postback {
     }
 
     /// The data of a button sent in `run`: its answer continues that run.
+    #[allow(clippy::expect_used, reason = "a flat struct of strings always encodes")]
     pub fn encode_in_run(&self, asked: Option<&Asked>) -> String {
         let run = asked.map(|asked| &asked.run);
         let sv = asked.and_then(|asked| asked.version);

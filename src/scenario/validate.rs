@@ -423,7 +423,7 @@ pub(super) fn check_set(scenarios: &[(&Scenario, &Path)]) -> Vec<ScenarioError> 
             scenario: Some(scenario.to_owned()),
             node: node.map(ToString::to_string),
             problem: text,
-        })
+        });
     };
     let mut files_by_id: HashMap<&str, &Path> = HashMap::new();
     for &(scenario, file) in scenarios {

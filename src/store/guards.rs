@@ -152,6 +152,9 @@ fn progress_of(document: Option<Document>) -> Result<ScenarioProgress, StoreErro
     Ok(ScenarioProgress {
         version: Some(marker.version),
         answered: marker.doc.last_answer_id.is_some(),
-        last_started_ms: marker.doc.last_started_at.map(|at| at.as_millisecond()),
+        last_started_ms: marker
+            .doc
+            .last_started_at
+            .map(firestore::jiff::Timestamp::as_millisecond),
     })
 }

@@ -126,6 +126,7 @@ pub(crate) struct Store {
 
 /// One client of the database whose every request gives up after `timeout`.
 async fn connect_with_timeout(options: &StoreOptions, timeout: Duration) -> Result<FirestoreDb, StoreError> {
+    crate::tls::install_crypto_provider();
     let mut db_options = FirestoreDbOptions::new(options.project_id.clone())
         .with_database_id(options.database_id.clone())
         .with_request_timeout(timeout)

@@ -280,9 +280,8 @@ async fn moved_on(db: &FirestoreDb, moved: Vec<Pending>, timeout: Duration) -> V
         .iter()
         .map(|pending| document_name(&pending.settle.write).to_owned())
         .collect();
-    let found = match get_documents(db, names, timeout).await {
-        Ok(found) => found,
-        Err(_) => return moved.into_iter().map(retry).collect(),
+    let Ok(found) = get_documents(db, names, timeout).await else {
+        return moved.into_iter().map(retry).collect();
     };
     let decisions = moved
         .into_iter()

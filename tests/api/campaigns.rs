@@ -195,7 +195,7 @@ async fn a_tag_segment_of_20000_users_gets_the_campaign_exactly_once() {
         .line
         .calls()
         .into_iter()
-        .filter(|call| call.is_multicast())
+        .filter(super::helpers::line_stand_in::Call::is_multicast)
         .collect();
     assert_eq!(
         multicasts.len(),
@@ -509,7 +509,7 @@ async fn answers_to_a_campaign_go_through_guard_1() {
         .line
         .accepted()
         .into_iter()
-        .find(|call| call.is_multicast())
+        .find(super::helpers::line_stand_in::Call::is_multicast)
         .expect("sent");
     // The survey's first button, as the users got it.
     let data = find_postback_data(&multicast.body).expect("a button");

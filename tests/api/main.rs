@@ -1,5 +1,7 @@
 //! Integration tests: the real service, the real Firestore emulator (started by
 //! `scripts/test.sh`) and a LINE stand-in. One test crate, so CI links once.
+// Test and benchmark code may panic on what it set up itself.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod helpers;
 

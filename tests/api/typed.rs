@@ -425,7 +425,7 @@ async fn content_at_line_limits_is_accepted_by_line() {
         .line
         .accepted()
         .iter()
-        .flat_map(|call| call.texts())
+        .flat_map(super::helpers::line_stand_in::Call::texts)
         .map(|text| text.encode_utf16().count())
         .max();
     assert_eq!(longest, Some(5000));

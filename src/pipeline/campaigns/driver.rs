@@ -100,7 +100,7 @@ impl Campaigns {
             Ok(()) => {}
             Err(Stop::Lost) => tracing::info!(outcome = "superseded", "another instance holds the campaign"),
             Err(Stop::Failed(error)) => {
-                tracing::warn!(error = %error, outcome = "retry_later", "campaign interrupted; it goes on from where it stopped")
+                tracing::warn!(error = %error, outcome = "retry_later", "campaign interrupted; it goes on from where it stopped");
             }
         }
     }

@@ -65,7 +65,9 @@ impl<'a> Members<'a> {
                         id: &user.id,
                         following: user.following,
                         tags: &user.tags,
-                        first_seen_ms: user.first_seen_ms.or(user.followed_at.map(|at| at.as_millisecond())),
+                        first_seen_ms: user
+                            .first_seen_ms
+                            .or(user.followed_at.map(firestore::jiff::Timestamp::as_millisecond)),
                     };
                     self.audience.includes(&candidate, &self.answered_by)
                         && !skipped.is_some_and(|answered| answered.contains(&user.id))

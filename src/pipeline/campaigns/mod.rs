@@ -358,8 +358,7 @@ impl Campaigns {
         self.inner
             .driving
             .lock()
-            .map(|mut driving| driving.insert(id.to_owned()))
-            .unwrap_or(false)
+            .is_ok_and(|mut driving| driving.insert(id.to_owned()))
     }
 
     fn stop_driving(&self, id: &str) {

@@ -91,7 +91,7 @@ pub(crate) fn row(answer: &ListedAnswer, labels: &Labels, zone: Tz) -> [String; 
         labels.label(&answer.node_id, answer.value.as_ref()).to_owned(),
         answer.tags.join(TAG_SEPARATOR),
         answer.scenario_version.map(|v| v.to_string()).unwrap_or_default(),
-        local_time(answer.answered_at.map(|at| at.as_microsecond()), zone),
+        local_time(answer.answered_at.map(firestore::jiff::Timestamp::as_microsecond), zone),
     ]
 }
 

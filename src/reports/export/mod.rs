@@ -175,7 +175,7 @@ impl Export {
             None => true,
             Some((start, end)) => answer
                 .answered_at
-                .map(|at| at.as_microsecond())
+                .map(firestore::jiff::Timestamp::as_microsecond)
                 .is_some_and(|at| start <= at && at < end),
         }
     }

@@ -5,6 +5,7 @@
 //! `REQUIRE_BROWSER=1` (set by `.ci/run`) a missing browser fails them instead.
 
 use fantoccini::{Client, ClientBuilder, Locator};
+use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{Value, json};
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
@@ -82,8 +83,8 @@ impl Browser {
         let Value::Object(capabilities) = capabilities else {
             unreachable!("an object literal")
         };
-        let client = ClientBuilder::rustls()
-            .expect("TLS roots load")
+        // Plain HTTP to the local chromedriver.
+        let client = ClientBuilder::new(HttpConnector::new())
             .capabilities(capabilities)
             .connect(&format!("http://127.0.0.1:{port}"))
             .await
@@ -171,9 +172,10 @@ impl Browser {
 
     /// Saves a PNG of the page as `target/console-screenshots/{name}.png`.
     pub async fn screenshot(&self, name: &str) {
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+        let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"),
+            PathBuf::from,
+        );
         let dir = target.join("console-screenshots");
         std::fs::create_dir_all(&dir).expect("the screenshot folder");
         let png = self.client.screenshot().await.expect("a screenshot");

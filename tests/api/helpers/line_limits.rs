@@ -33,7 +33,7 @@ fn message_problem(message: &Value) -> Option<String> {
     let text = |field: &str| message[field].as_str().unwrap_or("");
     let own = match message["type"].as_str() {
         Some("text") => over("text", utf16(text("text")), 5000),
-        Some("template") | Some("flex") => over("altText", utf16(text("altText")), 1500),
+        Some("template" | "flex") => over("altText", utf16(text("altText")), 1500),
         _ => None,
     };
     if own.is_some() {
@@ -51,7 +51,7 @@ fn message_problem(message: &Value) -> Option<String> {
     if template["type"] == "buttons" {
         let title = template["title"].as_str();
         let max_text = if title.is_some() { 60 } else { 160 };
-        let actions = template["actions"].as_array().map(Vec::len).unwrap_or(0);
+        let actions = template["actions"].as_array().map_or(0, Vec::len);
         return over(
             "template text",
             graphemes(template["text"].as_str().unwrap_or("")),
@@ -65,16 +65,10 @@ fn message_problem(message: &Value) -> Option<String> {
 }
 
 fn action_problem(action: &Value) -> Option<String> {
-    let label = action["label"].as_str().map(graphemes).unwrap_or(0);
+    let label = action["label"].as_str().map_or(0, graphemes);
     picker_problem(action)
         .or_else(|| over("action label", label, 20))
-        .or_else(|| {
-            over(
-                "displayText",
-                action["displayText"].as_str().map(graphemes).unwrap_or(0),
-                300,
-            )
-        })
+        .or_else(|| over("displayText", action["displayText"].as_str().map_or(0, graphemes), 300))
         .or_else(|| over("postback data", utf16(action["data"].as_str().unwrap_or("")), 300))
 }
 
