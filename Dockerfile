@@ -4,7 +4,9 @@ WORKDIR /src
 COPY . .
 RUN cargo build --release --locked --bin line-survey
 
-# Run: no shell, no package manager, a non-root user. TLS roots are compiled in.
+# Run: no shell, no package manager, a non-root user. distroless/cc has what TLS
+# needs: the CA roots (rustls reads them for gRPC to Firestore and for LINE) and
+# libssl (Google's token requests go through the system's OpenSSL).
 FROM gcr.io/distroless/cc-debian12:nonroot
 WORKDIR /app
 COPY --from=build /src/target/release/line-survey /app/line-survey
