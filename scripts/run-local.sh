@@ -31,7 +31,8 @@ if [ -z "${ADMIN_TOKEN:-}" ]; then
 fi
 echo "Console: http://${HOST}:${PORT:-8080}/console (log in with the ADMIN_TOKEN);" \
   "admin API: curl -H \"Authorization: Bearer \$ADMIN_TOKEN\" http://${HOST}:${PORT:-8080}/admin/..." >&2
-echo "The first run compiles the service in release mode (about 8 minutes on 2 cores)." >&2
+[ -x "${CARGO_TARGET_DIR:-target}/release/line-survey" ] \
+  || echo "The first run compiles the release build (about 6 minutes on 2 cores)." >&2
 if [ -z "${LINE_CHANNEL_ACCESS_TOKEN:-}" ]; then
   export LINE_DRY_RUN="${LINE_DRY_RUN:-true}"
 fi

@@ -7,7 +7,8 @@
 # CLI's Firestore emulator, Python 3). Two test tools are installed when missing,
 # and it says so before it does:
 # - PyYAML (pip), for the LINE schema checks (tests/api/contract.rs); without it
-#   those checks print a notice and skip (unless REQUIRE_CONTRACT=1, as in CI);
+#   those checks print a notice and skip (unless REQUIRE_CONTRACT=1, as in CI;
+#   without ../shared they always skip);
 # - Debian's chromium, chromium-driver and a Japanese font (apt-get, as root), for
 #   the console's browser tests; without them those tests print a notice and skip
 #   (unless REQUIRE_BROWSER=1, as in CI).

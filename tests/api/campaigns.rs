@@ -5,6 +5,7 @@
 
 use crate::helpers::events::{self, postback};
 use crate::helpers::firestore_rest::{FirestoreRest, string_field};
+use crate::helpers::line_stand_in::Call;
 use crate::helpers::line_stand_in::{Fault, LineStandIn};
 use crate::helpers::process::ServiceProcess;
 use crate::helpers::{ADMIN_TOKEN, TestApp, TestOptions, emulator_host, new_project_id, spawn_app, spawn_app_with};
@@ -191,12 +192,7 @@ async fn a_tag_segment_of_20000_users_gets_the_campaign_exactly_once() {
         count(&status, "failed") + count(&status, "skipped") + count(&status, "pending"),
         0
     );
-    let multicasts: Vec<_> = app
-        .line
-        .calls()
-        .into_iter()
-        .filter(super::helpers::line_stand_in::Call::is_multicast)
-        .collect();
+    let multicasts: Vec<_> = app.line.calls().into_iter().filter(Call::is_multicast).collect();
     assert_eq!(
         multicasts.len(),
         expected.len().div_ceil(500),
@@ -505,12 +501,7 @@ async fn answers_to_a_campaign_go_through_guard_1() {
     let users = seed_users(&app.firestore, 3, |_| true, |_| false).await;
     let id = start_campaign(&app.address, &unsatisfied(), "answers").await;
     wait_for_state(&app.address, &id, "done", Duration::from_secs(30)).await;
-    let multicast = app
-        .line
-        .accepted()
-        .into_iter()
-        .find(super::helpers::line_stand_in::Call::is_multicast)
-        .expect("sent");
+    let multicast = app.line.accepted().into_iter().find(Call::is_multicast).expect("sent");
     // The survey's first button, as the users got it.
     let data = find_postback_data(&multicast.body).expect("a button");
     for user in &users {

@@ -169,12 +169,7 @@ async fn a_three_step_sequence_arrives_in_order_at_its_times() {
         ]
     );
     // The pushes carry retry keys; nothing was sent twice.
-    assert!(
-        app.line
-            .calls()
-            .iter()
-            .all(super::helpers::line_stand_in::Call::is_accepted)
-    );
+    assert!(app.line.calls().iter().all(Call::is_accepted));
 }
 
 #[tokio::test]

@@ -3,6 +3,7 @@
 
 use crate::helpers::events::{self, date_pick, envelope, postback, text, unsend};
 use crate::helpers::firestore_rest::string_field;
+use crate::helpers::line_stand_in::Call;
 use crate::helpers::storm::post_event;
 use crate::helpers::{TestApp, TestOptions, spawn_app_with};
 use line_survey::config::Config;
@@ -425,7 +426,7 @@ async fn content_at_line_limits_is_accepted_by_line() {
         .line
         .accepted()
         .iter()
-        .flat_map(super::helpers::line_stand_in::Call::texts)
+        .flat_map(Call::texts)
         .map(|text| text.encode_utf16().count())
         .max();
     assert_eq!(longest, Some(5000));
