@@ -14,10 +14,12 @@ use crate::helpers::{ADMIN_TOKEN, TestApp, TestOptions, spawn_app_with};
 use serde_json::json;
 use std::time::Duration;
 
+/// Queued processing in either run: the timeline page shows the inbox's event
+/// entries, which inline processing does not write.
 async fn app() -> TestApp {
     spawn_app_with(TestOptions {
         adjust: export_scenarios,
-        ..TestOptions::default()
+        ..crate::helpers::queued()
     })
     .await
 }

@@ -20,6 +20,7 @@ mod faults;
 mod guards;
 mod inbox;
 mod indexes;
+mod inline;
 mod metrics;
 mod outage;
 mod outbound;
