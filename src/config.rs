@@ -58,24 +58,6 @@ pub struct Config {
     pub console_session: Duration,
     /// Which clock the service reads the time from (`CLOCK`).
     pub clock: ClockKind,
-    /// Where webhook events are processed (`WEBHOOK_PROCESSING`).
-    pub webhook_processing: WebhookProcessing,
-    /// Inline: the time a request may spend before it is answered
-    /// (`INLINE_BUDGET_MS`, under LINE's 2 s).
-    pub inline_budget: Duration,
-}
-
-/// LINE stops waiting for the webhook's answer after 2 s.
-pub const LINE_WEBHOOK_DEADLINE: Duration = Duration::from_secs(2);
-
-/// How a webhook event reaches its effect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WebhookProcessing {
-    /// Stored in the inbox before the 200, processed by a worker after it (the default).
-    Queued,
-    /// Decided and committed before the 200, with no inbox record; only the
-    /// send follows the 200.
-    Inline,
 }
 
 /// The longest console session allowed: a week.
@@ -138,8 +120,6 @@ impl std::fmt::Debug for Config {
             .field("lease", &self.lease)
             .field("instance_id", &self.instance_id)
             .field("clock", &self.clock)
-            .field("webhook_processing", &self.webhook_processing)
-            .field("inline_budget", &self.inline_budget)
             .finish_non_exhaustive()
     }
 }
@@ -229,17 +209,6 @@ impl Config {
                     });
                 }
             },
-            webhook_processing: match get("WEBHOOK_PROCESSING").as_deref() {
-                None | Some("queued") => WebhookProcessing::Queued,
-                Some("inline") => WebhookProcessing::Inline,
-                Some(other) => {
-                    return Err(ConfigError::Invalid {
-                        name: "WEBHOOK_PROCESSING",
-                        problem: format!("{other:?} is not inline or queued"),
-                    });
-                }
-            },
-            inline_budget: Duration::from_millis(parse(&get, "INLINE_BUDGET_MS", 1_200)?),
         };
         config.validate()?;
         Ok(config)
@@ -274,18 +243,6 @@ impl Config {
         ];
         if let Some((name, _)) = positive.iter().find(|(_, zero)| *zero) {
             return invalid(name, "must be greater than 0");
-        }
-        if self.inline_budget.is_zero() || self.inline_budget >= LINE_WEBHOOK_DEADLINE {
-            return invalid(
-                "INLINE_BUDGET_MS",
-                "must be greater than 0 and under 2000 (LINE waits 2 s for the answer)",
-            );
-        }
-        if self.webhook_processing == WebhookProcessing::Inline && self.worker_count == 0 {
-            return invalid(
-                "WEBHOOK_PROCESSING",
-                "inline processes events on this instance, which WORKER_COUNT=0 makes store them only",
-            );
         }
         // A lease must outlast the longest thing its holder does without renewing
         // it: the commit that records a message, then the one LINE call that sends
@@ -450,7 +407,7 @@ mod tests {
 
     #[test]
     fn settings_that_would_break_at_run_time_are_refused_by_name() {
-        let cases: [(&str, &str, &str); 27] = [
+        let cases: [(&str, &str, &str); 24] = [
             ("FIRESTORE_SCAN_TIMEOUT_MS", "0", "FIRESTORE_SCAN_TIMEOUT_MS"),
             ("CAMPAIGN_CALLS_PER_SECOND", "0", "CAMPAIGN_CALLS_PER_SECOND"),
             ("CAMPAIGN_CALLS_PER_SECOND", "201", "CAMPAIGN_CALLS_PER_SECOND"),
@@ -469,9 +426,6 @@ mod tests {
             ("REPLY_TOKEN_MAX_AGE_SECS", "56", "REPLY_TOKEN_MAX_AGE_SECS"),
             ("FIRESTORE_DATABASE", "a/b", "FIRESTORE_DATABASE"),
             ("START_DEDUP_SECS", "soon", "START_DEDUP_SECS"),
-            ("WEBHOOK_PROCESSING", "sync", "WEBHOOK_PROCESSING"),
-            ("INLINE_BUDGET_MS", "0", "INLINE_BUDGET_MS"),
-            ("INLINE_BUDGET_MS", "2000", "INLINE_BUDGET_MS"),
             ("METRICS_PORT", "metrics", "METRICS_PORT"),
             ("METRICS_PORT", "65536", "METRICS_PORT"),
             ("METRICS_PORT", "-1", "METRICS_PORT"),
@@ -537,18 +491,6 @@ mod tests {
         assert!(ok.admin_token.is_none());
         let bad = deployed(&[("PORT", "http")]).unwrap_err();
         assert!(bad.to_string().starts_with("PORT is invalid"), "{bad}");
-    }
-
-    #[test]
-    fn webhook_processing_is_queued_unless_inline_is_asked_for() {
-        let queued = deployed(&[]).unwrap();
-        assert_eq!(queued.webhook_processing, WebhookProcessing::Queued, "the default");
-        assert_eq!(queued.inline_budget, Duration::from_millis(1_200));
-        let inline = deployed(&[("WEBHOOK_PROCESSING", "inline"), ("INLINE_BUDGET_MS", "800")]).unwrap();
-        assert_eq!(inline.webhook_processing, WebhookProcessing::Inline);
-        assert_eq!(inline.inline_budget, Duration::from_millis(800));
-        let ingest_only = deployed(&[("WEBHOOK_PROCESSING", "inline"), ("WORKER_COUNT", "0")]);
-        assert_eq!(refused_setting(ingest_only), "WEBHOOK_PROCESSING");
     }
 
     #[test]

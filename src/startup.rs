@@ -2,7 +2,7 @@
 //! the very same server (tests on port 0).
 
 use crate::clock::Clock;
-use crate::config::{ClockKind, Config, WebhookProcessing};
+use crate::config::{ClockKind, Config};
 use crate::engine::Engine;
 use crate::http::AppState;
 use crate::http::routes::{self, MainRoutes};
@@ -10,7 +10,7 @@ use crate::line::client::LineClient;
 use crate::metrics::Metrics;
 use crate::outbound::{Courier, RetryPolicy};
 use crate::pipeline::campaigns::Campaigns;
-use crate::pipeline::ingest::{Ingest, InlineProcessing};
+use crate::pipeline::ingest::Ingest;
 use crate::pipeline::manual_send::ManualSender;
 use crate::pipeline::replay::Replayer;
 use crate::pipeline::timer_cancel::TimerCancels;
@@ -123,12 +123,6 @@ impl Application {
             clock.clone(),
         ));
         let replayer = Replayer::new(events.clone(), sender.clone(), store.clone());
-        let inline = (config.webhook_processing == WebhookProcessing::Inline).then(|| InlineProcessing {
-            events: events.clone(),
-            sender: sender.clone(),
-            sends: Arc::new(tokio::sync::Semaphore::new(config.worker_count.max(1))),
-            budget: config.inline_budget,
-        });
         let pipeline = Pipeline::start(
             PipelineParts {
                 events,
@@ -179,12 +173,7 @@ impl Application {
         );
         scrape.spawn_upkeep(shutdown.clone());
         let state = web::Data::new(AppState {
-            ingest: match inline {
-                Some(inline) => {
-                    Ingest::new(versions, store.clone(), pipeline.clone(), metrics.clone()).with_inline(inline)
-                }
-                None => Ingest::new(versions, store.clone(), pipeline.clone(), metrics.clone()),
-            },
+            ingest: Ingest::new(versions, store.clone(), pipeline.clone(), metrics.clone()),
             results: Results::new(engine.clone(), store.clone()),
             exporter: Exporter::new(engine.clone(), store.clone()),
             timelines: Timelines::new(store.clone()),

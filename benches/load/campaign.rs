@@ -409,7 +409,7 @@ pub async fn run(
 /// These are the only RPCs the service sends. A compressed or unreadable
 /// message is counted as unparsed. Bytes are forwarded unchanged, after they
 /// are read, so a request is classified before the emulator sees it.
-pub(crate) mod wire {
+mod wire {
     use std::collections::{BTreeMap, HashMap};
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};

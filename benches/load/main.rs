@@ -29,11 +29,6 @@
 //! on the wire by a proxy), the peak memory above idle, and fails unless every
 //! tagged user got exactly one multicast (`campaign.rs`).
 //!
-//! `--compare-processing` runs the storm levels, a count of document writes per
-//! event kind and (with `--soak [SECONDS]`) the soak once per
-//! `WEBHOOK_PROCESSING` mode, queued then inline, and prints them side by side
-//! with the checks that decide between the modes (`processing.rs`).
-//!
 //! `--export N` seeds N answers and downloads them as CSV from one release
 //! binary, reporting rows per second and the service's memory while it streams;
 //! it fails unless every answer is in the file exactly once (`export.rs`).
@@ -45,7 +40,6 @@ mod catalogue;
 mod driver;
 mod events;
 mod export;
-mod processing;
 mod raw;
 mod service;
 mod soak;
@@ -64,7 +58,6 @@ const RAW_CREATES: usize = 4000;
 /// Target: the acknowledgement p99 at most this many times the raw create p99.
 const ACK_OVER_RAW_TARGET: f64 = 3.0;
 
-#[derive(Clone)]
 struct Args {
     users: usize,
     levels: Vec<usize>,
@@ -80,12 +73,9 @@ struct Args {
     campaign: Option<usize>,
     /// `--export N`: download N seeded answers as CSV instead of the levels.
     export: Option<usize>,
-    /// `--compare-processing`: the levels (and the soak, if asked for) in both
-    /// webhook processing modes.
-    compare_processing: bool,
 }
 
-const USAGE: &str = "use --users N --in-flight 32,64 --set NAME=VALUE, or --soak [SECONDS] --rate N, or --timers N, or --campaign N, or --export N, or --compare-processing [--soak [SECONDS]]";
+const USAGE: &str = "use --users N --in-flight 32,64 --set NAME=VALUE, or --soak [SECONDS] --rate N, or --timers N, or --campaign N, or --export N";
 
 fn args() -> Args {
     let mut args = Args {
@@ -97,7 +87,6 @@ fn args() -> Args {
         timers: None,
         campaign: None,
         export: None,
-        compare_processing: false,
     };
     let mut raw = std::env::args().skip(1).peekable();
     while let Some(arg) = raw.next() {
@@ -139,7 +128,6 @@ fn args() -> Args {
                 let count = raw.next().and_then(|n| n.parse().ok()).filter(|&n: &usize| n > 0);
                 args.export = Some(count.expect("--export N (answers, above 0)"));
             }
-            "--compare-processing" => args.compare_processing = true,
             // `cargo bench` passes `--bench` to every benchmark.
             "--bench" => {}
             other => panic!("unknown argument {other}; {USAGE}"),
@@ -517,9 +505,6 @@ async fn main() -> ExitCode {
     if let Some(count) = args.export {
         println!("CSV export of {count} answers, machine: {}", machine());
         return export::run(&emulator, &line_url, &args.settings, count).await;
-    }
-    if args.compare_processing {
-        return processing::run(&emulator, &stand_in, &line_url, &args).await;
     }
     if let Some(duration) = args.soak {
         let options = soak::Options {

@@ -83,9 +83,9 @@ impl EventWorker {
                 staged.renew_lease(&self.store);
             }
             let entry = follow_up.as_ref().map(StagedAction::entry);
-            let found = match self.store.commit_answer(hold.inbox(), &record, entry).await {
+            let found = match self.store.commit_answer(&hold.key, hold.version, &record, entry).await {
                 Effect::Committed(version) => {
-                    self.send_committed(hold, follow_up.as_ref(), version).await;
+                    self.sender.send_staged(follow_up.as_ref(), version).await;
                     return Ok(Processed::Answered);
                 }
                 // The answer exists: the user answered before. Nothing was applied.
@@ -102,7 +102,7 @@ impl EventWorker {
             };
             match found {
                 Found::Landed(version) => {
-                    self.send_committed(hold, follow_up.as_ref(), version).await;
+                    self.sender.send_staged(follow_up.as_ref(), version).await;
                     return Ok(Processed::Answered);
                 }
                 Found::NotLanded => continue,

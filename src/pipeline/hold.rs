@@ -1,61 +1,16 @@
-//! A worker's hold on one event, and what it does when a commit's outcome is
-//! unknown: it reads what happened before acting again.
-//!
-//! A stored event is held by the version of its inbox record; an event processed
-//! on the request path (`WEBHOOK_PROCESSING=inline`) has no inbox record, and its
-//! effect commit's own `create`s (the answer, the ledger entry keyed by the
-//! event, the message mark) and conditions (the marker, the open question) are
-//! its only record: a redelivery meets them and changes nothing.
+//! A worker's hold on one stored event, and what it does when a commit's outcome
+//! is unknown: it reads what happened before acting again.
 
 use super::PipelineError;
 use crate::outbound::StagedAction;
 use crate::store::{InboxKey, InboxState, LedgerState, Store, StoreError, Version};
 use std::time::Duration;
 
-/// The event a worker is processing, and how it is held.
+/// The event a worker is processing and the version of its inbox record the
+/// worker holds: every write it makes to the record names that version.
 pub(super) struct Hold {
-    /// The inbox id of the event (also for an inline event, which has no inbox
-    /// record: its ledger entries are keyed by it).
     pub(super) key: InboxKey,
-    pub(super) custody: Custody,
-}
-
-pub(super) enum Custody {
-    /// A stored event: every write to its inbox record names this version.
-    Inbox(Version),
-    /// An event processed on the request path, with no inbox record.
-    Inline(Inline),
-}
-
-/// What an inline event carries besides its plan.
-#[derive(Default)]
-pub(super) struct Inline {
-    /// A text message's words, in memory only (never stored for an inline event).
-    pub(super) text: Option<String>,
-    /// What its commits recorded to send: sent after the request is answered.
-    pub(super) sends: std::sync::Mutex<Vec<(StagedAction, Version)>>,
-}
-
-impl Hold {
-    /// A stored event held at `version` of its inbox record.
-    pub(super) fn stored(key: InboxKey, version: Version) -> Self {
-        Self {
-            key,
-            custody: Custody::Inbox(version),
-        }
-    }
-
-    /// The inbox record and the version held, for a stored event.
-    pub(super) fn inbox(&self) -> Option<(&InboxKey, Version)> {
-        match &self.custody {
-            Custody::Inbox(version) => Some((&self.key, *version)),
-            Custody::Inline(_) => None,
-        }
-    }
-
-    pub(super) fn is_inline(&self) -> bool {
-        matches!(self.custody, Custody::Inline(_))
-    }
+    pub(super) version: Version,
 }
 
 /// Why an attempt ended without finishing the event.
@@ -124,56 +79,30 @@ impl Hold {
     }
 
     /// Reads the inbox record (and the ledger entry the commit would have written)
-    /// in one round trip, to learn whether a commit landed.
+    /// in one round trip, to learn whether a commit landed. The entry is this
+    /// worker's to send only if it is exactly as staged: pending, never
+    /// attempted, and holding the lease this worker wrote (a takeover, even by
+    /// this instance's sweeper, writes another).
     pub(super) async fn find_out(&self, store: &Store, staged: Option<&StagedAction>) -> Result<Found, StoreError> {
-        let Custody::Inbox(version) = self.custody else {
-            return find_out_inline(store, staged).await;
-        };
         let ledger_id = staged.map(|staged| staged.ledger_id.as_str());
         let (event, entry) = store.event_and_entry(&self.key, ledger_id).await?;
         let Some(event) = event else {
             return Ok(Found::Superseded);
         };
-        if event.doc.state == InboxState::Pending && event.version == version {
+        if event.doc.state == InboxState::Pending && event.version == self.version {
             return Ok(Found::NotLanded);
         }
         if event.doc.state != InboxState::Done {
             return Ok(Found::Superseded);
         }
-        Ok(Found::Landed(ours_to_send(store, staged, entry)))
-    }
-}
-
-/// The version of the ledger entry read, when it is this worker's to send:
-/// exactly as staged (pending, never attempted, and holding the lease this
-/// worker wrote; a takeover, even by this instance's sweeper, writes another).
-fn ours_to_send(
-    store: &Store,
-    staged: Option<&StagedAction>,
-    entry: Option<crate::store::Stored<crate::store::LedgerDoc>>,
-) -> Option<Version> {
-    let entry = entry.filter(|entry| {
-        staged.is_some_and(|staged| {
-            entry.doc.state == LedgerState::Pending
-                && entry.doc.attempts == 0
-                && entry.doc.lease_owner == store.instance_id()
-                && staged.staged_lease(entry.doc.lease_until)
-        })
-    })?;
-    Some(entry.version)
-}
-
-/// After an inline commit that did not say it landed: its ledger entry tells
-/// (one get by id). Without one to send, or when it is absent, the commit is
-/// taken as not landed: trying it again is safe, as every inline commit with an
-/// effect holds a `create` or a condition that a late landing of the first makes
-/// fail (the answer, the ledger entry, the message mark, the marker as read).
-async fn find_out_inline(store: &Store, staged: Option<&StagedAction>) -> Result<Found, StoreError> {
-    let Some(staged) = staged else {
-        return Ok(Found::NotLanded);
-    };
-    match store.outbound(&staged.ledger_id).await? {
-        None => Ok(Found::NotLanded),
-        Some(entry) => Ok(Found::Landed(ours_to_send(store, Some(staged), Some(entry)))),
+        let ours = entry.filter(|entry| {
+            staged.is_some_and(|staged| {
+                entry.doc.state == LedgerState::Pending
+                    && entry.doc.attempts == 0
+                    && entry.doc.lease_owner == store.instance_id()
+                    && staged.staged_lease(entry.doc.lease_until)
+            })
+        });
+        Ok(Found::Landed(ours.map(|entry| entry.version)))
     }
 }

@@ -5,34 +5,21 @@
 //! request (events already stored are then dropped as duplicates, and still
 //! processed once).
 //!
-//! With `WEBHOOK_PROCESSING=inline` an event is instead processed before the
-//! 200 (guard reads and the effect commit), with no inbox record: the commit's
-//! own `create`s and conditions make a redelivery change nothing. Only the sends
-//! follow the 200. A request has `INLINE_BUDGET_MS`: an event still unknown when
-//! it runs out, or one that failed, makes the answer 503 (LINE redelivers, and
-//! the stopped user's later events are not started); a user's events not
-//! started while half of it was left are stored in the inbox as above, in order.
-//!
 //! An unsend is handled here, before the 200: it records that the message was
 //! unsent (one `create` by id), which stops the message's effect if that has not
 //! happened yet, wherever its work is queued.
 
-use super::hold::Failure;
 use super::work::{Plan, Work};
-use super::{EventJob, EventWorker, Job, OutboundSender, Pipeline, PipelineError};
+use super::{EventJob, Job, Pipeline, PipelineError};
 use crate::engine::{Decision, Engine, Ignored, OpenQuestionSeen, TextPlan};
 use crate::line::webhook::{Envelope, Event, EventKind, EventParse, MessageContent};
 use crate::metrics::Metrics;
 use crate::metrics::series::{self, Guard};
-use crate::outbound::StagedAction;
 use crate::store::round_trips::counted;
-use crate::store::{Claim, InboxKey, InboxState, MessageKey, NewEvent, Store, StoreError, UnsendOutcome, Version};
+use crate::store::{Claim, InboxKey, InboxState, MessageKey, NewEvent, Store, StoreError, UnsendOutcome};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::time::Duration;
-use tokio::sync::Semaphore;
-use tokio::time::Instant;
 use tracing::Instrument;
 
 #[derive(Clone)]
@@ -46,27 +33,6 @@ pub(crate) struct Ingest {
     /// when LINE's redelivery finds the record, this instance takes it up at once
     /// instead of leaving it until its lease runs out.
     unanswered_claims: Arc<Mutex<HashSet<String>>>,
-    /// `Some` with `WEBHOOK_PROCESSING=inline`.
-    inline: Option<Arc<InlineProcessing>>,
-}
-
-/// What processing events on the request path needs.
-pub(crate) struct InlineProcessing {
-    pub(crate) events: Arc<EventWorker>,
-    pub(crate) sender: Arc<OutboundSender>,
-    /// Bounds the sends running after their requests were answered (as many as
-    /// the workers): the rest wait their turn.
-    pub(crate) sends: Arc<Semaphore>,
-    /// The time a request may take before it is answered.
-    pub(crate) budget: Duration,
-}
-
-/// How one inline event ended.
-enum InlineEnd {
-    /// Its effect is committed, or it had none, or it was a redelivery.
-    Done,
-    /// Unknown when the budget ran out, or failed: LINE should redeliver.
-    Unknown,
 }
 
 /// Bounds the memory of unanswered claims; beyond it they wait for their leases.
@@ -74,7 +40,7 @@ const MAX_UNANSWERED_CLAIMS: usize = 10_000;
 
 /// Some events could not be stored; LINE should deliver the request again.
 #[derive(Debug, thiserror::Error)]
-#[error("{failed} of the request's events could not be stored or processed")]
+#[error("{failed} of the request's events could not be stored")]
 pub(crate) struct RetryLater {
     pub(crate) failed: usize,
 }
@@ -92,15 +58,6 @@ impl Ingest {
             pipeline,
             metrics,
             unanswered_claims: Arc::default(),
-            inline: None,
-        }
-    }
-
-    /// Processes events on the request path (`WEBHOOK_PROCESSING=inline`).
-    pub(crate) fn with_inline(self, inline: InlineProcessing) -> Self {
-        Self {
-            inline: Some(Arc::new(inline)),
-            ..self
         }
     }
 
@@ -133,21 +90,10 @@ impl Ingest {
                 }
             }
         }
-        let failed: usize = match &self.inline {
-            Some(inline) => {
-                let deadline = Instant::now() + inline.budget;
-                let chains = chains
-                    .into_iter()
-                    .map(|(_, events)| self.inline_chain(inline, &envelope.destination, events, deadline));
-                futures::future::join_all(chains).await.into_iter().sum()
-            }
-            None => {
-                let stores = chains
-                    .into_iter()
-                    .map(|(_, events)| self.store_chain(&envelope.destination, events, None));
-                futures::future::join_all(stores).await.into_iter().sum()
-            }
-        };
+        let stores = chains
+            .into_iter()
+            .map(|(_, events)| self.store_chain(&envelope.destination, events));
+        let failed: usize = futures::future::join_all(stores).await.into_iter().sum();
         if failed > 0 { Err(RetryLater { failed }) } else { Ok(()) }
     }
 
@@ -155,12 +101,10 @@ impl Ingest {
     /// Each stored event names the one stored before it, which it waits for. At
     /// the first that cannot be stored the chain stops (the rest count as not
     /// stored): LINE redelivers the request, and the order holds.
-    /// `previous`: the event before the first, processed inline (it has no
-    /// inbox record, so the first waits for nothing).
-    async fn store_chain(&self, destination: &str, events: Vec<Event>, previous: Option<InboxKey>) -> usize {
+    async fn store_chain(&self, destination: &str, events: Vec<Event>) -> usize {
         let count = events.len();
         let turns = super::Turn::chain(count);
-        let mut previous = previous;
+        let mut previous: Option<InboxKey> = None;
         for (index, (event, turn)) in events.into_iter().zip(turns).enumerate() {
             let span = tracing::info_span!(
                 "webhook_event",
@@ -182,173 +126,6 @@ impl Ingest {
         0
     }
 
-    /// Processes one user's events inline, in order; the number not processed
-    /// nor stored. Events not started while half the budget was left are stored
-    /// in the inbox (in order, the first after the last processed here). The sends
-    /// the commits recorded go out after the request is answered, in order.
-    async fn inline_chain(
-        &self,
-        inline: &InlineProcessing,
-        destination: &str,
-        events: Vec<Event>,
-        deadline: Instant,
-    ) -> usize {
-        let count = events.len();
-        let mut sends = Vec::new();
-        let mut previous: Option<InboxKey> = None;
-        let mut events = events.into_iter().enumerate();
-        let mut not_done = 0;
-        while let Some((index, event)) = events.next() {
-            // An event starts inline only while half the budget is left, so it
-            // has time to finish: an event cut off by the deadline is a 503, and
-            // a long chain that always ran into it would never be acknowledged.
-            if deadline.saturating_duration_since(Instant::now()) < inline.budget / 2 {
-                tracing::info!(
-                    events = count - index,
-                    "half the inline budget is spent; the user's remaining events are stored for the workers"
-                );
-                let rest = std::iter::once(event).chain(events.map(|(_, event)| event)).collect();
-                not_done = self.store_chain(destination, rest, previous).await;
-                break;
-            }
-            let span = tracing::info_span!(
-                "webhook_event",
-                event.id = %event.webhook_event_id,
-                event.kind = %event.type_name,
-                event.redelivery = event.delivery_context.is_redelivery,
-                user.id = event.user_id().unwrap_or("-"),
-            );
-            let (end, key) = self
-                .inline_event(inline, destination, &event, deadline, &mut sends)
-                .instrument(span)
-                .await;
-            match end {
-                InlineEnd::Done => previous = key.or(previous),
-                InlineEnd::Unknown => {
-                    not_done = count - index;
-                    break;
-                }
-            }
-        }
-        send_in_order(&self.pipeline, inline, sends);
-        not_done
-    }
-
-    /// One event, inline, within the request's budget; the key it has, if any.
-    async fn inline_event(
-        &self,
-        inline: &InlineProcessing,
-        destination: &str,
-        event: &Event,
-        deadline: Instant,
-        sends: &mut Vec<(StagedAction, Version)>,
-    ) -> (InlineEnd, Option<InboxKey>) {
-        let key = InboxKey::new(destination, &event.webhook_event_id);
-        let decided =
-            tokio::time::timeout_at(deadline, self.inline_effect(inline, destination, event, key.clone())).await;
-        let end = match decided {
-            Ok(Ok(Some((processed, round_trips, committed)))) => {
-                sends.extend(committed);
-                let outcome = match processed {
-                    super::processed::Processed::Redelivered => "duplicate",
-                    _ => "processed",
-                };
-                series::webhook_event(&event.type_name, outcome);
-                self.metrics.record(processed.metric_kind(), round_trips);
-                InlineEnd::Done
-            }
-            Ok(Ok(None)) => InlineEnd::Done,
-            Ok(Err(error)) => {
-                series::webhook_event(&event.type_name, "not_stored");
-                tracing::error!(error = %error, outcome = "not_processed", "event not processed inline; LINE should redeliver");
-                InlineEnd::Unknown
-            }
-            Err(_) => {
-                series::webhook_event(&event.type_name, "not_stored");
-                tracing::warn!(
-                    outcome = "unknown",
-                    "the inline budget ran out with the event's outcome unknown; LINE should redeliver"
-                );
-                InlineEnd::Unknown
-            }
-        };
-        (end, key)
-    }
-
-    /// Decides and carries out one event inline. `None`: it had no effect to
-    /// carry out (ignored, an unsend, an unusable id), already counted.
-    async fn inline_effect(
-        &self,
-        inline: &InlineProcessing,
-        destination: &str,
-        event: &Event,
-        key: Option<InboxKey>,
-    ) -> Result<Option<(super::processed::Processed, u32, Vec<(StagedAction, Version)>)>, PipelineError> {
-        let Some(plan) = self.plan_for(destination, event).await? else {
-            return Ok(None);
-        };
-        let Some(key) = key else {
-            series::webhook_event(&event.type_name, "ignored");
-            tracing::warn!(outcome = "ignored", reason = "unusable event id", "event acknowledged");
-            return Ok(None);
-        };
-        let text = match (&plan, &event.kind) {
-            (
-                Plan::Text(_),
-                EventKind::Message {
-                    message: MessageContent::Text { text, .. },
-                },
-            ) => Some(text.clone()),
-            _ => None,
-        };
-        let work = Work::new(destination, event, plan, None);
-        let ((result, sends), round_trips) = counted(inline.events.process_inline(key, &work, text)).await;
-        match result {
-            Ok(processed) => {
-                tracing::info!(outcome = processed.as_str(), "event processed inline");
-                Ok(Some((processed, round_trips, sends)))
-            }
-            Err(Failure::Failed(error)) => Err(error),
-            Err(failure @ (Failure::Superseded | Failure::Waiting)) => Err(PipelineError::Contention(format!(
-                "an inline event cannot be {failure}: it has no inbox record"
-            ))),
-        }
-    }
-
-    /// What the engine decided for `event`, when it has effects to carry out;
-    /// `None` for an ignored event or an unsend (recorded here), counted.
-    async fn plan_for(&self, destination: &str, event: &Event) -> Result<Option<Plan>, PipelineError> {
-        let engine = self.engine_for(event).await?;
-        let decision = match engine.decide(event) {
-            Decision::Text(plan) => self.text_decision(plan, event.timestamp).await,
-            decision => decision,
-        };
-        match decision {
-            Decision::Ignore(reason @ Ignored::BrokenScenario { .. }) => {
-                series::webhook_event(&event.type_name, "ignored");
-                tracing::error!(outcome = "ignored", reason = %reason, "event acknowledged");
-                Ok(None)
-            }
-            Decision::Ignore(reason) => {
-                series::webhook_event(&event.type_name, "ignored");
-                tracing::info!(outcome = "ignored", reason = %reason, "event acknowledged");
-                Ok(None)
-            }
-            Decision::Unsend { message_id } => {
-                let outcome = self.unsend(destination, &message_id).await?;
-                series::webhook_event(&event.type_name, outcome.as_str());
-                Ok(None)
-            }
-            decision => {
-                let plan = Plan::from_decision(decision);
-                if plan.is_none() {
-                    series::webhook_event(&event.type_name, "ignored");
-                }
-                Ok(plan)
-            }
-        }
-    }
-
     /// The inbox key of the stored event (new or a redelivery), `None` when it
     /// has no effect to store.
     async fn store_event(
@@ -358,10 +135,41 @@ impl Ingest {
         turn: super::Turn,
         after: Option<&InboxKey>,
     ) -> Result<Option<InboxKey>, PipelineError> {
-        let result = match self.plan_for(destination, &event).await {
-            Ok(Some(plan)) => self.claim(destination, &event, plan, turn, after).await,
-            Ok(None) => Ok(None),
-            Err(error) => Err(error),
+        let engine = match self.engine_for(&event).await {
+            Ok(engine) => engine,
+            Err(error) => {
+                series::webhook_event(&event.type_name, "not_stored");
+                return Err(error.into());
+            }
+        };
+        let decision = match engine.decide(&event) {
+            Decision::Text(plan) => self.text_decision(plan, event.timestamp).await,
+            decision => decision,
+        };
+        let result = match decision {
+            Decision::Ignore(reason @ Ignored::BrokenScenario { .. }) => {
+                series::webhook_event(&event.type_name, "ignored");
+                tracing::error!(outcome = "ignored", reason = %reason, "event acknowledged");
+                return Ok(None);
+            }
+            Decision::Ignore(reason) => {
+                series::webhook_event(&event.type_name, "ignored");
+                tracing::info!(outcome = "ignored", reason = %reason, "event acknowledged");
+                return Ok(None);
+            }
+            Decision::Unsend { message_id } => self
+                .unsend(destination, &message_id)
+                .await
+                .map(|outcome| series::webhook_event(&event.type_name, outcome.as_str()))
+                .map(|()| None)
+                .map_err(PipelineError::from),
+            decision => match Plan::from_decision(decision) {
+                Some(plan) => self.claim(destination, &event, plan, turn, after).await,
+                None => {
+                    series::webhook_event(&event.type_name, "ignored");
+                    Ok(None)
+                }
+            },
         };
         match &result {
             Ok(_) => {}
@@ -498,13 +306,7 @@ impl Ingest {
             },
             None => self.versions.current().clone(),
         };
-        // Only a question asked before the text was sent can take it: a second
-        // text sent before the answer to the first was recorded must not answer
-        // the question that answer opened (inline, texts are decided when they
-        // are processed, which may be after that answer).
-        let asked_before = |open: &crate::engine::OpenQuestion| open.opened_at_ms <= event_ms;
-        let answers =
-            open.filter(|open| engine.is_open_at(open, event_ms) && engine.takes_text(open) && asked_before(open));
+        let answers = open.filter(|open| engine.is_open_at(open, event_ms) && engine.takes_text(open));
         match (answers, plan.keyword) {
             (Some(open), keyword) => Decision::Text(TextPlan {
                 keyword,
@@ -607,42 +409,6 @@ impl Ingest {
         tracing::info!(outcome = outcome.as_str(), "unsend recorded");
         Ok(outcome)
     }
-}
-
-/// Sends what one user's inline events recorded, one after the other in their
-/// order, once a worker's share of sends is free; off the request path, beside
-/// the workers. At shutdown, what has not started is handed back (another
-/// instance sends it at once); if the process dies, each entry's lease runs out
-/// and a sweeper sends it.
-fn send_in_order(pipeline: &Pipeline, inline: &InlineProcessing, sends: Vec<(StagedAction, Version)>) {
-    if sends.is_empty() {
-        return;
-    }
-    let sender = inline.sender.clone();
-    let permits = inline.sends.clone();
-    pipeline.after_answer(|shutdown| async move {
-        let permit = tokio::select! {
-            permit = permits.acquire_owned() => permit.ok(),
-            () = shutdown.cancelled() => None,
-        };
-        let mut sends = sends.into_iter();
-        if permit.is_some() {
-            for (staged, version) in sends.by_ref() {
-                sender.send_staged(Some(&staged), Some(version)).await;
-                if shutdown.is_cancelled() {
-                    break;
-                }
-            }
-        }
-        let mut handed_back = 0;
-        for (staged, version) in sends {
-            sender.hand_back(&staged.ledger_id, version).await;
-            handed_back += 1;
-        }
-        if handed_back > 0 {
-            tracing::info!(sends = handed_back, "sends not started handed back at shutdown");
-        }
-    });
 }
 
 /// What an unsend came to, as the metrics and logs name it.

@@ -266,12 +266,6 @@ pub(crate) struct Pipeline {
     sweep_soon: SweepSoon,
     /// Free worker slots; `None` on an ingest-only instance.
     slots: Option<Arc<Semaphore>>,
-    /// Sends of inline events, run after their requests were answered: waited
-    /// for at shutdown like the workers' jobs.
-    after_answer: tokio_util::task::TaskTracker,
-    /// The runtime the pipeline runs on: work started from a request runs here,
-    /// not on the HTTP worker's runtime, which stops with the server.
-    runtime: tokio::runtime::Handle,
 }
 
 /// Room in the queue, reserved before a lease is taken.
@@ -329,8 +323,6 @@ impl Pipeline {
             in_hand: in_hand.clone(),
             sweep_soon: sweep_soon.clone(),
             slots: slots.clone(),
-            after_answer: tokio_util::task::TaskTracker::new(),
-            runtime: tokio::runtime::Handle::current(),
         });
         if let Some(slots) = slots {
             let queues = Queues {
@@ -410,15 +402,6 @@ impl Pipeline {
         self.slots.as_ref().map_or(0, |slots| slots.available_permits())
     }
 
-    /// Runs `work` (an inline event's sends) beside the workers: shutdown waits
-    /// for it as for a job in progress, and cancels the token it watches.
-    pub(crate) fn after_answer<F>(&self, work: impl FnOnce(CancellationToken) -> F)
-    where
-        F: std::future::Future<Output = ()> + Send + 'static,
-    {
-        self.after_answer.spawn_on(work(self.shutdown.clone()), &self.runtime);
-    }
-
     /// Stops taking work, hands queued work back, and waits up to `grace` for the
     /// work in progress and the settles still queued. What is still running then
     /// is abandoned; its lease runs out and another instance finishes it.
@@ -428,9 +411,10 @@ impl Pipeline {
         let tasks = std::mem::take(&mut *self.tasks.lock().await);
         // Keep part of the grace for the settles ("sent" marks) still queued.
         let for_work = grace.saturating_sub((grace / 4).min(Duration::from_secs(2)));
-        self.after_answer.close();
-        let work = futures::future::join(futures::future::join_all(tasks), self.after_answer.wait());
-        if tokio::time::timeout(for_work, work).await.is_err() {
+        if tokio::time::timeout(for_work, futures::future::join_all(tasks))
+            .await
+            .is_err()
+        {
             tracing::warn!(
                 grace_ms = grace.as_millis() as u64,
                 "work still running at the end of the grace period; its leases will run out"

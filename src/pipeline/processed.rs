@@ -35,9 +35,6 @@ pub(crate) enum Processed {
     /// A follow or an unfollow recorded on the user (no trigger to start).
     Followed,
     Unfollowed,
-    /// Inline: a redelivery of an event that had its effect (its own records
-    /// say so: the ledger entry keyed by it, its message's mark, the marker).
-    Redelivered,
 }
 
 impl Processed {
@@ -57,7 +54,6 @@ impl Processed {
             Processed::QuestionExpired => "question_expired",
             Processed::Followed => "followed",
             Processed::Unfollowed => "unfollowed",
-            Processed::Redelivered => "duplicate",
         }
     }
 
@@ -81,7 +77,6 @@ impl Processed {
             Processed::QuestionExpired => "answer_to_expired_question",
             Processed::Followed => "follow",
             Processed::Unfollowed => "unfollow",
-            Processed::Redelivered => "redelivery",
         }
     }
 
@@ -93,7 +88,6 @@ impl Processed {
             Processed::CardTapAnswered => Some((Guard::CardTap, "already_answered")),
             Processed::CardTapDeduplicated => Some((Guard::CardTap, "recently_started")),
             Processed::NotRestarted => Some((Guard::Trigger, "already_answered")),
-            Processed::Redelivered => Some((Guard::Inbox, "redelivered")),
             Processed::StartDeduplicated => Some((Guard::Trigger, "recently_started")),
             Processed::Answered
             | Processed::StartedGuarded

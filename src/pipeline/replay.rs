@@ -105,7 +105,10 @@ impl Replayer {
             .revive_event(key, record.version)
             .await?
             .ok_or(ReplayError::NotParked("changing"))?;
-        let hold = Hold::stored(key.clone(), version);
+        let hold = Hold {
+            key: key.clone(),
+            version,
+        };
         let span = event_span(&work, key.as_str());
         match self.events.process(&hold, &work).instrument(span).await {
             Ok(processed) => Ok(processed),

@@ -42,14 +42,6 @@ impl OutboundSender {
         }
     }
 
-    /// Gives back the lease of an action this instance will not send (it is
-    /// stopping): another instance's sweeper takes it at once.
-    pub(super) async fn hand_back(&self, ledger_id: &str, version: Version) {
-        if let Err(error) = self.store.hand_back_outbound(ledger_id, version).await {
-            tracing::warn!(ledger.id = ledger_id, error = %error, "could not hand a send back; its lease will run out");
-        }
-    }
-
     /// Sends a recovered action or a retry that fell due. One that waited in the
     /// queue for more than half its lease renews it first (conditionally): the
     /// call must not outlive it.

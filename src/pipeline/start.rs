@@ -40,8 +40,6 @@ enum Ended {
     Verdict(StartVerdict),
     /// The message that triggered it was unsent first.
     Unsent,
-    /// Inline: the event had its effect at an earlier delivery.
-    Redelivered,
 }
 
 impl EventWorker {
@@ -71,7 +69,6 @@ impl EventWorker {
             Ended::Verdict(StartVerdict::AlreadyAnswered) => Processed::NotRestarted,
             Ended::Verdict(StartVerdict::RecentlyStarted) => Processed::StartDeduplicated,
             Ended::Unsent => Processed::Unsent,
-            Ended::Redelivered => Processed::Redelivered,
         })
     }
 
@@ -88,7 +85,6 @@ impl EventWorker {
             Ended::Verdict(StartVerdict::AlreadyAnswered) => Processed::CardTapAnswered,
             Ended::Verdict(StartVerdict::RecentlyStarted) => Processed::CardTapDeduplicated,
             Ended::Unsent => Processed::Unsent,
-            Ended::Redelivered => Processed::Redelivered,
         })
     }
 
@@ -128,15 +124,6 @@ impl EventWorker {
             .or_else(|| self.versions.current().current_version(starting.scenario))
             .unwrap_or_default();
         for _ in 0..ROUNDS {
-            // Inline, the marker names the event that started it: a redelivery
-            // of that event starts nothing (its commit's own `create`s may be
-            // none, for a start that sends nothing).
-            let started_by_this = progress
-                .as_ref()
-                .is_some_and(|progress| progress.last_started_by.as_deref() == Some(hold.key.as_str()));
-            if hold.is_inline() && started_by_this {
-                return Ok(Ended::Redelivered);
-            }
             let verdict = match &progress {
                 Some(progress) => start_verdict(
                     progress.answered,
@@ -183,40 +170,24 @@ impl EventWorker {
                 timers: if starts { &timers } else { &[] },
                 action: action.map(StagedAction::entry),
             };
-            match self.store.commit_effects(hold.inbox(), &effects).await {
+            match self.store.commit_effects(&hold.key, hold.version, &effects).await {
                 Effect::Committed(version) => {
-                    self.send_committed(hold, action, version).await;
+                    self.sender.send_staged(action, version).await;
                     return Ok(Ended::Verdict(verdict));
                 }
                 // The marker or the message mark changed since it was read (an
                 // answer, another start, an unsend), or the event moved on.
                 Effect::AlreadyExists | Effect::Changed => {
-                    let inline_entry = staged.as_ref().filter(|_| hold.is_inline());
-                    let seen = self
-                        .store
-                        .reobserve(
-                            hold.inbox().map(|(key, _)| key),
-                            marker,
-                            work.message.as_ref(),
-                            inline_entry.map(|staged| staged.ledger_id.as_str()),
-                        )
-                        .await?;
-                    if let Some((_, version)) = hold.inbox() {
-                        let still_ours = seen
-                            .event
-                            .is_some_and(|event| event.version == version && event.doc.state == InboxState::Pending);
-                        if !still_ours {
-                            return Err(Failure::Superseded);
-                        }
+                    let seen = self.store.reobserve(&hold.key, marker, work.message.as_ref()).await?;
+                    let still_ours = seen
+                        .event
+                        .is_some_and(|event| event.version == hold.version && event.doc.state == InboxState::Pending);
+                    if !still_ours {
+                        return Err(Failure::Superseded);
                     }
                     if seen.unsent {
                         self.done_forgetting(hold, starting.forget_text).await?;
                         return Ok(Ended::Unsent);
-                    }
-                    // Inline, the event's own records tell a redelivery: its
-                    // ledger entry (keyed by the event) or its message's mark.
-                    if hold.is_inline() && (seen.entry_exists || seen.processed) {
-                        return Ok(Ended::Redelivered);
                     }
                     progress = seen.progress;
                 }
@@ -224,7 +195,7 @@ impl EventWorker {
                     tracing::warn!(error = %error, "the start commit's outcome is unknown; reading what happened");
                     match hold.find_out_patiently(&self.store, action).await? {
                         Found::Landed(version) => {
-                            self.send_committed(hold, action, version).await;
+                            self.sender.send_staged(action, version).await;
                             return Ok(Ended::Verdict(verdict));
                         }
                         Found::NotLanded => {}

@@ -7,7 +7,7 @@
 //! loses the race to a valid one changes nothing. With no open question the text
 //! is an ordinary message: its keyword trigger may start a scenario.
 
-use super::hold::{Custody, Failure, Found, Hold};
+use super::hold::{Failure, Found, Hold};
 use super::processed::Processed;
 use super::work::Work;
 use super::worker::EventWorker;
@@ -98,21 +98,15 @@ impl EventWorker {
             let Some((open, version)) = read.and_then(|read| Some((open_question(&read.doc)?, read.version))) else {
                 return self.ordinary_text(hold, work, plan, Some(message)).await;
             };
-            // Asked after the text was sent, or after it arrived: not its question.
-            let asked_later = open.opened_at_ms > work.event_time_ms;
-            if asked_later
-                || plan
-                    .arrived_to
-                    .as_ref()
-                    .is_some_and(|seen| *seen != OpenQuestionSeen::of(&open))
+            // Asked after the text arrived: not its question.
+            if plan
+                .arrived_to
+                .as_ref()
+                .is_some_and(|seen| *seen != OpenQuestionSeen::of(&open))
             {
                 return self.ordinary_text(hold, work, plan, Some(message)).await;
             }
-            let kept = match &hold.custody {
-                Custody::Inline(inline) => inline.text.clone(),
-                Custody::Inbox(_) => self.store.kept_text(message).await?,
-            };
-            let Some(text) = kept else {
+            let Some(text) = self.store.kept_text(message).await? else {
                 // Deleted by an unsend (a processed event never gets here: its
                 // inbox record is done), or expired while the event was parked.
                 if self.store.message_unsent(message).await? {
@@ -213,8 +207,7 @@ impl EventWorker {
     /// Deletes a kept text, then marks the event done without effect. A failed
     /// delete fails the attempt: the event is not done while its text is kept.
     pub(super) async fn done_forgetting(&self, hold: &Hold, message: Option<&MessageKey>) -> Result<(), Failure> {
-        // An inline event's text was never stored.
-        if let (Some(message), false) = (message, hold.is_inline()) {
+        if let Some(message) = message {
             self.store.forget_text(message).await?;
         }
         self.done_without_effect(hold)
@@ -242,18 +235,15 @@ impl EventWorker {
             ..answer_record(work, plan, self.versions.current(), self.clock.now())
         };
         let entry = follow_up.as_ref().map(StagedAction::entry);
-        let found = match self.store.commit_answer(hold.inbox(), &record, entry).await {
+        let found = match self.store.commit_answer(&hold.key, hold.version, &record, entry).await {
             Effect::Committed(version) => {
-                self.send_committed(hold, follow_up.as_ref(), version).await;
+                self.sender.send_staged(follow_up.as_ref(), version).await;
                 return Ok(Round::Done(Processed::Answered));
             }
             // The answer exists (answered before: an operator's manual send
             // asked again, so the question is closed now), or the message's mark
             // does (unsent first). Nothing was applied either way.
             Effect::AlreadyExists => {
-                if hold.is_inline() && self.store.message_processed(message).await? {
-                    return Ok(Round::Done(Processed::Redelivered));
-                }
                 if self.store.answer_recorded(&plan.answer_id).await? {
                     let close = QuestionChange::Close {
                         user: plan.user.to_string(),
@@ -273,7 +263,7 @@ impl EventWorker {
             }
             Effect::Failed(error) => return Err(error.into()),
         };
-        self.after(hold, found, follow_up.as_ref(), Processed::Answered).await
+        self.after(found, follow_up.as_ref(), Processed::Answered).await
     }
 
     /// An invalid answer or giving up: the open question changes, the kept text
@@ -313,17 +303,13 @@ impl EventWorker {
             action: staged.as_ref().map(StagedAction::entry),
             ..EffectWrites::default()
         };
-        let found = match self.store.commit_effects(hold.inbox(), &effects).await {
+        let found = match self.store.commit_effects(&hold.key, hold.version, &effects).await {
             Effect::Committed(version) => {
-                self.send_committed(hold, staged.as_ref(), version).await;
+                self.sender.send_staged(staged.as_ref(), version).await;
                 return Ok(Round::Done(reaction.processed));
             }
-            // The message's mark exists: it was unsent first (or, inline, this is
-            // a redelivery of a message that had its effect).
+            // The message's mark exists: it was unsent first.
             Effect::AlreadyExists => {
-                if hold.is_inline() && self.store.message_processed(message).await? {
-                    return Ok(Round::Done(Processed::Redelivered));
-                }
                 self.done_forgetting(hold, Some(message)).await?;
                 return Ok(Round::Done(Processed::Unsent));
             }
@@ -334,20 +320,14 @@ impl EventWorker {
             }
             Effect::Failed(error) => return Err(error.into()),
         };
-        self.after(hold, found, staged.as_ref(), reaction.processed).await
+        self.after(found, staged.as_ref(), reaction.processed).await
     }
 
     /// Continues from what a read found after a commit that did not say it landed.
-    async fn after(
-        &self,
-        hold: &Hold,
-        found: Found,
-        staged: Option<&StagedAction>,
-        processed: Processed,
-    ) -> Result<Round, Failure> {
+    async fn after(&self, found: Found, staged: Option<&StagedAction>, processed: Processed) -> Result<Round, Failure> {
         match found {
             Found::Landed(version) => {
-                self.send_committed(hold, staged, version).await;
+                self.sender.send_staged(staged, version).await;
                 Ok(Round::Done(processed))
             }
             Found::NotLanded => Ok(Round::Again),

@@ -3,16 +3,15 @@
 //! and only then the courier sends. Every write names the version of the inbox
 //! record this worker holds, so a worker that was superseded changes nothing.
 
-use super::hold::{Custody, Failure, Hold, Inline};
+use super::hold::{Failure, Hold};
 use super::processed::Processed;
 use super::work::{Plan, Work};
 use super::{EventJob, OutboundSender, SweepSoon, Versions};
 use crate::clock::Clock;
 use crate::metrics::Metrics;
 use crate::metrics::series;
-use crate::outbound::StagedAction;
 use crate::store::round_trips::counted;
-use crate::store::{InboxKey, Store, Version};
+use crate::store::{Store, Version};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
@@ -105,7 +104,10 @@ impl EventWorker {
     /// processed here just now (no need to read it).
     async fn attempt(&self, job: EventJob, predecessor_done: bool) -> Result<Processed, Failure> {
         let version = self.pick_up(&job).await?;
-        let hold = Hold::stored(job.key.clone(), version);
+        let hold = Hold {
+            key: job.key.clone(),
+            version,
+        };
         let waiting = if predecessor_done {
             Ok(false)
         } else {
@@ -137,7 +139,7 @@ impl EventWorker {
                 self.sweep_soon.notify();
                 if let Err(error) = self
                     .store
-                    .release_event(&hold.key, version, attempts, retry_in, None)
+                    .release_event(&hold.key, hold.version, attempts, retry_in, None)
                     .await
                 {
                     tracing::warn!(error = %error, "could not release the event; its lease will run out");
@@ -150,7 +152,7 @@ impl EventWorker {
                 self.sweep_soon.notify();
                 match self
                     .store
-                    .release_event(&hold.key, version, job.attempt, retry_in, Some(&error.to_string()))
+                    .release_event(&hold.key, hold.version, job.attempt, retry_in, Some(&error.to_string()))
                     .await
                 {
                     Ok(true) => {}
@@ -216,55 +218,10 @@ impl EventWorker {
         }
     }
 
-    /// An event that ends without effect: its "done" goes with the batched
-    /// settles (an inline event has no record to mark).
+    /// An event that ends without effect: its "done" goes with the batched settles.
     pub(super) fn done_without_effect(&self, hold: &Hold) -> Result<(), Failure> {
-        if let Some((key, version)) = hold.inbox() {
-            self.store.mark_event_done(key, version)?;
-        }
+        self.store.mark_event_done(&hold.key, hold.version)?;
         Ok(())
-    }
-
-    /// Sends what a commit recorded: for a stored event now, for an inline one
-    /// after its request is answered (collected in its hold).
-    pub(super) async fn send_committed(&self, hold: &Hold, staged: Option<&StagedAction>, version: Option<Version>) {
-        match &hold.custody {
-            Custody::Inbox(_) => self.sender.send_staged(staged, version).await,
-            Custody::Inline(inline) => {
-                if let (Some(staged), Some(version)) = (staged, version) {
-                    // A poisoned list leaves the send to the sweeper (its lease runs out).
-                    if let Ok(mut sends) = inline.sends.lock() {
-                        sends.push((staged.clone(), version));
-                    }
-                }
-            }
-        }
-    }
-
-    /// Processes an event on the request path, with no inbox record: what it
-    /// came to, and what its commits recorded to send (the caller sends them
-    /// once the request is answered). `text`: a text message's words.
-    pub(super) async fn process_inline(
-        &self,
-        key: InboxKey,
-        work: &Work,
-        text: Option<String>,
-    ) -> (Result<Processed, Failure>, Vec<(StagedAction, Version)>) {
-        let hold = Hold {
-            key,
-            custody: Custody::Inline(Inline {
-                text,
-                sends: std::sync::Mutex::default(),
-            }),
-        };
-        let span = event_span(work, hold.key.as_str());
-        let result = self.process(&hold, work).instrument(span).await;
-        record_attempt(&work.event_type, &result);
-        let sends = match hold.custody {
-            Custody::Inline(inline) => inline.sends.into_inner().unwrap_or_default(),
-            Custody::Inbox(_) => Vec::new(),
-        };
-        (result, sends)
     }
 }
 

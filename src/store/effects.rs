@@ -1,11 +1,10 @@
 //! Effect commits: guard 1's answer commit, and the commit of a trigger's or a
 //! card tap's effects. Each is one `Commit` RPC: all of it lands or none does.
 //!
-//! For a stored event the first write of each is the inbox record's move to
-//! `done`, conditional on the version the worker holds: a worker that was
-//! superseded (its lease ran out and another instance took the event) commits
-//! nothing. Firestore reports the first failing precondition, so a conflict on
-//! the inbox reads as `Changed`. An inline event has no inbox record (`None`).
+//! The first write of each is the inbox record's move to `done`, conditional on
+//! the version the worker holds: a worker that was superseded (its lease ran out
+//! and another instance took the event) commits nothing. Firestore reports the
+//! first failing precondition, so a conflict on the inbox reads as `Changed`.
 
 use super::docs::collections::{SCENARIO_ANSWERS, SURVEY_RESPONSES, USERS};
 use super::docs::{AnswerDoc, LedgerDoc};
@@ -128,11 +127,12 @@ impl Store {
     /// only ever exists beside its answer).
     pub(crate) async fn commit_answer(
         &self,
-        inbox: Option<(&InboxKey, Version)>,
+        inbox: &InboxKey,
+        version: Version,
         answer: &AnswerRecord<'_>,
         follow_up: Option<(&str, &LedgerDoc)>,
     ) -> Effect {
-        match self.answer_writes(inbox, answer, follow_up) {
+        match self.answer_writes(inbox, version, answer, follow_up) {
             Ok(writes) => self.commit(writes).await.into(),
             Err(error) => Effect::Failed(error),
         }
@@ -140,7 +140,8 @@ impl Store {
 
     fn answer_writes(
         &self,
-        inbox: Option<(&InboxKey, Version)>,
+        inbox: &InboxKey,
+        version: Version,
         answer: &AnswerRecord<'_>,
         follow_up: Option<(&str, &LedgerDoc)>,
     ) -> Result<Vec<Write>, StoreError> {
@@ -171,8 +172,8 @@ impl Store {
             last_answer_id: answer.answer_id,
             last_answered_at: now,
         };
-        let mut writes = self.inbox_done_writes(inbox)?;
-        writes.extend([
+        let mut writes = vec![
+            self.inbox_done_write(inbox, version)?,
             create(self.document_path(SURVEY_RESPONSES, answer.answer_id), &doc)?,
             // Exact: this commit lands once, as guard 1's create does.
             self.answer_count_write(answer.answer_id, &doc, &answer.day)?,
@@ -184,7 +185,7 @@ impl Store {
                 &marker,
                 Vec::new(),
             )?,
-        ]);
+        ];
         if let Some(message) = answer.message {
             writes.push(self.message_processed_write(message, Some(answer.answer_id))?);
             writes.push(self.forget_text_write(message));
@@ -209,10 +210,11 @@ impl Store {
     /// inbox's "done".
     pub(crate) async fn commit_effects(
         &self,
-        inbox: Option<(&InboxKey, Version)>,
+        inbox: &InboxKey,
+        version: Version,
         effects: &EffectWrites<'_>,
     ) -> Effect {
-        match self.effect_writes(inbox, effects) {
+        match self.effect_writes(inbox, version, effects) {
             Ok(writes) => self.commit(writes).await.into(),
             Err(error) => Effect::Failed(error),
         }
@@ -220,10 +222,11 @@ impl Store {
 
     fn effect_writes(
         &self,
-        inbox: Option<(&InboxKey, Version)>,
+        inbox: &InboxKey,
+        version: Version,
         effects: &EffectWrites<'_>,
     ) -> Result<Vec<Write>, StoreError> {
-        let mut writes = self.inbox_done_writes(inbox)?;
+        let mut writes = vec![self.inbox_done_write(inbox, version)?];
         if let Some(message) = effects.message {
             writes.push(self.message_processed_write(message, None)?);
         }
@@ -280,14 +283,6 @@ impl Store {
             writes.push(self.ledger_create_write(ledger_id, entry)?);
         }
         Ok(writes)
-    }
-
-    /// The inbox record's "done" for a stored event; nothing for an inline one.
-    fn inbox_done_writes(&self, inbox: Option<(&InboxKey, Version)>) -> Result<Vec<Write>, StoreError> {
-        Ok(match inbox {
-            Some((key, version)) => vec![self.inbox_done_write(key, version)?],
-            None => Vec::new(),
-        })
     }
 
     /// The marker write of a run started without a guard (a manual send).

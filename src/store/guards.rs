@@ -1,7 +1,7 @@
 //! Reads behind guards 2 and 3 ("did this user answer this scenario? when was it
 //! last started?") and the legacy lookups for answers saved under random ids.
 
-use super::docs::collections::{MESSAGE_MARKS, OUTBOUND_LEDGER, SCENARIO_ANSWERS, SURVEY_RESPONSES, WEBHOOK_INBOX};
+use super::docs::collections::{MESSAGE_MARKS, SCENARIO_ANSWERS, SURVEY_RESPONSES, WEBHOOK_INBOX};
 use super::docs::{InboxDoc, MessageMarkDoc, MessageMarkState, ScenarioMarkerDoc};
 use super::inbox::InboxKey;
 use super::lease::Stored;
@@ -11,7 +11,7 @@ use super::{Store, StoreError, Version, classify};
 use gcloud_sdk::google::firestore::v1::Document;
 
 /// One user's progress in one scenario, as a guard read it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ScenarioProgress {
     /// The marker's version; `None`: there is no marker yet. A start names it as
     /// its precondition, so an answer or another start in between makes it retry.
@@ -19,8 +19,6 @@ pub(crate) struct ScenarioProgress {
     pub(crate) answered: bool,
     /// Event time (epoch ms) of the last start by a trigger or a card.
     pub(crate) last_started_ms: Option<i64>,
-    /// The inbox id of the event that made the last start.
-    pub(crate) last_started_by: Option<String>,
 }
 
 /// What a guard needs to decide again after its commit met a conflict.
@@ -28,10 +26,6 @@ pub(crate) struct Reobserved {
     pub(crate) event: Option<Stored<InboxDoc>>,
     pub(crate) progress: Option<ScenarioProgress>,
     pub(crate) unsent: bool,
-    /// The message had its effect already (its mark says processed).
-    pub(crate) processed: bool,
-    /// The ledger entry asked about exists.
-    pub(crate) entry_exists: bool,
 }
 
 impl Store {
@@ -54,33 +48,22 @@ impl Store {
         self.with_legacy(progress, scenario, user).await
     }
 
-    /// The inbox record (of a stored event), the marker, the message mark and a
-    /// ledger entry (of an inline event: the one keyed by it), in one round trip.
+    /// The inbox record, the marker and the message mark, in one round trip.
     pub(crate) async fn reobserve(
         &self,
-        inbox: Option<&InboxKey>,
+        inbox: &InboxKey,
         marker: Option<(&str, &str, &str)>,
         message: Option<&MessageKey>,
-        entry: Option<&str>,
     ) -> Result<Reobserved, StoreError> {
-        let mut paths = Vec::new();
-        if let Some(inbox) = inbox {
-            paths.push(self.document_path(WEBHOOK_INBOX, inbox.as_str()));
-        }
+        let mut paths = vec![self.document_path(WEBHOOK_INBOX, inbox.as_str())];
         if let Some((marker_id, _, _)) = marker {
             paths.push(self.document_path(SCENARIO_ANSWERS, marker_id));
         }
         if let Some(message) = message {
             paths.push(self.document_path(MESSAGE_MARKS, message.id()));
         }
-        if let Some(entry) = entry {
-            paths.push(self.document_path(OUTBOUND_LEDGER, entry));
-        }
         let mut found = self.get_many(paths).await?.into_iter();
-        let event = match inbox {
-            Some(_) => found.next().flatten().map(Stored::decode).transpose()?,
-            None => None,
-        };
+        let event = found.next().flatten().map(Stored::decode).transpose()?;
         let progress = match marker {
             Some((_, scenario, user)) => {
                 let progress = progress_of(found.next().flatten())?;
@@ -88,23 +71,20 @@ impl Store {
             }
             None => None,
         };
-        let mark = match message {
+        let unsent = match message {
             Some(_) => match found.next().flatten() {
                 Some(document) => {
                     let mark: MessageMarkDoc = firestore::FirestoreDb::deserialize_doc_to(&document)?;
-                    Some(mark.state)
+                    mark.state == MessageMarkState::Unsent
                 }
-                None => None,
+                None => false,
             },
-            None => None,
+            None => false,
         };
-        let entry_exists = entry.is_some() && found.next().flatten().is_some();
         Ok(Reobserved {
             event,
             progress,
-            unsent: mark == Some(MessageMarkState::Unsent),
-            processed: mark == Some(MessageMarkState::Processed),
-            entry_exists,
+            unsent,
         })
     }
 
@@ -166,7 +146,6 @@ fn progress_of(document: Option<Document>) -> Result<ScenarioProgress, StoreErro
             version: None,
             answered: false,
             last_started_ms: None,
-            last_started_by: None,
         });
     };
     let marker = Stored::<ScenarioMarkerDoc>::decode(document)?;
@@ -177,6 +156,5 @@ fn progress_of(document: Option<Document>) -> Result<ScenarioProgress, StoreErro
             .doc
             .last_started_at
             .map(firestore::jiff::Timestamp::as_millisecond),
-        last_started_by: marker.doc.last_started_by,
     })
 }

@@ -104,13 +104,6 @@ impl Store {
         Ok(mark.is_some_and(|mark| mark.doc.state == MessageMarkState::Unsent))
     }
 
-    /// Whether the message had its effect already (its mark says processed).
-    /// One get by id.
-    pub(crate) async fn message_processed(&self, key: &MessageKey) -> Result<bool, StoreError> {
-        let mark: Option<Stored<MessageMarkDoc>> = self.get_stored(MESSAGE_MARKS, &key.0).await?;
-        Ok(mark.is_some_and(|mark| mark.doc.state == MessageMarkState::Processed))
-    }
-
     async fn redact_answer_of(&self, key: &MessageKey) -> Result<(), StoreError> {
         let mark: Option<Stored<MessageMarkDoc>> = self.get_stored(MESSAGE_MARKS, &key.0).await?;
         let Some(answer_id) = mark.and_then(|mark| mark.doc.answer_id) else {

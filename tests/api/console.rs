@@ -14,12 +14,10 @@ use crate::helpers::{ADMIN_TOKEN, TestApp, TestOptions, spawn_app_with};
 use serde_json::json;
 use std::time::Duration;
 
-/// Queued processing in either run: the timeline page shows the inbox's event
-/// entries, which inline processing does not write.
 async fn app() -> TestApp {
     spawn_app_with(TestOptions {
         adjust: export_scenarios,
-        ..crate::helpers::queued()
+        ..TestOptions::default()
     })
     .await
 }

@@ -2,13 +2,12 @@
 //! parked when their processing keeps failing.
 
 use crate::helpers::firestore_rest::{document_id, string_field};
-use crate::helpers::{TestOptions, events, queued, spawn_app, spawn_app_with};
+use crate::helpers::{TestOptions, events, spawn_app, spawn_app_with};
 
-/// An instance that only stores events (queued processing, in either run).
 fn ingest_only() -> TestOptions {
     TestOptions {
         adjust: |config| config.worker_count = 0,
-        ..queued()
+        ..TestOptions::default()
     }
 }
 
@@ -52,8 +51,7 @@ async fn an_event_is_stored_with_what_is_needed_to_process_it_before_the_200() {
 
 #[tokio::test]
 async fn a_processed_event_keeps_no_copy_of_the_message_text() {
-    // Of the inbox record (inline processing keeps none: inline.rs).
-    let app = spawn_app_with(queued()).await;
+    let app = spawn_app().await;
     // Matches the catch-all trigger, so the event has an effect.
     app.deliver(&events::text(&events::new_user(), "a secret remark")).await;
 
@@ -99,11 +97,10 @@ async fn an_unsend_before_processing_stops_the_message_and_no_document_holds_its
 
 #[tokio::test]
 async fn an_unsend_stops_a_message_already_queued_in_memory() {
-    // One worker, kept busy by a slow LINE: the second message waits in memory
-    // (queued processing: inline, nothing waits in memory).
+    // One worker, kept busy by a slow LINE: the second message waits in memory.
     let app = spawn_app_with(TestOptions {
         adjust: |config| config.worker_count = 1,
-        ..queued()
+        ..TestOptions::default()
     })
     .await;
     app.line.set_latency(std::time::Duration::from_millis(800));

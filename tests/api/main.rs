@@ -20,7 +20,6 @@ mod faults;
 mod guards;
 mod inbox;
 mod indexes;
-mod inline;
 mod metrics;
 mod outage;
 mod outbound;

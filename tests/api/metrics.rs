@@ -58,8 +58,7 @@ async fn scrape(app: &TestApp) -> String {
 
 #[tokio::test]
 async fn webhook_traffic_shows_in_the_counters_and_the_backlog_in_the_gauges() {
-    // The queued path's counters (the inline path's: inline.rs).
-    let app = spawn_app_with(crate::helpers::queued()).await;
+    let app = spawn_app().await;
     let user = events::new_user();
     let tap = postback(&user, &answer_data("lunch", "ask_food", "good"));
 
@@ -180,7 +179,7 @@ async fn without_an_admin_token_metrics_are_off_like_the_admin_routes() {
 async fn a_metrics_port_serves_them_without_a_token_and_the_main_port_not_at_all() {
     let app = spawn_app_with(TestOptions {
         adjust: |config| config.metrics_port = Some(0),
-        ..crate::helpers::queued()
+        ..TestOptions::default()
     })
     .await;
     let user = events::new_user();

@@ -104,9 +104,7 @@ async fn a_named_database_holds_everything_and_the_default_one_nothing() {
     named.settled(std::time::Duration::from_secs(20)).await;
 
     assert_eq!(app.line.accepted_with_text("A quick survey about today's lunch."), 1);
-    if !crate::helpers::inline_mode() {
-        assert_eq!(named.count("webhook_inbox").await, 1);
-    }
+    assert_eq!(named.count("webhook_inbox").await, 1);
     assert_eq!(named.count("outbound_ledger").await, 1);
     assert!(
         app.firestore.collections().await.is_empty(),

@@ -148,9 +148,7 @@ async fn three_instances_sharing_a_duplicate_storm_act_exactly_once() {
     for (user, got) in effects(&storm, &firestore, &line).await {
         assert_eq!(got, exactly_once(), "{user}");
     }
-    if !crate::helpers::inline_mode() {
-        assert_eq!(firestore.count("webhook_inbox").await, storm.users.len() * 4);
-    }
+    assert_eq!(firestore.count("webhook_inbox").await, storm.users.len() * 4);
 }
 
 #[tokio::test]

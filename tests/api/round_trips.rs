@@ -5,6 +5,7 @@
 //! counted apart.
 
 use crate::helpers::events::{self, card_tap_data, postback, redelivered, text};
+use crate::helpers::spawn_app;
 use serde_json::Value;
 
 fn per_event(metrics: &Value, kind: &str) -> f64 {
@@ -17,9 +18,7 @@ fn per_event(metrics: &Value, kind: &str) -> f64 {
 
 #[tokio::test]
 async fn each_kind_of_event_costs_the_round_trips_of_its_target() {
-    // The queued path's costs; both modes' are measured by
-    // `./scripts/bench.sh --compare-processing` (BENCHMARKS.md).
-    let app = crate::helpers::spawn_app_with(crate::helpers::queued()).await;
+    let app = spawn_app().await;
     let answered = events::new_user();
     let fresh = events::new_user();
     let tap = postback(&answered, &events::answer_data("lunch", "ask_food", "good"));

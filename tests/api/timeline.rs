@@ -10,12 +10,9 @@ use crate::helpers::{ADMIN_TOKEN, TestApp, TestOptions, spawn_app_with};
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
 
-/// Queued processing in either run: the timeline's event entries are the inbox
-/// records, which inline processing does not write (README, "Webhook processing").
 async fn app() -> TestApp {
     spawn_app_with(TestOptions {
         adjust: export_scenarios,
-        processing: Some(line_survey::config::WebhookProcessing::Queued),
         ..TestOptions::default()
     })
     .await

@@ -505,8 +505,7 @@ async fn typed_answers_stay_exactly_once_while_firestore_answers_stall() {
     deliver_like_line(&starts, |_| address.clone(), LIMIT).await;
     app.firestore.settled(LIMIT).await;
 
-    // Each user sends two ages (a double send: both before either is
-    // answered, so they keep the time they were made), and LINE redelivers one.
+    // Each user sends two ages (a double send), and LINE redelivers one.
     let mut answers_sent = Vec::new();
     for user in &users {
         let first = text(user, "35");
@@ -524,7 +523,7 @@ async fn typed_answers_stay_exactly_once_while_firestore_answers_stall() {
             proxy.stop_stalling();
         }
     };
-    let sending = crate::helpers::storm::deliver_as_stamped(&answers_sent, |_| address.clone(), LIMIT);
+    let sending = deliver_like_line(&answers_sent, |_| address.clone(), LIMIT);
     let (redeliveries, ()) = tokio::join!(sending, stalls);
     app.firestore.settled(LIMIT).await;
     println!("{redeliveries} redeliveries");
@@ -551,13 +550,7 @@ async fn typed_answers_stay_exactly_once_while_firestore_answers_stall() {
 
 #[tokio::test]
 async fn an_event_waits_for_the_users_previous_event_of_its_request_across_retries() {
-    // The inbox's chain of one user's events (queued processing in either run).
-    let app = spawn_app_with(TestOptions {
-        adjust: typed_scenarios,
-        test_clock: true,
-        ..crate::helpers::queued()
-    })
-    .await;
+    let app = app().await;
     let user = events::new_user();
     let first = text(&user, "hello");
     let second = text(&user, "feedback");

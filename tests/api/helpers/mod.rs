@@ -13,7 +13,7 @@ pub mod tcp_proxy;
 
 use firestore_rest::FirestoreRest;
 use line_stand_in::{ACCESS_TOKEN, LineStandIn};
-use line_survey::config::{ClockKind, Config, LogFormat, WebhookProcessing};
+use line_survey::config::{ClockKind, Config, LogFormat};
 use line_survey::line::signature;
 use line_survey::startup::Application;
 use serde_json::Value;
@@ -29,28 +29,6 @@ pub const ADMIN_TOKEN: &str = "test-admin-token";
 pub fn emulator_host() -> String {
     std::env::var("FIRESTORE_EMULATOR_HOST")
         .expect("FIRESTORE_EMULATOR_HOST is not set: run the tests with ./scripts/test.sh, which starts the emulator")
-}
-
-/// `WEBHOOK_PROCESSING` for every service the tests start, from
-/// `TEST_WEBHOOK_PROCESSING` (unset: the service's default).
-pub fn webhook_processing() -> Option<String> {
-    std::env::var("TEST_WEBHOOK_PROCESSING")
-        .ok()
-        .filter(|mode| !mode.is_empty())
-}
-
-/// Whether the suite runs with `TEST_WEBHOOK_PROCESSING=inline`: assertions
-/// about inbox records hold only for queued processing.
-pub fn inline_mode() -> bool {
-    webhook_processing().as_deref() == Some("inline")
-}
-
-/// Options for a test of the inbox's own machinery: queued in either run.
-pub fn queued() -> TestOptions {
-    TestOptions {
-        processing: Some(WebhookProcessing::Queued),
-        ..TestOptions::default()
-    }
 }
 
 /// A project id of its own for every test: the emulator keeps projects apart.
@@ -71,9 +49,6 @@ pub struct TestOptions {
     /// `CLOCK=test`: the service's clock moves forward on
     /// [`TestApp::advance_clock`] instead of the test waiting.
     pub test_clock: bool,
-    /// `Some`: this mode whatever `TEST_WEBHOOK_PROCESSING` says (a test of
-    /// the inbox's own machinery runs queued).
-    pub processing: Option<WebhookProcessing>,
 }
 
 impl Default for TestOptions {
@@ -86,7 +61,6 @@ impl Default for TestOptions {
             adjust: |_| {},
             beside: None,
             test_clock: false,
-            processing: None,
         }
     }
 }
@@ -114,8 +88,6 @@ pub fn test_config(project_id: &str, line_uri: &str, options: &TestOptions) -> C
         "LINE_CHANNEL_ACCESS_TOKEN" => Some(ACCESS_TOKEN.to_owned()),
         "GOOGLE_CLOUD_PROJECT" => Some(project_id.to_owned()),
         "FIRESTORE_EMULATOR_HOST" => Some(emulator.clone()),
-        // The whole suite runs in either mode: `TEST_WEBHOOK_PROCESSING=inline`.
-        "WEBHOOK_PROCESSING" => webhook_processing(),
         _ => None,
     })
     .expect("test configuration is valid");
@@ -135,9 +107,6 @@ pub fn test_config(project_id: &str, line_uri: &str, options: &TestOptions) -> C
     config.sweep_interval = Duration::from_millis(100);
     if options.test_clock {
         config.clock = ClockKind::Test;
-    }
-    if let Some(processing) = options.processing {
-        config.webhook_processing = processing;
     }
     (options.adjust)(&mut config);
     config

@@ -54,9 +54,6 @@ impl ServiceProcess {
             .env("RUST_LOG", "info,line_survey=info")
             .stdout(Stdio::from(log_file.try_clone().unwrap()))
             .stderr(Stdio::from(log_file));
-        if let Some(mode) = super::webhook_processing() {
-            command.env("WEBHOOK_PROCESSING", mode);
-        }
         for (name, value) in extra {
             command.env(name, value);
         }

@@ -116,27 +116,8 @@ async fn send_each(events: &[Value], route: impl Fn(usize) -> String, prepare: i
 /// acknowledged with 200 is redelivered (same event, `isRedelivery`) until it
 /// is, for at most `limit`. Returns how many redeliveries it took.
 pub async fn deliver_like_line(events: &[Value], route: impl Fn(usize) -> String, limit: std::time::Duration) -> usize {
-    let pending = send_each(events, &route, |event| events::with_timestamp(event, events::now_ms())).await;
-    redeliver_until_acknowledged(pending, route, limit).await
-}
-
-/// Like [`deliver_like_line`], for events that keep the time they were made
-/// with (a double send: both texts sent before either was answered).
-pub async fn deliver_as_stamped(
-    events: &[Value],
-    route: impl Fn(usize) -> String,
-    limit: std::time::Duration,
-) -> usize {
-    let pending = send_all(events, &route).await;
-    redeliver_until_acknowledged(pending, route, limit).await
-}
-
-async fn redeliver_until_acknowledged(
-    mut pending: Vec<Value>,
-    route: impl Fn(usize) -> String,
-    limit: std::time::Duration,
-) -> usize {
     let deadline = std::time::Instant::now() + limit;
+    let mut pending = send_each(events, &route, |event| events::with_timestamp(event, events::now_ms())).await;
     let mut redeliveries = 0;
     while !pending.is_empty() {
         assert!(
