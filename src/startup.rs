@@ -177,6 +177,7 @@ impl Application {
             results: Results::new(engine.clone(), store.clone()),
             exporter: Exporter::new(engine.clone(), store.clone()),
             timelines: Timelines::new(store.clone()),
+            user_profiles: crate::reports::users::UserProfiles::new(store.clone()),
             manual_sender: ManualSender::new(engine, store.clone(), courier, clock.clone()),
             campaigns,
             replayer,

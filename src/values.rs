@@ -23,3 +23,165 @@ impl std::fmt::Display for AnswerValue {
         }
     }
 }
+
+/// A user field's value (`users/{id}.fields.<name>`): what a scenario's `set`
+/// writes, or a question's answer stored with `field`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum FieldValue {
+    Bool(bool),
+    Integer(i64),
+    Number(f64),
+    Text(String),
+}
+
+impl FieldValue {
+    /// The number a `min`/`max` condition compares (`None` for texts and booleans).
+    pub fn as_number(&self) -> Option<f64> {
+        match self {
+            // Field values are small integers (ages, counts): exact in an f64.
+            #[allow(clippy::cast_precision_loss)]
+            FieldValue::Integer(value) => Some(*value as f64),
+            FieldValue::Number(value) => Some(*value),
+            FieldValue::Bool(_) | FieldValue::Text(_) => None,
+        }
+    }
+
+    /// How the value reads in an `equals`/`in` comparison and in a text.
+    pub fn as_text(&self) -> String {
+        match self {
+            FieldValue::Bool(value) => value.to_string(),
+            FieldValue::Integer(value) => value.to_string(),
+            FieldValue::Number(value) => value.to_string(),
+            FieldValue::Text(value) => value.clone(),
+        }
+    }
+}
+
+impl From<&AnswerValue> for FieldValue {
+    fn from(value: &AnswerValue) -> Self {
+        match value {
+            AnswerValue::Integer(value) => FieldValue::Integer(*value),
+            AnswerValue::Number(value) => FieldValue::Number(*value),
+            AnswerValue::Text(value) => FieldValue::Text(value.clone()),
+        }
+    }
+}
+
+/// What one step does to the user's record, netted over the nodes it passes:
+/// tags to add, tags to remove and fields to set. A later node wins over an
+/// earlier one (a tag added then removed is removed), so `tag` and `untag` never
+/// share a tag and each can be one array transform of the same commit.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UserChanges {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tag: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untag: Vec<String>,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub set: std::collections::BTreeMap<String, FieldValue>,
+}
+
+impl UserChanges {
+    pub fn is_empty(&self) -> bool {
+        self.tag.is_empty() && self.untag.is_empty() && self.set.is_empty()
+    }
+
+    /// Adds `tags` after what is already planned.
+    pub fn add_tags<'a>(&mut self, tags: impl IntoIterator<Item = &'a String>) {
+        for tag in tags {
+            self.untag.retain(|planned| planned != tag);
+            if !self.tag.contains(tag) {
+                self.tag.push(tag.clone());
+            }
+        }
+    }
+
+    /// Removes `tags` after what is already planned.
+    pub fn remove_tags<'a>(&mut self, tags: impl IntoIterator<Item = &'a String>) {
+        for tag in tags {
+            self.tag.retain(|planned| planned != tag);
+            if !self.untag.contains(tag) {
+                self.untag.push(tag.clone());
+            }
+        }
+    }
+
+    /// Sets `fields` after what is already planned (a later value wins).
+    pub fn set_fields<'a>(&mut self, fields: impl IntoIterator<Item = (&'a String, &'a FieldValue)>) {
+        for (name, value) in fields {
+            self.set.insert(name.clone(), value.clone());
+        }
+    }
+
+    /// These changes, then `later`'s.
+    pub fn then(mut self, later: &UserChanges) -> Self {
+        self.add_tags(&later.tag);
+        self.remove_tags(&later.untag);
+        self.set_fields(&later.set);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|item| (*item).to_owned()).collect()
+    }
+
+    #[test]
+    fn later_steps_win_and_tag_and_untag_stay_apart() {
+        // (adds, removes, then adds, then removes) -> (tag, untag)
+        type Tags<'a> = &'a [&'a str];
+        let cases: &[(Tags, Tags, Tags, Tags, Tags, Tags)] = &[
+            (&["a"], &[], &[], &[], &["a"], &[]),
+            (&["a"], &[], &[], &["a"], &[], &["a"]),
+            (&[], &["a"], &["a"], &[], &["a"], &[]),
+            (&["a", "b"], &["c"], &["c"], &["b"], &["a", "c"], &["b"]),
+            (&["a"], &[], &["a"], &[], &["a"], &[]),
+        ];
+        for (add, remove, later_add, later_remove, tag, untag) in cases {
+            let mut first = UserChanges::default();
+            first.add_tags(&strings(add));
+            first.remove_tags(&strings(remove));
+            let later = UserChanges {
+                tag: strings(later_add),
+                untag: strings(later_remove),
+                ..UserChanges::default()
+            };
+            let net = first.then(&later);
+            assert_eq!(
+                net.tag,
+                strings(tag),
+                "{add:?} {remove:?} then {later_add:?} {later_remove:?}"
+            );
+            assert_eq!(
+                net.untag,
+                strings(untag),
+                "{add:?} {remove:?} then {later_add:?} {later_remove:?}"
+            );
+            assert!(net.tag.iter().all(|tag| !net.untag.contains(tag)));
+        }
+    }
+
+    #[test]
+    fn a_later_field_value_wins() {
+        let mut first = UserChanges::default();
+        first.set_fields([(&"plan".to_owned(), &FieldValue::Text("silver".into()))]);
+        let mut later = UserChanges::default();
+        later.set_fields([(&"plan".to_owned(), &FieldValue::Text("gold".into()))]);
+        assert_eq!(first.then(&later).set["plan"], FieldValue::Text("gold".into()));
+    }
+
+    #[test]
+    fn field_values_keep_their_toml_and_json_types() {
+        let parsed: std::collections::BTreeMap<String, FieldValue> =
+            serde_json::from_str(r#"{"a": true, "b": 3, "c": 2.5, "d": "x"}"#).unwrap();
+        assert_eq!(parsed["a"], FieldValue::Bool(true));
+        assert_eq!(parsed["b"], FieldValue::Integer(3));
+        assert_eq!(parsed["c"], FieldValue::Number(2.5));
+        assert_eq!(parsed["d"], FieldValue::Text("x".into()));
+    }
+}

@@ -10,13 +10,15 @@
 //! are not simulated.
 
 use crate::engine::{
-    AnswerPlan, Decision, Engine, OpenQuestion, QuestionRef, Rendered, StartVerdict, TypedDecision, start_verdict,
+    AnswerPlan, Decision, Engine, OpenQuestion, QuestionRef, Rendered, RunStart, StartVerdict, TypedDecision,
+    start_verdict,
 };
 use crate::ids::{NodeId, ScenarioId};
 use crate::line::messages::{Action, Message, Template};
 use crate::line::webhook::{Event, EventParse};
 use crate::scenario::typed::AnswerValue;
 use crate::scenario::{Delay, Node, WaitNode, schedule, walk_nodes};
+use crate::values::{FieldValue, UserChanges};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -64,6 +66,8 @@ pub(crate) struct Conversation {
     /// Per scenario: answered?, last start (ms).
     markers: HashMap<ScenarioId, (bool, Option<i64>)>,
     pub(crate) tags: BTreeSet<String>,
+    /// The user's fields, as the scenarios' `set` and `field` leave them.
+    pub(crate) fields: BTreeMap<String, FieldValue>,
     open: Option<OpenQuestion>,
     /// Every question's choices, oldest first.
     questions: Vec<Vec<Choice>>,
@@ -95,6 +99,7 @@ impl Conversation {
             answers: BTreeMap::new(),
             markers: HashMap::new(),
             tags: BTreeSet::new(),
+            fields: BTreeMap::new(),
             open: None,
             questions: Vec::new(),
             last_card: None,
@@ -115,6 +120,7 @@ impl Conversation {
 
     /// A scenario's start, as an operator's manual send delivers it (no guard).
     pub(crate) fn begin(&mut self, scenario: &ScenarioId, start: Rendered) -> Turn {
+        self.apply(&start.changes);
         let mut turn = self.say(start.messages);
         self.open_question(start.opens);
         let from = self.start_of(scenario);
@@ -233,8 +239,7 @@ impl Conversation {
                 self.start(
                     plan.guard.map(|guard| guard.scenario),
                     &plan.scenario,
-                    plan.run_start.messages,
-                    plan.run_start.opens,
+                    plan.run_start,
                     from,
                 )
             }
@@ -244,8 +249,7 @@ impl Conversation {
                 self.start(
                     Some(plan.guard.scenario.clone()),
                     &plan.guard.scenario,
-                    plan.run_start.messages,
-                    plan.run_start.opens,
+                    plan.run_start,
                     from,
                 )
             }
@@ -274,6 +278,7 @@ impl Conversation {
                     }
                     Some((open, TypedDecision::GiveUp { reason, then })) => {
                         self.open = None;
+                        self.apply(&then.changes);
                         let mut turn = self.say(then.messages);
                         self.open_question(then.opens);
                         let from = self.node_of(&open.question.scenario, &open.question.node, |node| match node {
@@ -292,8 +297,7 @@ impl Conversation {
                             self.start(
                                 start.guard.map(|guard| guard.scenario),
                                 &start.scenario,
-                                start.run_start.messages,
-                                start.run_start.opens,
+                                start.run_start,
                                 from,
                             )
                         }
@@ -364,6 +368,7 @@ impl Conversation {
             let Ok(step) = crate::engine::render_from(loaded, &wait.next) else {
                 return;
             };
+            self.apply(&step.changes);
             let spoken = self.say(step.messages);
             turn.said.extend(spoken.said);
             if !spoken.choices.is_empty() {
@@ -379,8 +384,7 @@ impl Conversation {
         &mut self,
         guard: Option<ScenarioId>,
         scenario: &ScenarioId,
-        messages: Vec<Message>,
-        opens: Option<QuestionRef>,
+        run_start: RunStart,
         from: Option<NodeId>,
     ) -> Turn {
         if let Some(guarded) = guard {
@@ -399,10 +403,21 @@ impl Conversation {
                 }
             }
         }
-        let mut turn = self.say(messages);
-        self.open_question(opens);
+        self.apply(&run_start.changes);
+        let mut turn = self.say(run_start.messages);
+        self.open_question(run_start.opens);
         self.play_waits(scenario, from, &mut turn);
         turn
+    }
+
+    /// What a step does to the user's tags and fields.
+    fn apply(&mut self, changes: &UserChanges) {
+        self.tags.extend(changes.tag.iter().cloned());
+        for tag in &changes.untag {
+            self.tags.remove(tag);
+        }
+        self.fields
+            .extend(changes.set.iter().map(|(name, value)| (name.clone(), value.clone())));
     }
 
     fn answer(&mut self, plan: AnswerPlan) -> Turn {
@@ -426,7 +441,7 @@ impl Conversation {
             plan.answer_id.clone(),
             (plan.scenario.to_string(), plan.node.to_string(), plan.value.clone()),
         );
-        self.tags.extend(plan.tags.iter().cloned());
+        self.apply(&plan.user_changes());
         let marker = self.markers.entry(plan.scenario.clone()).or_insert((false, None));
         marker.0 = true;
         if plan.closes.is_some() {

@@ -12,6 +12,7 @@
 //! choices = ["1", "2"]         # the labels of the question asked
 //! tags = ["answered:…"]        # every tag of the user afterwards
 //! answers = { age = 35 }       # answers recorded so far, by node
+//! fields = { plan = "gold" }   # these user fields afterwards (others may exist)
 //! note = "answered before"     # part of what the simulator says about it
 //! ```
 
@@ -52,6 +53,8 @@ struct Step {
     tags: Option<Vec<String>>,
     #[serde(default)]
     answers: Option<BTreeMap<String, toml::Value>>,
+    #[serde(default)]
+    fields: Option<BTreeMap<String, crate::values::FieldValue>>,
     #[serde(default)]
     note: Option<String>,
 }
@@ -184,6 +187,15 @@ fn compare(step: &Step, turn: &Turn, conversation: &Conversation) -> Vec<String>
         expected.sort();
         let got: Vec<String> = conversation.tags.iter().cloned().collect();
         problems.extend(diff("tags", &expected, &got));
+    }
+    if let Some(fields) = &step.fields {
+        for (name, expected) in fields {
+            match conversation.fields.get(name) {
+                Some(got) if got == expected => {}
+                Some(got) => problems.push(format!("field {name}: expected {expected:?}, got {got:?}")),
+                None => problems.push(format!("field {name}: expected {expected:?}, not set")),
+            }
+        }
     }
     if let Some(answers) = &step.answers {
         let recorded = conversation.answers();

@@ -5,9 +5,10 @@ use super::Engine;
 use super::render::render_in_run;
 use crate::ids::{NodeId, RunId, ScenarioId, deterministic_id};
 use crate::line::messages::Message;
+use crate::values::FieldValue;
 use chrono::NaiveDate;
 use serde::Deserialize;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// LINE's multicast takes up to 500 recipients per call.
 pub(crate) const CHUNK_SIZE: usize = 500;
@@ -19,7 +20,7 @@ pub(crate) const MAX_SCENARIOS: usize = 10;
 const MAX_TAG_CHARS: usize = 100;
 
 /// The audience as an operator writes it (`audience` of `POST /admin/campaigns`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct AudienceRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -37,6 +38,89 @@ pub(crate) struct AudienceRequest {
     /// First seen on or before this date.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) first_seen_to: Option<String>,
+    /// Conditions on user fields, by field name: all must hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) fields: Option<BTreeMap<String, FieldCondition>>,
+}
+
+/// A condition on one user field: every key given must hold.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct FieldCondition {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) equals: Option<FieldValue>,
+    #[serde(default, rename = "in", skip_serializing_if = "Option::is_none")]
+    pub(crate) one_of: Option<Vec<FieldValue>>,
+    /// `true`: the user has the field; `false`: they do not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) exists: Option<bool>,
+    /// At least (numbers numerically; texts such as dates as text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) min: Option<FieldValue>,
+    /// At most.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) max: Option<FieldValue>,
+}
+
+/// The most field conditions one audience may hold.
+pub(crate) const MAX_FIELD_CONDITIONS: usize = 20;
+
+impl FieldCondition {
+    /// Whether `value` (the user's field, `None` when absent) meets the condition.
+    pub(crate) fn holds(&self, value: Option<&FieldValue>) -> bool {
+        if let Some(exists) = self.exists
+            && exists != value.is_some()
+        {
+            return false;
+        }
+        let compared = self.equals.is_some() || self.one_of.is_some() || self.min.is_some() || self.max.is_some();
+        if !compared {
+            return true;
+        }
+        let Some(value) = value else {
+            return false;
+        };
+        let same = |other: &FieldValue| order(value, other) == Some(std::cmp::Ordering::Equal);
+        self.equals.as_ref().is_none_or(same)
+            && self.one_of.as_ref().is_none_or(|values| values.iter().any(same))
+            && self
+                .min
+                .as_ref()
+                .is_none_or(|min| order(value, min).is_some_and(std::cmp::Ordering::is_ge))
+            && self
+                .max
+                .as_ref()
+                .is_none_or(|max| order(value, max).is_some_and(std::cmp::Ordering::is_le))
+    }
+
+    fn check(&self, name: &str) -> Result<(), AudienceError> {
+        let bad = |problem: &str| AudienceError::BadField(name.to_owned(), problem.to_owned());
+        if !crate::scenario::is_field_name(name) {
+            return Err(bad("is not a field name ([a-z][a-z0-9_]{0,39})"));
+        }
+        if *self == FieldCondition::default() {
+            return Err(bad("has no condition (equals, in, exists, min or max)"));
+        }
+        if self.one_of.as_ref().is_some_and(Vec::is_empty) {
+            return Err(bad("has an empty `in` list"));
+        }
+        if let (Some(min), Some(max)) = (&self.min, &self.max)
+            && order(min, max).is_none_or(std::cmp::Ordering::is_gt)
+        {
+            return Err(bad("has min above max, or min and max of different kinds"));
+        }
+        Ok(())
+    }
+}
+
+/// How two field values compare: numbers numerically, texts as text, booleans
+/// only for equality; `None` across kinds.
+pub(crate) fn order(value: &FieldValue, other: &FieldValue) -> Option<std::cmp::Ordering> {
+    match (value, other) {
+        (FieldValue::Text(a), FieldValue::Text(b)) => Some(a.cmp(b)),
+        (FieldValue::Bool(a), FieldValue::Bool(b)) => (a == b).then_some(std::cmp::Ordering::Equal),
+        _ => value.as_number()?.partial_cmp(&other.as_number()?),
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -66,10 +150,14 @@ pub(crate) enum AudienceError {
     BadDate { field: &'static str, value: String },
     #[error("firstSeenFrom {from} is after firstSeenTo {to}")]
     InvertedDates { from: String, to: String },
+    #[error("fields.{0} {1}")]
+    BadField(String, String),
+    #[error("the audience names {0} fields; at most {MAX_FIELD_CONDITIONS} are allowed")]
+    TooManyFields(usize),
 }
 
 /// An audience, checked: all following users, filtered.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Audience {
     any_of: Vec<String>,
     all_of: Vec<String>,
@@ -79,6 +167,7 @@ pub(crate) struct Audience {
     /// First seen in `[from, to)`, ms since the epoch.
     first_seen_from_ms: Option<i64>,
     first_seen_to_ms: Option<i64>,
+    fields: BTreeMap<String, FieldCondition>,
 }
 
 /// What Firestore is asked for; the rest of the audience is checked in memory.
@@ -97,6 +186,7 @@ pub(crate) struct Candidate<'a> {
     pub(crate) following: Option<bool>,
     pub(crate) tags: &'a [String],
     pub(crate) first_seen_ms: Option<i64>,
+    pub(crate) fields: &'a BTreeMap<String, FieldValue>,
 }
 
 /// Who answered which scenario, as read for the audience.
@@ -135,6 +225,10 @@ impl Audience {
             && self
                 .first_seen_to_ms
                 .is_none_or(|to| user.first_seen_ms.is_some_and(|seen| seen < to))
+            && self
+                .fields
+                .iter()
+                .all(|(name, condition)| condition.holds(user.fields.get(name)))
     }
 }
 
@@ -148,6 +242,12 @@ pub(crate) enum CampaignStartError {
         "scenario {0:?} schedules waits, reminders or expiries, or asks a typed question first: campaigns send scenarios that need nothing stored per user; use POST /admin/scenarios/{0}/send"
     )]
     NeedsPerUserState(String),
+    /// The first messages' nodes add or remove tags or set fields: a campaign
+    /// writes nothing per recipient yet (the campaigns issue adds it).
+    #[error(
+        "scenario {0:?} adds or removes tags or sets fields (tags, untag, set) in its first messages: campaigns do not change users yet; use POST /admin/scenarios/{0}/send"
+    )]
+    ChangesUsers(String),
     #[error("scenario {0:?} cannot be rendered: {1}")]
     Broken(String, String),
 }
@@ -184,6 +284,13 @@ impl Engine {
         if answered.len() + not_answered.len() > MAX_SCENARIOS {
             return Err(AudienceError::TooManyScenarios(answered.len() + not_answered.len()));
         }
+        let fields = request.fields.clone().unwrap_or_default();
+        if fields.len() > MAX_FIELD_CONDITIONS {
+            return Err(AudienceError::TooManyFields(fields.len()));
+        }
+        for (name, condition) in &fields {
+            condition.check(name)?;
+        }
         let from = date("firstSeenFrom", request.first_seen_from.as_deref())?;
         let to = date("firstSeenTo", request.first_seen_to.as_deref())?;
         if let (Some(from), Some(to)) = (from, to)
@@ -203,6 +310,7 @@ impl Engine {
             not_answered,
             first_seen_from_ms: from.map(start_of),
             first_seen_to_ms: to.and_then(|day| day.succ_opt()).map(start_of),
+            fields,
         })
     }
 
@@ -240,6 +348,9 @@ impl Engine {
             .map_err(|problem| CampaignStartError::Broken(scenario.to_string(), problem.to_string()))?;
         if loaded.has_timers() || rendered.opens.is_some() || !rendered.timers.is_empty() {
             return Err(CampaignStartError::NeedsPerUserState(scenario.to_string()));
+        }
+        if !rendered.changes.is_empty() {
+            return Err(CampaignStartError::ChangesUsers(scenario.to_string()));
         }
         Ok(CampaignStart {
             messages: rendered.messages,

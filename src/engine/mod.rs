@@ -22,6 +22,7 @@ use crate::line::webhook::{Event, EventKind, MessageContent, Mode, PostbackConte
 use crate::scenario::postback::{Postback, PostbackError};
 use crate::scenario::typed::{AnswerValue, parse_picked};
 use crate::scenario::{DateMode, Entry, LoadedScenario, Node, Scenarios, WalkError};
+use crate::values::{FieldValue, UserChanges};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -117,6 +118,21 @@ pub(crate) struct AnswerPlan {
     /// The question node the follow-up asks (counted as sent with it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) asks: Option<NodeId>,
+    /// What the answer does to the user beyond adding `tags`: the question's
+    /// and the choice's `untag` and `set`, the answer's `field`, then the
+    /// follow-up's nodes. Applied after `tags`, in the answer's commit.
+    #[serde(default, skip_serializing_if = "UserChanges::is_empty")]
+    pub(crate) changes: UserChanges,
+}
+
+impl AnswerPlan {
+    /// Everything the answer's commit does to the user's record: `tags`, then
+    /// `changes`. (Plans stored before `changes` existed carry only `tags`.)
+    pub(crate) fn user_changes(&self) -> UserChanges {
+        let mut changes = UserChanges::default();
+        changes.add_tags(&self.tags);
+        changes.then(&self.changes)
+    }
 }
 
 /// "Has this user answered `scenario`, and when was it last started?" — one get
@@ -148,6 +164,25 @@ pub(crate) struct RunStart {
     /// The question node the messages ask.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) asks: Option<NodeId>,
+    /// What the messages' nodes do to the user's tags and fields.
+    #[serde(default, skip_serializing_if = "UserChanges::is_empty")]
+    pub(crate) changes: UserChanges,
+}
+
+impl RunStart {
+    /// The start of a run for `user` that sends `rendered`.
+    pub(crate) fn of(user: LineUserId, rendered: Rendered, run: RunId, version: u32) -> Self {
+        Self {
+            messages: rendered.messages,
+            opens: rendered.opens,
+            user,
+            run: Some(run),
+            run_version: Some(version),
+            timers: rendered.timers,
+            asks: rendered.asks,
+            changes: rendered.changes,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -346,15 +381,7 @@ impl Engine {
         });
         let rendered = rendered_in(scenario, &entry.node, Some(&run))?;
         Ok(StartPlan {
-            run_start: RunStart {
-                messages: rendered.messages,
-                opens: rendered.opens,
-                user,
-                run: Some(run),
-                run_version: Some(scenario.scenario.version),
-                timers: rendered.timers,
-                asks: rendered.asks,
-            },
+            run_start: RunStart::of(user, rendered, run, scenario.scenario.version),
             scenario: entry.scenario.clone(),
             guard,
         })
@@ -410,7 +437,7 @@ impl Engine {
                     user,
                     value: AnswerValue::Text(choice),
                     value_type: "choice",
-                    tags: &picked.tags,
+                    choice: Some(picked.actions()),
                     next: picked.next.as_ref(),
                     closes: None,
                     run: asked_in,
@@ -448,7 +475,7 @@ impl Engine {
                     user,
                     value: AnswerValue::Text(picked.iso()),
                     value_type,
-                    tags: &question.tags,
+                    choice: None,
                     next: question.next.as_ref(),
                     closes: Some(closes),
                     run: asked_in,
@@ -467,15 +494,7 @@ impl Engine {
                         scenario: card.starts.clone(),
                         marker_id: scenario_marker_id(&card.starts, &user),
                     },
-                    run_start: RunStart {
-                        messages: rendered.messages,
-                        opens: rendered.opens,
-                        user,
-                        run: Some(run),
-                        run_version: Some(target.scenario.version),
-                        timers: rendered.timers,
-                        asks: rendered.asks,
-                    },
+                    run_start: RunStart::of(user, rendered, run, target.scenario.version),
                     card_scenario: scenario,
                     card_node: node,
                 }))
@@ -491,8 +510,9 @@ struct Answering<'a> {
     user: LineUserId,
     value: AnswerValue,
     value_type: &'static str,
-    /// The question's or the choice's own tags.
-    tags: &'a [String],
+    /// The choice tapped (for a choice question): its tags, untag and set come
+    /// after the question's.
+    choice: Option<crate::scenario::Actions<'a>>,
     next: Option<&'a NodeId>,
     closes: Option<QuestionRef>,
     /// The run the question was asked in: the follow-up continues it.
@@ -506,12 +526,26 @@ impl Answering<'_> {
             None => Rendered::default(),
         };
         let scenario = self.loaded.id().clone();
-        let mut tags = self.tags.to_vec();
+        // The answer's own tags (recorded on the answer) come first; what it
+        // removes and sets, and what the follow-up does, apply after them.
+        let question = self.loaded.node(&self.node).and_then(Node::answer_actions);
+        let mut own = UserChanges::default();
+        if let Some((actions, _)) = &question {
+            actions.apply_to(&mut own);
+        }
+        if let Some(choice) = &self.choice {
+            choice.apply_to(&mut own);
+        }
+        if let Some((_, Some(field))) = &question {
+            own.set_fields([(&(*field).to_owned(), &FieldValue::from(&self.value))]);
+        }
+        let mut tags = own.tag.clone();
         if let Some(tag) = &self.loaded.answer_tag
             && !tags.contains(tag)
         {
             tags.push(tag.clone());
         }
+        let changes = UserChanges { tag: Vec::new(), ..own }.then(&follow_up.changes);
         Ok(AnswerPlan {
             answer_id: answer_id(&scenario, &self.node, &self.user),
             marker_id: scenario_marker_id(&scenario, &self.user),
@@ -525,6 +559,7 @@ impl Answering<'_> {
             run: self.run,
             timers: follow_up.timers,
             asks: follow_up.asks,
+            changes,
             user: self.user,
             scenario,
             node: self.node,

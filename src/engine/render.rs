@@ -4,6 +4,7 @@ use crate::ids::{NodeId, RunId, ScenarioId, TimerKind};
 use crate::line::messages::{Action, FlexBubble, FlexImage, Message, QuickReply, QuickReplyItem, Template};
 use crate::scenario::postback::{Asked, Postback};
 use crate::scenario::{Choice, DateMode, DateQuestionNode, LoadedScenario, Node, SurveyNode, SurveyStyle, WalkError};
+use crate::values::UserChanges;
 use serde::{Deserialize, Serialize};
 
 /// The date picker's label when the scenario sets none.
@@ -24,6 +25,10 @@ pub(crate) struct Rendered {
     /// question kind): its "sent" count goes up with their ledger entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) asks: Option<NodeId>,
+    /// What the nodes of the chain do to the user's tags and fields: they land
+    /// in the commit that records the step, with its ledger entry.
+    #[serde(default, skip_serializing_if = "UserChanges::is_empty")]
+    pub(crate) changes: UserChanges,
 }
 
 /// A timer to schedule, before its due time is computed (at commit).
@@ -82,7 +87,12 @@ pub(crate) fn render_in_run(
         .last()
         .filter(|node| matches!(node, Node::Survey(_) | Node::TextQuestion(_) | Node::DateQuestion(_)))
         .map(|node| node.id().clone());
+    let mut changes = UserChanges::default();
+    for actions in nodes.iter().filter_map(|node| node.reach_actions()) {
+        actions.apply_to(&mut changes);
+    }
     Ok(Rendered {
+        changes,
         messages: nodes
             .into_iter()
             .filter_map(|node| render(scenario, node, run))

@@ -405,3 +405,53 @@ fn a_reminder_renews_the_answer_window_not_the_asking() {
         assert_eq!(engine.is_open_at(question, at), expected, "at {at}");
     }
 }
+
+#[test]
+fn an_answer_plans_its_question_choice_field_and_follow_up_actions_in_order() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/actions");
+    let engine = Engine::new(Arc::new(load_dir(&dir).expect("the actions fixture loads")));
+    let parsed = |raw: &Value| match Event::parse(raw) {
+        EventParse::Parsed(event) => engine.decide(&event),
+        EventParse::Malformed { reason, .. } => panic!("test event does not parse: {reason}"),
+    };
+    let strings = |items: &[&str]| items.iter().map(|item| (*item).to_owned()).collect::<Vec<_>>();
+
+    let Decision::Text(TextPlan {
+        keyword: Some(start), ..
+    }) = parsed(&text("プロフィール"))
+    else {
+        panic!("the keyword starts the scenario");
+    };
+    assert_eq!(start.run_start.changes.tag, strings(&["unanswered", "profile_started"]));
+    assert_eq!(
+        start.run_start.changes.set.get("last_survey"),
+        Some(&FieldValue::Text("profile".into()))
+    );
+
+    let Decision::Answer(plan) = parsed(&postback(&answer("profile", "ask_plan", "gold"))) else {
+        panic!("a tap on a choice is an answer");
+    };
+    assert_eq!(
+        plan.tags,
+        strings(&["vip", "answered:profile"]),
+        "recorded on the answer"
+    );
+    assert!(
+        plan.changes.tag.is_empty(),
+        "the follow-up asks a question: no node after it acts"
+    );
+    assert_eq!(plan.changes.untag, strings(&["unanswered", "reminder_sent"]));
+    assert_eq!(plan.changes.set.get("plan"), Some(&FieldValue::Text("gold".into())));
+    assert_eq!(plan.changes.set.get("discount"), Some(&FieldValue::Integer(10)));
+    let all = plan.user_changes();
+    assert_eq!(all.tag, strings(&["vip", "answered:profile"]));
+    assert_eq!(all.untag, strings(&["unanswered", "reminder_sent"]));
+
+    // The silver choice has no actions of its own: the question's still apply.
+    let Decision::Answer(plan) = parsed(&postback(&answer("profile", "ask_plan", "silver"))) else {
+        panic!("a tap on a choice is an answer");
+    };
+    assert_eq!(plan.tags, strings(&["answered:profile"]));
+    assert_eq!(plan.changes.untag, strings(&["unanswered"]));
+    assert_eq!(plan.changes.set.get("plan"), Some(&FieldValue::Text("silver".into())));
+}

@@ -8,6 +8,7 @@ use super::{Engine, OpenQuestion};
 use crate::ids::{NodeId, RunId, ScenarioId, TimerKind};
 use crate::line::messages::Message;
 use crate::scenario::{Node, schedule};
+use crate::values::UserChanges;
 use chrono::{DateTime, Utc};
 
 /// A timer that fell due, as its document holds it.
@@ -75,6 +76,9 @@ impl Skip {
 }
 
 #[derive(Debug, Clone, PartialEq)]
+// One short-lived value per firing, matched at once: boxing `Fire` would buy
+// nothing.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Firing {
     Skip(Skip),
     Fire {
@@ -86,6 +90,8 @@ pub(crate) enum Firing {
         /// The question node the sent chain asks for the first time in the
         /// run (a reminder asks again: not counted as sent).
         asks: Option<NodeId>,
+        /// What the sent chain's nodes do to the user's tags and fields.
+        changes: UserChanges,
         /// The expiry closes the user's open question (it is this one).
         closes: bool,
         /// A reminder with reminders left: when the next one is due.
@@ -139,6 +145,7 @@ impl Engine {
                     timers: rendered.timers,
                     opens: rendered.opens,
                     asks: rendered.asks,
+                    changes: rendered.changes,
                     closes: false,
                     rearm: None,
                     outcome: "sent",
@@ -173,6 +180,7 @@ impl Engine {
                     timers: Vec::new(),
                     opens: None,
                     asks: None,
+                    changes: UserChanges::default(),
                     closes: false,
                     rearm,
                     outcome: "reminded",
@@ -195,6 +203,7 @@ impl Engine {
                     timers: rendered.timers,
                     opens: rendered.opens,
                     asks: rendered.asks,
+                    changes: rendered.changes,
                     closes,
                     rearm: None,
                     outcome: if late { "expired_late" } else { "expired" },

@@ -103,7 +103,7 @@ impl Engine {
                     user: user.clone(),
                     value,
                     value_type,
-                    tags: &question.tags,
+                    choice: None,
                     next: question.next.as_ref(),
                     closes: Some(open.question.clone()),
                     run: open.question.run.clone(),

@@ -33,6 +33,7 @@ pub(crate) struct AppState {
     pub(crate) results: Results,
     pub(crate) exporter: Exporter,
     pub(crate) timelines: Timelines,
+    pub(crate) user_profiles: crate::reports::users::UserProfiles,
     /// Operators' cancels of users' timers.
     pub(crate) timer_cancels: TimerCancels,
     /// Read-only uses: dead-letter lists and batch counts.

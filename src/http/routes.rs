@@ -42,6 +42,7 @@ pub(crate) fn main(config: &mut web::ServiceConfig, routes: MainRoutes) {
                 "/admin/scenarios/{scenario_id}/answers.csv",
                 web::get().to(admin::export::answers_csv),
             )
+            .route("/admin/users/{user_id}", web::get().to(admin::users::show))
             .route("/admin/users/{user_id}/timeline", web::get().to(admin::timeline::show))
             .route("/admin/users/{user_id}/timers", web::get().to(admin::timers::list))
             .route(

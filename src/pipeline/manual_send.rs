@@ -177,6 +177,7 @@ impl ManualSender {
                 question.as_ref(),
                 Some(&run_record),
                 &timers,
+                Some((user.as_str(), &rendered.changes)),
             )
             .await
         {

@@ -169,6 +169,7 @@ impl EventWorker {
                     .map(|opens| opening(user, opens, None, self.clock.now())),
                 timers: if starts { &timers } else { &[] },
                 action: action.map(StagedAction::entry),
+                changes: Some((user, &starting.run_start.changes)).filter(|(_, changes)| starts && !changes.is_empty()),
             };
             match self.store.commit_effects(&hold.key, hold.version, &effects).await {
                 Effect::Committed(version) => {

@@ -249,7 +249,7 @@ impl TimerFirer {
                     .map(|expiry| utc(expiry.doc.due_at)),
             };
             let now = self.clock.now();
-            let (messages, timers, opens, asks, closes, rearm, outcome) = match engine.fire(&due, &seen, now) {
+            let (messages, timers, opens, asks, changes, closes, rearm, outcome) = match engine.fire(&due, &seen, now) {
                 Firing::Skip(skip) => {
                     let ended = self
                         .store
@@ -262,10 +262,11 @@ impl TimerFirer {
                     timers,
                     opens,
                     asks,
+                    changes,
                     closes,
                     rearm,
                     outcome,
-                } => (messages, timers, opens, asks, closes, rearm, outcome),
+                } => (messages, timers, opens, asks, changes, closes, rearm, outcome),
             };
             let scheduled = schedule(&engine, &user, &timers, now);
             let read = context.open_question.as_ref();
@@ -301,11 +302,12 @@ impl TimerFirer {
                     .marker
                     .as_ref()
                     .map(|(_, version)| (marker_id.as_str(), *version)),
-                user: staged.as_ref().map(|_| (user.as_str(), context.user_version)),
+                user: (staged.is_some() || !changes.is_empty()).then(|| (user.as_str(), context.user_version)),
                 question,
                 cancels,
                 timers: &scheduled,
                 action: staged.as_ref().map(StagedAction::entry),
+                changes: &changes,
             };
             match self.store.commit_firing(&job.id, job.version, &end, &firing).await {
                 CommitOutcome::Committed(versions) => {

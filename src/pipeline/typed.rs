@@ -160,6 +160,7 @@ impl EventWorker {
                         processed: Processed::InvalidAnswer,
                         timers: &[],
                         asks: None,
+                        changes: None,
                     };
                     self.react(hold, work, message, outcome).await?
                 }
@@ -174,6 +175,7 @@ impl EventWorker {
                         processed: Processed::GaveUp,
                         timers: &then.timers,
                         asks: then.asks.as_ref(),
+                        changes: Some(&then.changes),
                     };
                     self.react(hold, work, message, outcome).await?
                 }
@@ -301,6 +303,10 @@ impl EventWorker {
             question: Some(reaction.change),
             timers: &timers,
             action: staged.as_ref().map(StagedAction::entry),
+            changes: reaction
+                .changes
+                .filter(|changes| !changes.is_empty())
+                .map(|changes| (work.plan.user().as_str(), changes)),
             ..EffectWrites::default()
         };
         let found = match self.store.commit_effects(&hold.key, hold.version, &effects).await {
@@ -375,6 +381,8 @@ struct Reaction<'a> {
     timers: &'a [crate::engine::TimerPlan],
     /// The question node the sent chain asks (giving up may lead on).
     asks: Option<&'a crate::ids::NodeId>,
+    /// What the sent chain's nodes do to the user's tags and fields.
+    changes: Option<&'a crate::values::UserChanges>,
 }
 
 /// The answer as the store records it.
@@ -394,6 +402,7 @@ pub(super) fn answer_record<'a>(
         value: &plan.value,
         value_type: &plan.value_type,
         tags: &plan.tags,
+        changes: plan.user_changes(),
         scenario_version: plan.scenario_version,
         webhook_event_id: &work.webhook_event_id,
         question: None,

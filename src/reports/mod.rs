@@ -8,9 +8,11 @@
 //! - [`export`]: a scenario's answers as CSV, streamed a page at a time.
 //! - [`timeline`]: one user's events, answers, messages, dead letters and
 //!   timers, newest first.
+//! - [`users`]: one user's tags, fields, follow state and scenarios.
 //! - [`scrape`]: the Prometheus text of `GET /metrics`.
 
 pub(crate) mod export;
 pub(crate) mod results;
 pub(crate) mod scrape;
 pub(crate) mod timeline;
+pub(crate) mod users;

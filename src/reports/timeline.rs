@@ -46,6 +46,7 @@ pub(crate) struct UserSummary {
     first_seen_at: Option<String>,
     last_seen_at: Option<String>,
     tags: Vec<String>,
+    fields: std::collections::BTreeMap<String, crate::values::FieldValue>,
 }
 
 #[derive(Debug, Serialize)]
@@ -254,13 +255,13 @@ impl Entry {
     }
 }
 
-fn rfc3339_ms(ms: i64) -> String {
+pub(super) fn rfc3339_ms(ms: i64) -> String {
     DateTime::from_timestamp_millis(ms)
         .map(|at| at.to_rfc3339_opts(SecondsFormat::Millis, true))
         .unwrap_or_default()
 }
 
-fn time(at: &FirestoreInstant) -> String {
+pub(super) fn time(at: &FirestoreInstant) -> String {
     rfc3339_ms(at.as_millisecond())
 }
 
@@ -345,6 +346,7 @@ fn summary(user: UserRecord) -> UserSummary {
         first_seen_at: user.first_seen_ms.map(rfc3339_ms),
         last_seen_at: user.last_seen_ms.map(rfc3339_ms),
         tags: user.tags,
+        fields: user.fields,
     }
 }
 

@@ -191,6 +191,118 @@ mod tests {
         text = "Thanks!"
     "#;
 
+    /// A scenario whose nodes and choice carry `extra` (TOML keys, one per
+    /// line) in the place named.
+    fn with_actions(on_message: &str, on_question: &str, on_choice: &str) -> String {
+        format!(
+            r#"
+        id = "acts"
+        [[nodes]]
+        id = "hello"
+        kind = "message"
+        text = "Hi"
+        next = "ask"
+        {on_message}
+        [[nodes]]
+        id = "ask"
+        kind = "survey"
+        text = "Plan?"
+        {on_question}
+        choices = [{{ label = "Gold", value = "gold", next = "age" {on_choice} }}]
+        [[nodes]]
+        id = "age"
+        kind = "text_question"
+        text = "Age?"
+        validate = {{ type = "number" }}
+        field = "age"
+        "#
+        )
+    }
+
+    #[test]
+    fn actions_load_and_their_mistakes_are_named() {
+        let long = "あ".repeat(501);
+        let cases: Vec<(String, Option<&str>)> = vec![
+            (
+                with_actions(r#"tags = ["a"]"#, r#"untag = ["a"]"#, r#", set = { plan = "gold" }"#),
+                None,
+            ),
+            (
+                with_actions(r#"set = { ok = true, n = 2.5 }"#, r#"field = "plan""#, ""),
+                None,
+            ),
+            (
+                with_actions(&format!(r#"set = {{ note = "{long}" }}"#), "", ""),
+                Some(r#"node "hello": set: the value of "note" is 501 characters; at most 500"#),
+            ),
+            (
+                with_actions(r#"set = { Plan = "x" }"#, "", ""),
+                Some(r#"node "hello": set: field name "Plan" must look like [a-z][a-z0-9_]{0,39}"#),
+            ),
+            (
+                with_actions(
+                    r#"tags = ["x"]
+        untag = ["x"]"#,
+                    "",
+                    "",
+                ),
+                Some(r#"node "hello": tag "x" is both in tags and in untag"#),
+            ),
+            (
+                with_actions("", "", r#", untag = [" "]"#),
+                Some(r#"node "ask": choice "gold": untag has an empty tag"#),
+            ),
+            (
+                with_actions("", r#"field = "9lives""#, ""),
+                Some(r#"node "ask": field name "9lives" must look like"#),
+            ),
+            (
+                with_actions("", "", "").replace(r#"validate = { type = "number" }"#, ""),
+                Some(r#"node "age": field "age" needs a bounded answer"#),
+            ),
+            (
+                with_actions("", "", "").replace(
+                    r#"validate = { type = "number" }"#,
+                    r#"validate = { type = "length", max = 501 }"#,
+                ),
+                Some(r#"node "age": field "age" needs a bounded answer"#),
+            ),
+            (
+                with_actions("", "", "").replace(
+                    r#"validate = { type = "number" }"#,
+                    r#"validate = { type = "length", max = 500 }"#,
+                ),
+                None,
+            ),
+        ];
+        for (text, expected) in &cases {
+            let found = problems(&[("acts.toml", text)]);
+            match expected {
+                None => assert!(found.is_empty(), "{found:?}\n{text}"),
+                Some(expected) => assert!(
+                    found
+                        .iter()
+                        .any(|problem| problem.contains(expected) && problem.contains("acts.toml")),
+                    "expected {expected:?} in {found:?}"
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn more_than_fifty_field_names_across_scenarios_are_refused() {
+        let sets = |from: usize, to: usize| (from..to).map(|n| format!("f{n} = {n}")).collect::<Vec<_>>().join(", ");
+        let first = with_actions(&format!("set = {{ {} }}", sets(0, 30)), "", "");
+        // `age` (the text question's field) is the 51st name.
+        let second =
+            with_actions(&format!("set = {{ {} }}", sets(30, 50)), "", "").replace(r#"id = "acts""#, r#"id = "more""#);
+        let found = problems(&[("acts.toml", &first), ("more.toml", &second)]);
+        assert!(found.iter().any(|problem| problem.contains("at most 50")), "{found:?}");
+        let fewer =
+            with_actions(&format!("set = {{ {} }}", sets(30, 49)), "", "").replace(r#"id = "acts""#, r#"id = "more""#);
+        assert!(problems(&[("acts.toml", &first), ("more.toml", &fewer)]).is_empty());
+    }
+
     #[test]
     fn a_valid_survey_loads_with_its_triggers() {
         let scenarios = load(&[("lunch.toml", SURVEY)]).unwrap();
@@ -810,7 +922,7 @@ mod tests {
     fn the_sample_scenarios_load() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
         let scenarios = load_dir(&dir).unwrap_or_else(|error| panic!("{error}"));
-        assert_eq!(scenarios.len(), 6);
+        assert_eq!(scenarios.len(), 7);
         for loaded in scenarios.iter() {
             assert!(
                 crate::scenario::walk_nodes(loaded, &loaded.start).is_ok(),

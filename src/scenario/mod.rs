@@ -15,7 +15,7 @@ mod validate;
 mod walk;
 
 pub use load::{LoadError, load_dir, load_version};
-pub use validate::ScenarioError;
+pub use validate::{MAX_FIELD_NAMES, MAX_FIELD_TEXT_CHARS, ScenarioError, is_field_name};
 pub use walk::WalkError;
 
 /// The nodes that speak when the scenario reaches `from` (see [`walk::walk`]).
@@ -24,6 +24,7 @@ pub fn walk_nodes<'a>(scenario: &'a LoadedScenario, from: &NodeId) -> Result<Vec
 }
 
 use crate::ids::{NodeId, ScenarioId};
+use crate::values::{FieldValue, UserChanges};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
@@ -146,6 +147,16 @@ pub struct MessageNode {
     pub text: String,
     #[serde(default)]
     pub next: Option<NodeId>,
+    /// Added to the user's tags when the scenario reaches this node.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Removed from the user's tags in the same commit (after `tags` of earlier steps).
+    #[serde(default)]
+    pub untag: Vec<String>,
+    /// User fields written in the same commit (`users/{id}.fields.<name>`):
+    /// strings of at most 500 characters, numbers or booleans.
+    #[serde(default)]
+    pub set: BTreeMap<String, FieldValue>,
 }
 
 /// How a choice question is shown.
@@ -173,6 +184,19 @@ pub struct SurveyNode {
     #[serde(default)]
     pub alt_text: Option<String>,
     pub choices: Vec<Choice>,
+    /// Added to the user's tags on any answer (before the choice's own).
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Removed from the user's tags in the same commit (after `tags` of earlier steps).
+    #[serde(default)]
+    pub untag: Vec<String>,
+    /// User fields written in the same commit (`users/{id}.fields.<name>`):
+    /// strings of at most 500 characters, numbers or booleans.
+    #[serde(default)]
+    pub set: BTreeMap<String, FieldValue>,
+    /// A user field the answer's value is also written to.
+    #[serde(default)]
+    pub field: Option<String>,
     // The five timer keys below repeat on every question kind: `deny_unknown_fields`
     // rules out `#[serde(flatten)]`, and a typo in a key must stay an error.
     // `LoadedScenario::question_timers` gathers them, compiled, in one place.
@@ -209,6 +233,13 @@ pub struct Choice {
     /// Added to the user's tags when this choice is the recorded answer.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Removed from the user's tags in the same commit (after `tags` of earlier steps).
+    #[serde(default)]
+    pub untag: Vec<String>,
+    /// User fields written in the same commit (`users/{id}.fields.<name>`):
+    /// strings of at most 500 characters, numbers or booleans.
+    #[serde(default)]
+    pub set: BTreeMap<String, FieldValue>,
     #[serde(default)]
     pub next: Option<NodeId>,
 }
@@ -222,6 +253,16 @@ pub struct TextQuestionNode {
     /// Added to the user's tags when the answer is recorded.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Removed from the user's tags in the same commit (after `tags` of earlier steps).
+    #[serde(default)]
+    pub untag: Vec<String>,
+    /// User fields written in the same commit (`users/{id}.fields.<name>`):
+    /// strings of at most 500 characters, numbers or booleans.
+    #[serde(default)]
+    pub set: BTreeMap<String, FieldValue>,
+    /// A user field the answer's value is also written to.
+    #[serde(default)]
+    pub field: Option<String>,
     #[serde(default)]
     pub next: Option<NodeId>,
     /// What an answer must look like; any non-empty text when absent.
@@ -324,6 +365,16 @@ pub struct DateQuestionNode {
     pub max: Option<String>,
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Removed from the user's tags in the same commit (after `tags` of earlier steps).
+    #[serde(default)]
+    pub untag: Vec<String>,
+    /// User fields written in the same commit (`users/{id}.fields.<name>`):
+    /// strings of at most 500 characters, numbers or booleans.
+    #[serde(default)]
+    pub set: BTreeMap<String, FieldValue>,
+    /// A user field the answer's value is also written to.
+    #[serde(default)]
+    pub field: Option<String>,
     #[serde(default)]
     pub next: Option<NodeId>,
     /// Sends a reminder this long after the question if it is still unanswered,
@@ -395,6 +446,16 @@ pub struct EndNode {
     pub id: NodeId,
     #[serde(default)]
     pub text: Option<String>,
+    /// Added to the user's tags when the scenario reaches this node.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Removed from the user's tags in the same commit (after `tags` of earlier steps).
+    #[serde(default)]
+    pub untag: Vec<String>,
+    /// User fields written in the same commit (`users/{id}.fields.<name>`):
+    /// strings of at most 500 characters, numbers or booleans.
+    #[serde(default)]
+    pub set: BTreeMap<String, FieldValue>,
 }
 
 impl Node {
@@ -408,6 +469,95 @@ impl Node {
             Node::FlexImage(node) => &node.id,
             Node::Wait(node) => &node.id,
             Node::End(node) => &node.id,
+        }
+    }
+}
+
+/// What one node or choice does to the user's record: tags added, tags
+/// removed, fields set.
+#[derive(Debug, Clone, Copy)]
+pub struct Actions<'a> {
+    pub tags: &'a [String],
+    pub untag: &'a [String],
+    pub set: &'a BTreeMap<String, FieldValue>,
+}
+
+impl Actions<'_> {
+    /// Adds these actions after `changes`.
+    pub fn apply_to(&self, changes: &mut UserChanges) {
+        changes.add_tags(self.tags);
+        changes.remove_tags(self.untag);
+        changes.set_fields(self.set);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tags.is_empty() && self.untag.is_empty() && self.set.is_empty()
+    }
+}
+
+impl Node {
+    /// What reaching this node does to the user (message and end nodes); a
+    /// question's actions apply on its answer instead ([`Node::answer_actions`]).
+    pub fn reach_actions(&self) -> Option<Actions<'_>> {
+        match self {
+            Node::Message(node) => Some(Actions {
+                tags: &node.tags,
+                untag: &node.untag,
+                set: &node.set,
+            }),
+            Node::End(node) => Some(Actions {
+                tags: &node.tags,
+                untag: &node.untag,
+                set: &node.set,
+            }),
+            _ => None,
+        }
+    }
+
+    /// What a valid answer to this question does to the user (the question's
+    /// own keys; a choice's come after them), and the field its value goes to.
+    pub fn answer_actions(&self) -> Option<(Actions<'_>, Option<&str>)> {
+        macro_rules! of {
+            ($node:expr) => {
+                Some((
+                    Actions {
+                        tags: &$node.tags,
+                        untag: &$node.untag,
+                        set: &$node.set,
+                    },
+                    $node.field.as_deref(),
+                ))
+            };
+        }
+        match self {
+            Node::Survey(node) => of!(node),
+            Node::TextQuestion(node) => of!(node),
+            Node::DateQuestion(node) => of!(node),
+            _ => None,
+        }
+    }
+
+    /// Every set of actions the node carries (its own, and each choice's), for
+    /// validation.
+    pub fn all_actions(&self) -> Vec<Actions<'_>> {
+        let mut all: Vec<Actions<'_>> = self
+            .reach_actions()
+            .into_iter()
+            .chain(self.answer_actions().map(|(actions, _)| actions))
+            .collect();
+        if let Node::Survey(survey) = self {
+            all.extend(survey.choices.iter().map(Choice::actions));
+        }
+        all
+    }
+}
+
+impl Choice {
+    pub fn actions(&self) -> Actions<'_> {
+        Actions {
+            tags: &self.tags,
+            untag: &self.untag,
+            set: &self.set,
         }
     }
 }

@@ -199,7 +199,112 @@ fn links(node: &Node) -> Vec<&NodeId> {
     }
 }
 
+/// The longest string a `set` may write, and the longest typed answer a
+/// question's `field` may hold (in characters as a person counts them).
+pub const MAX_FIELD_TEXT_CHARS: usize = 500;
+
+/// The most distinct field names all scenarios together may write: each user
+/// holds at most this many fields.
+pub const MAX_FIELD_NAMES: usize = 50;
+
+/// Whether `name` is a field name: `[a-z][a-z0-9_]{0,39}` (safe in a Firestore
+/// field path and a placeholder without quoting).
+pub fn is_field_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes.next().is_some_and(|first| first.is_ascii_lowercase())
+        && name.len() <= 40
+        && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// Tags, untag and set of one node or choice (`what` names the choice).
+fn check_actions(report: &mut Report<'_>, node: &NodeId, what: &str, actions: &crate::scenario::Actions<'_>) {
+    if actions.untag.iter().any(|tag| tag.trim().is_empty()) {
+        report.node_problem(node, format!("{what}untag has an empty tag"));
+    }
+    if let Some(both) = actions.tags.iter().find(|tag| actions.untag.contains(tag)) {
+        report.node_problem(node, format!("{what}tag {both:?} is both in tags and in untag"));
+    }
+    for (name, value) in actions.set {
+        if !is_field_name(name) {
+            report.node_problem(
+                node,
+                format!("{what}set: field name {name:?} must look like [a-z][a-z0-9_]{{0,39}}"),
+            );
+        }
+        if let crate::values::FieldValue::Text(text) = value {
+            let chars = Counting::Graphemes.count(text);
+            if chars > MAX_FIELD_TEXT_CHARS {
+                report.node_problem(
+                    node,
+                    format!("{what}set: the value of {name:?} is {chars} characters; at most {MAX_FIELD_TEXT_CHARS}"),
+                );
+            }
+        }
+        if let crate::values::FieldValue::Number(number) = value
+            && !number.is_finite()
+        {
+            report.node_problem(node, format!("{what}set: the value of {name:?} is not a finite number"));
+        }
+    }
+}
+
+/// A question's `field`: a valid name, and for a text question an answer of
+/// bounded length.
+fn check_answer_field(report: &mut Report<'_>, node: &Node) {
+    let Some((_, Some(field))) = node.answer_actions() else {
+        return;
+    };
+    if !is_field_name(field) {
+        report.node_problem(
+            node.id(),
+            format!("field name {field:?} must look like [a-z][a-z0-9_]{{0,39}}"),
+        );
+    }
+    if let Node::TextQuestion(question) = node {
+        use crate::scenario::Validation;
+        let bounded = match &question.validate {
+            Some(Validation::Length { max: Some(max), .. }) => *max <= MAX_FIELD_TEXT_CHARS,
+            Some(Validation::Number { .. } | Validation::Email | Validation::PhoneJp | Validation::PostalCodeJp) => {
+                true
+            }
+            Some(Validation::Length { max: None, .. } | Validation::Pattern { .. }) | None => false,
+        };
+        if !bounded {
+            report.node_problem(
+                node.id(),
+                format!(
+                    "field {field:?} needs a bounded answer: a `length` rule with max <= {MAX_FIELD_TEXT_CHARS}, or a number, email, phone_jp or postal_code_jp rule"
+                ),
+            );
+        }
+    }
+}
+
 fn check_node(scenario: &Scenario, node: &Node, report: &mut Report<'_>) {
+    if let Some(actions) = node.reach_actions() {
+        check_tags(report, node.id(), actions.tags);
+    }
+    if let Node::Survey(survey) = node {
+        check_tags(report, node.id(), &survey.tags);
+    }
+    for actions in node
+        .reach_actions()
+        .into_iter()
+        .chain(node.answer_actions().map(|(a, _)| a))
+    {
+        check_actions(report, node.id(), "", &actions);
+    }
+    if let Node::Survey(survey) = node {
+        for choice in &survey.choices {
+            check_actions(
+                report,
+                node.id(),
+                &format!("choice {:?}: ", choice.value),
+                &choice.actions(),
+            );
+        }
+    }
+    check_answer_field(report, node);
     if let Some(spec) = node.timer_spec() {
         if let Err(problems) = spec.compile() {
             for problem in problems {
@@ -440,6 +545,35 @@ pub(super) fn check_set(scenarios: &[(&Scenario, &Path)]) -> Vec<ScenarioError> 
         .iter()
         .map(|&(scenario, _)| (scenario.id.as_str(), scenario))
         .collect();
+    // Every field name any scenario writes: each user holds at most this many.
+    let mut field_names: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+    let mut first_over: Option<(&Path, &str, &NodeId, &str)> = None;
+    for &(scenario, file) in scenarios {
+        for node in &scenario.nodes {
+            let answer_field = node.answer_actions().and_then(|(_, field)| field);
+            let names = node
+                .all_actions()
+                .into_iter()
+                .flat_map(|actions| actions.set.keys().map(String::as_str))
+                .chain(answer_field);
+            for name in names {
+                if field_names.insert(name) && field_names.len() > MAX_FIELD_NAMES && first_over.is_none() {
+                    first_over = Some((file, scenario.id.as_str(), node.id(), name));
+                }
+            }
+        }
+    }
+    if let Some((file, scenario, node, name)) = first_over {
+        problem(
+            file,
+            scenario,
+            Some(node),
+            format!(
+                "field {name:?} is field number {} across all scenarios; at most {MAX_FIELD_NAMES} (each user holds them all)",
+                MAX_FIELD_NAMES + 1
+            ),
+        );
+    }
     let mut claimed: HashMap<String, String> = HashMap::new();
     for &(scenario, file) in scenarios {
         for node in &scenario.nodes {

@@ -211,6 +211,8 @@ pub(crate) struct UserFacts {
     pub(crate) first_seen_ms: Option<i64>,
     #[serde(default, with = "firestore::serialize_as_optional_timestamp")]
     pub(crate) followed_at: Option<FirestoreInstant>,
+    #[serde(default)]
+    pub(crate) fields: std::collections::BTreeMap<String, crate::values::FieldValue>,
 }
 
 /// How a campaign's creation ended.
@@ -599,7 +601,7 @@ impl Store {
             UserScan::AnyTag(tags) => q.for_all([q.field("tags").array_contains_any(tags.clone())]),
             UserScan::Tag(tag) => q.for_all([q.field("tags").array_contains(tag.as_str())]),
         };
-        let fields = ["following", "tags", "firstSeenMs", "followedAt"];
+        let fields = ["following", "tags", "firstSeenMs", "followedAt", "fields"];
         let documents = self.page_by_id(USERS, &fields, filter, after, SCAN_PAGE).await?;
         let full = documents.len() >= SCAN_PAGE as usize;
         let mut users = Vec::with_capacity(documents.len());

@@ -12,12 +12,16 @@ use super::inbox::InboxKey;
 use super::messages::MessageKey;
 use super::questions::QuestionChange;
 use super::timers::TimerDoc;
-use super::writes::{CommitOutcome, Expect, array_union, create, expecting, maximum, merge, minimum};
+use super::writes::{
+    CommitOutcome, Expect, array_remove, array_union, create, expecting, maximum, merge, merge_paths, minimum,
+    transform_only,
+};
 use super::{Store, StoreError, Version};
-use crate::values::AnswerValue;
+use crate::values::{AnswerValue, FieldValue, UserChanges};
 use firestore::FirestoreInstant;
 use gcloud_sdk::google::firestore::v1::Write;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// One answer to record (guard 1), as the store writes it.
 pub(crate) struct AnswerRecord<'a> {
@@ -28,7 +32,11 @@ pub(crate) struct AnswerRecord<'a> {
     pub(crate) user: &'a str,
     pub(crate) value: &'a AnswerValue,
     pub(crate) value_type: &'a str,
+    /// The answer's own tags, recorded on it.
     pub(crate) tags: &'a [String],
+    /// Everything the commit does to the user's tags and fields (the answer's
+    /// tags included).
+    pub(crate) changes: UserChanges,
     pub(crate) scenario_version: u32,
     pub(crate) webhook_event_id: &'a str,
     /// The open question this answer closes or replaces, and the question its
@@ -91,6 +99,8 @@ pub(crate) struct EffectWrites<'a> {
     pub(crate) timers: &'a [(String, TimerDoc)],
     /// The ledger entry of what to send (always the last write).
     pub(crate) action: Option<(&'a str, &'a LedgerDoc)>,
+    /// What the messages' nodes do to the user's tags and fields.
+    pub(crate) changes: Option<(&'a str, &'a UserChanges)>,
 }
 
 /// How an effect commit ended.
@@ -177,7 +187,6 @@ impl Store {
             create(self.document_path(SURVEY_RESPONSES, answer.answer_id), &doc)?,
             // Exact: this commit lands once, as guard 1's create does.
             self.answer_count_write(answer.answer_id, &doc, &answer.day)?,
-            self.user_write(answer.user, answer.tags, now)?,
             // A merge, not a set: the marker's last start stays, and a guard that
             // read the marker before this commit finds it changed.
             merge(
@@ -186,6 +195,7 @@ impl Store {
                 Vec::new(),
             )?,
         ];
+        writes.extend(self.user_write(answer.user, &answer.changes, now)?);
         if let Some(message) = answer.message {
             writes.push(self.message_processed_write(message, Some(answer.answer_id))?);
             writes.push(self.forget_text_write(message));
@@ -266,14 +276,22 @@ impl Store {
                 expect,
             ));
         }
-        // The user is seen (a campaign's audience reads it), with the card's tag.
-        let seen = match (effects.tag, &effects.start) {
-            (Some((user, tag)), _) => Some((user, vec![tag.to_owned()])),
-            (None, Some(start)) => Some((start.user, Vec::new())),
-            (None, None) => None,
-        };
-        if let Some((user, tags)) = seen {
-            writes.push(self.user_write(user, &tags, self.now())?);
+        // The user is seen (a campaign's audience reads it), with the card's tag
+        // and what the messages' nodes do.
+        let seen = effects
+            .tag
+            .map(|(user, _)| user)
+            .or(effects.start.as_ref().map(|start| start.user))
+            .or(effects.changes.map(|(user, _)| user));
+        if let Some(user) = seen {
+            let mut changes = UserChanges::default();
+            if let Some((_, tag)) = effects.tag {
+                changes.add_tags([&tag.to_owned()]);
+            }
+            if let Some((_, later)) = effects.changes {
+                changes = changes.then(later);
+            }
+            writes.extend(self.user_write(user, &changes, self.now())?);
         }
         for (timer_id, doc) in effects.timers {
             writes.push(self.timer_write(timer_id, doc)?);
@@ -308,23 +326,56 @@ impl Store {
         )?)
     }
 
-    /// `users/{lineUserId}`: adds `tags` without reading the document and keeps
-    /// first/last seen as epoch milliseconds (min/max transforms are numeric only).
-    fn user_write(&self, user: &str, tags: &[String], now: FirestoreInstant) -> Result<Write, StoreError> {
+    /// `users/{lineUserId}` seen now, with `changes`: first/last seen as epoch
+    /// milliseconds (min/max transforms are numeric only).
+    fn user_write(&self, user: &str, changes: &UserChanges, now: FirestoreInstant) -> Result<Vec<Write>, StoreError> {
+        self.user_change_writes(user, changes, Some(now), None)
+    }
+
+    /// `users/{lineUserId}`: tags added and removed by array transforms and
+    /// fields set by path, without reading the document, so concurrent writers
+    /// never undo each other. `seen` also moves first/last seen; `expect` makes
+    /// the write conditional. A tag removal is a second write to the same
+    /// document in the same commit (one write takes one transform per field;
+    /// `changes` never adds and removes the same tag, so their order does not
+    /// matter).
+    pub(super) fn user_change_writes(
+        &self,
+        user: &str,
+        changes: &UserChanges,
+        seen: Option<FirestoreInstant>,
+        expect: Option<Expect>,
+    ) -> Result<Vec<Write>, StoreError> {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
         struct UserFields<'a> {
             line_user_id: &'a str,
+            #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+            fields: &'a BTreeMap<String, FieldValue>,
         }
-        let now_ms = now.as_millisecond();
-        let mut transforms = vec![minimum("firstSeenMs", now_ms), maximum("lastSeenMs", now_ms)];
-        if !tags.is_empty() {
-            transforms.push(array_union("tags", tags));
+        let mut transforms = Vec::new();
+        if let Some(now) = seen {
+            let now_ms = now.as_millisecond();
+            transforms.extend([minimum("firstSeenMs", now_ms), maximum("lastSeenMs", now_ms)]);
         }
-        Ok(merge(
-            self.document_path(USERS, user),
-            &UserFields { line_user_id: user },
-            transforms,
-        )?)
+        if !changes.tag.is_empty() {
+            transforms.push(array_union("tags", &changes.tag));
+        }
+        let path = self.document_path(USERS, user);
+        let fields = UserFields {
+            line_user_id: user,
+            fields: &changes.set,
+        };
+        // Each field by its own path: `fields` as a whole would replace the map.
+        let masked: Vec<String> = changes.set.keys().map(|name| format!("fields.{name}")).collect();
+        let write = merge_paths(path.clone(), &fields, &masked, transforms)?;
+        let mut writes = vec![match expect {
+            Some(expect) => expecting(write, expect),
+            None => write,
+        }];
+        if !changes.untag.is_empty() {
+            writes.push(transform_only(path, vec![array_remove("tags", &changes.untag)]));
+        }
+        Ok(writes)
     }
 }

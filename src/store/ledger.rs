@@ -220,6 +220,7 @@ impl Store {
         question: Option<&QuestionChange>,
         run: Option<&super::RunRecord<'_>>,
         timers: &[(String, super::TimerDoc)],
+        changes: Option<(&str, &crate::values::UserChanges)>,
     ) -> Result<Recorded, StoreError> {
         let mut last_error = None;
         for _ in 0..3 {
@@ -234,6 +235,11 @@ impl Store {
             }
             for (timer_id, timer) in timers {
                 writes.push(self.timer_write(timer_id, timer)?);
+            }
+            // With the ledger entry's create: applied once, however often the
+            // send is asked for again.
+            if let Some((user, changes)) = changes.filter(|(_, changes)| !changes.is_empty()) {
+                writes.extend(self.user_change_writes(user, changes, None, None)?);
             }
             match self.commit(writes).await {
                 CommitOutcome::Committed(versions) => {

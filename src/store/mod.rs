@@ -51,7 +51,7 @@ pub(crate) use lease::{Stored, Swept};
 pub(crate) use ledger::{Attempted, NewAction, Recorded, SettleWrite, Settlement};
 pub(crate) use messages::{MessageKey, UnsendOutcome};
 pub(crate) use questions::{OpenQuestionDoc, QuestionChange};
-pub(crate) use timeline::{UserAnswer, UserEvent, UserMessage, UserRecord};
+pub(crate) use timeline::{UserAnswer, UserEvent, UserMarker, UserMessage, UserRecord};
 pub(crate) use timers::{ContextRequest, FiringWrites, TimerContext, TimerDoc, TimerEnd, TimerState, still_held};
 pub(crate) use versions::VersionCheck;
 pub(crate) use writes::CommitOutcome;

@@ -10,7 +10,7 @@
 //! a collection had more: the records read are then not necessarily the newest.
 
 use super::docs::collections::{
-    DEAD_LETTERS, OPEN_QUESTIONS, OUTBOUND_LEDGER, SURVEY_RESPONSES, TIMERS, USERS, WEBHOOK_INBOX,
+    DEAD_LETTERS, OPEN_QUESTIONS, OUTBOUND_LEDGER, SCENARIO_ANSWERS, SURVEY_RESPONSES, TIMERS, USERS, WEBHOOK_INBOX,
 };
 use super::docs::{AsksDoc, DeadLetterDoc, InboxState, LedgerState, RouteDoc};
 use super::lease::document_id;
@@ -129,9 +129,37 @@ pub(crate) struct UserRecord {
     pub(crate) last_seen_ms: Option<i64>,
     #[serde(default)]
     pub(crate) tags: Vec<String>,
+    #[serde(default)]
+    pub(crate) fields: std::collections::BTreeMap<String, crate::values::FieldValue>,
 }
 
-/// A user's records, each with its document id.
+/// A user's scenario marker, as the user page shows it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct UserMarker {
+    pub(crate) scenario_id: String,
+    #[serde(default)]
+    pub(crate) last_answer_id: Option<String>,
+    #[serde(default, with = "firestore::serialize_as_optional_timestamp")]
+    pub(crate) last_answered_at: Option<FirestoreInstant>,
+    #[serde(default, with = "firestore::serialize_as_optional_timestamp")]
+    pub(crate) last_started_at: Option<FirestoreInstant>,
+}
+
+const MARKER_FIELDS: [&str; 4] = ["scenarioId", "lastAnswerId", "lastAnsweredAt", "lastStartedAt"];
+
+/// Scenario markers read for one user's page, at most (one per scenario the
+/// user met: far fewer than scenarios an account runs).
+const MARKERS_READ: u32 = 500;
+
+/// A user's record and scenario markers (`GET /admin/users/{id}`).
+#[derive(Debug, Default)]
+pub(crate) struct UserProfileRecords {
+    pub(crate) user: Option<UserRecord>,
+    pub(crate) markers: Vec<UserMarker>,
+    /// More markers exist than were read.
+    pub(crate) capped: bool,
+}
 #[derive(Debug, Default)]
 pub(crate) struct UserRecords {
     pub(crate) user: Option<UserRecord>,
@@ -176,6 +204,23 @@ impl Store {
             dead_letters: letters.readable,
             timers: timers.readable,
             capped,
+        })
+    }
+
+    /// `users/{user}` and the user's scenario markers, both reads at once.
+    pub(crate) async fn user_profile(&self, user: &str) -> Result<UserProfileRecords, StoreError> {
+        let (facts, markers) = tokio::try_join!(
+            self.get_many(vec![self.document_path(USERS, user)]),
+            self.of_user::<UserMarker>(SCENARIO_ANSWERS, &MARKER_FIELDS, user, MARKERS_READ),
+        )?;
+        Ok(UserProfileRecords {
+            user: facts
+                .into_iter()
+                .next()
+                .flatten()
+                .and_then(|document| readable(&document)),
+            capped: markers.found >= MARKERS_READ as usize,
+            markers: markers.readable.into_iter().map(|(_, marker)| marker).collect(),
         })
     }
 

@@ -189,7 +189,6 @@ pub(crate) struct TimerEnd<'a> {
 }
 
 /// The writes of one timer's firing, beside the timer's own change.
-#[derive(Default)]
 pub(crate) struct FiringWrites<'a> {
     /// The marker id and its version as read: a start or an answer in between
     /// makes the firing change nothing.
@@ -202,6 +201,8 @@ pub(crate) struct FiringWrites<'a> {
     pub(crate) cancels: Option<(&'a str, Version)>,
     pub(crate) timers: &'a [(String, TimerDoc)],
     pub(crate) action: Option<(&'a str, &'a LedgerDoc)>,
+    /// What the sent nodes do to the user's tags and fields (with `user`).
+    pub(crate) changes: &'a crate::values::UserChanges,
 }
 
 #[derive(Serialize)]
@@ -384,20 +385,8 @@ impl Store {
             ));
         }
         if let Some((user, read)) = firing.user {
-            #[derive(Serialize)]
-            #[serde(rename_all = "camelCase")]
-            struct Seen<'a> {
-                line_user_id: &'a str,
-            }
             let expect = read.map_or(Expect::Absent, Expect::At);
-            writes.push(expecting(
-                merge(
-                    self.document_path(USERS, user),
-                    &Seen { line_user_id: user },
-                    Vec::new(),
-                )?,
-                expect,
-            ));
+            writes.extend(self.user_change_writes(user, firing.changes, None, Some(expect))?);
         }
         if let Some(change) = &firing.question {
             writes.push(self.question_write(change)?);

@@ -57,19 +57,34 @@ pub(super) fn merge<T: Serialize>(
     merge_deleting(path, object, &[], transforms)
 }
 
-/// Like [`merge`], and removes the fields named in `delete`.
+/// Like [`merge`], and removes the fields named in `delete` (absent from
+/// `object`, so listing them in the mask deletes them).
 pub(super) fn merge_deleting<T: Serialize>(
     path: String,
     object: &T,
     delete: &[&str],
     transforms: Vec<FieldTransform>,
 ) -> Result<Write, FirestoreError> {
+    let delete: Vec<String> = delete.iter().map(|field| (*field).to_owned()).collect();
+    merge_paths(path, object, &delete, transforms)
+}
+
+/// Changes the fields of `object` named in `paths` (dotted paths into its maps)
+/// and its other top-level fields, then applies `transforms`. Like [`merge`],
+/// except that a map listed by its entries' paths keeps its other entries.
+pub(super) fn merge_paths<T: Serialize>(
+    path: String,
+    object: &T,
+    paths: &[String],
+    transforms: Vec<FieldTransform>,
+) -> Result<Write, FirestoreError> {
     let document = FirestoreDb::serialize_to_doc(path, object)?;
     let field_paths = document
         .fields
         .keys()
+        .filter(|top| !paths.iter().any(|path| path.split('.').next() == Some(top.as_str())))
         .cloned()
-        .chain(delete.iter().map(|field| (*field).to_owned()))
+        .chain(paths.iter().cloned())
         .collect();
     Ok(Write {
         operation: Some(v1::write::Operation::Update(document)),
@@ -77,6 +92,21 @@ pub(super) fn merge_deleting<T: Serialize>(
         update_transforms: transforms,
         current_document: None,
     })
+}
+
+/// Only `transforms`, on a document that may not exist yet (a merge of no field).
+pub(super) fn transform_only(path: String, transforms: Vec<FieldTransform>) -> Write {
+    Write {
+        operation: Some(v1::write::Operation::Update(v1::Document {
+            name: path,
+            ..v1::Document::default()
+        })),
+        update_mask: Some(DocumentMask {
+            field_paths: Vec::new(),
+        }),
+        update_transforms: transforms,
+        current_document: None,
+    }
 }
 
 /// Deletes a document, if it is where its writer believes it is.
@@ -118,6 +148,16 @@ pub(super) fn array_union(field: &str, values: &[String]) -> FieldTransform {
     FieldTransform {
         field_path: field.to_owned(),
         transform_type: Some(TransformType::AppendMissingElements(v1::ArrayValue {
+            values: values.iter().map(|value| string_value(value)).collect(),
+        })),
+    }
+}
+
+/// Removes every occurrence of the strings (array remove).
+pub(super) fn array_remove(field: &str, values: &[String]) -> FieldTransform {
+    FieldTransform {
+        field_path: field.to_owned(),
+        transform_type: Some(TransformType::RemoveAllFromArray(v1::ArrayValue {
             values: values.iter().map(|value| string_value(value)).collect(),
         })),
     }

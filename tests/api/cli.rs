@@ -49,7 +49,7 @@ fn scenario_dir(files: &[(&str, &str)]) -> PathBuf {
 fn check_accepts_the_samples() {
     let output = run(&["check", repo("scenarios").to_str().unwrap_or_default()], None);
     assert!(output.status.success(), "{}", stdout(&output));
-    assert!(stdout(&output).contains("6 scenario(s), no problems"));
+    assert!(stdout(&output).contains("7 scenario(s), no problems"));
 }
 
 #[test]
@@ -176,7 +176,7 @@ fn the_sample_transcripts_pass_and_a_wrong_one_fails_with_a_diff() {
     assert!(samples.status.success(), "{}", stdout(&samples));
     assert_eq!(
         stdout(&samples).lines().filter(|line| line.starts_with("ok ")).count(),
-        5
+        6
     );
 
     let tests = scenario_dir(&[(

@@ -5,6 +5,7 @@
 
 mod helpers;
 
+mod actions;
 mod admin;
 mod bad_input;
 mod campaigns;

@@ -1,5 +1,6 @@
 use super::*;
 use crate::scenario::load_dir;
+use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -71,11 +72,13 @@ fn bad_audiences_are_refused_with_the_field_named() {
 fn the_filter_keeps_exactly_the_audience() {
     let user_tags = tags(&["unsatisfied", "follow_up"]);
     let none: [String; 0] = [];
+    let no_fields: &'static BTreeMap<String, FieldValue> = Box::leak(Box::default());
     let user = |following, tags: &'static [String], seen| Candidate {
         id: "Ua",
         following,
         tags,
         first_seen_ms: seen,
+        fields: no_fields,
     };
     let leaked: &'static [String] = Box::leak(user_tags.into_boxed_slice());
     let bare: &'static [String] = Box::leak(Box::new(none));
@@ -248,4 +251,64 @@ fn a_day_starts_at_midnight_or_when_a_dst_gap_over_midnight_ends() {
             "{zone} {day}"
         );
     }
+}
+
+#[test]
+fn field_conditions_hold_as_written() {
+    let text = |value: &str| FieldValue::Text(value.to_owned());
+    let condition = |json: serde_json::Value| -> FieldCondition { serde_json::from_value(json).expect("a condition") };
+    let cases: Vec<(serde_json::Value, Option<FieldValue>, bool)> = vec![
+        (json!({"equals": "gold"}), Some(text("gold")), true),
+        (json!({"equals": "gold"}), Some(text("silver")), false),
+        (json!({"equals": "gold"}), None, false),
+        (json!({"equals": 20}), Some(FieldValue::Number(20.0)), true),
+        (json!({"in": ["gold", "silver"]}), Some(text("silver")), true),
+        (json!({"in": ["gold", "silver"]}), Some(text("bronze")), false),
+        (json!({"exists": true}), Some(FieldValue::Bool(false)), true),
+        (json!({"exists": true}), None, false),
+        (json!({"exists": false}), None, true),
+        (json!({"exists": false}), Some(text("x")), false),
+        (json!({"min": 20, "max": 29}), Some(FieldValue::Integer(20)), true),
+        (json!({"min": 20, "max": 29}), Some(FieldValue::Integer(29)), true),
+        (json!({"min": 20, "max": 29}), Some(FieldValue::Integer(30)), false),
+        (json!({"min": 20, "max": 29}), Some(FieldValue::Number(19.5)), false),
+        (json!({"min": 20}), Some(text("25")), false),
+        (json!({"min": "2026-01-01"}), Some(text("2026-03-14")), true),
+        (json!({"equals": true}), Some(FieldValue::Bool(true)), true),
+        (json!({"equals": true}), Some(text("true")), false),
+    ];
+    for (written, value, holds) in cases {
+        assert_eq!(
+            condition(written.clone()).holds(value.as_ref()),
+            holds,
+            "{written} on {value:?}"
+        );
+    }
+}
+
+#[test]
+fn bad_field_conditions_are_refused_by_name() {
+    let engine = engine();
+    let audience = |fields: serde_json::Value| -> Result<Audience, AudienceError> {
+        let request: AudienceRequest = serde_json::from_value(json!({ "fields": fields })).expect("a request");
+        engine.audience(&request, &satisfaction())
+    };
+    assert!(audience(json!({"plan": {"equals": "gold"}, "age": {"min": 20, "max": 29}})).is_ok());
+    let cases = [
+        (json!({"Plan": {"equals": "gold"}}), "fields.Plan is not a field name"),
+        (json!({"plan": {}}), "fields.plan has no condition"),
+        (json!({"plan": {"in": []}}), "fields.plan has an empty `in` list"),
+        (json!({"age": {"min": 30, "max": 20}}), "fields.age has min above max"),
+        (json!({"age": {"min": 1, "max": "x"}}), "fields.age has min above max"),
+    ];
+    for (fields, message) in cases {
+        let error = audience(fields.clone()).expect_err("refused");
+        assert!(error.to_string().starts_with(message), "{fields}: {error}");
+    }
+    let many: serde_json::Map<String, serde_json::Value> =
+        (0..21).map(|n| (format!("f{n}"), json!({"exists": true}))).collect();
+    assert!(matches!(
+        audience(serde_json::Value::Object(many)),
+        Err(AudienceError::TooManyFields(21))
+    ));
 }

@@ -9,6 +9,7 @@ pub(crate) mod results;
 pub(crate) mod send;
 pub(crate) mod timeline;
 pub(crate) mod timers;
+pub(crate) mod users;
 
 use super::{AppState, error_body};
 use crate::pipeline::PipelineError;
@@ -31,6 +32,8 @@ pub(crate) enum AdminError {
     UnknownDeadLetter(String),
     #[error("the user has no timer with id {0:?}")]
     UnknownTimer(String),
+    #[error("no record of user {0:?}: the service never saw them")]
+    UnknownUser(String),
     #[error("no campaign with id {0:?}")]
     UnknownCampaign(String),
     /// The record is not in a state the call can act on.
@@ -58,6 +61,7 @@ impl ResponseError for AdminError {
             AdminError::UnknownScenario(_)
             | AdminError::UnknownDeadLetter(_)
             | AdminError::UnknownTimer(_)
+            | AdminError::UnknownUser(_)
             | AdminError::UnknownCampaign(_) => StatusCode::NOT_FOUND,
             AdminError::Conflict { .. } | AdminError::Contention(_) => StatusCode::CONFLICT,
             AdminError::KeyReused => StatusCode::UNPROCESSABLE_ENTITY,

@@ -412,12 +412,22 @@ async fn users(request: HttpRequest, state: web::Data<AppState>, query: web::Que
         Ok(user) => user,
         Err(shape) => return html(StatusCode::BAD_REQUEST, pages::user(&nav, asked, None, Some(shape))),
     };
-    match state.timelines.user(&user, TIMELINE_ENTRIES).await {
-        Ok(timeline) => match serde_json::to_value(&timeline) {
-            Ok(story) => html(StatusCode::OK, pages::user(&nav, asked, Some(&story), None)),
-            Err(error) => unavailable(error),
-        },
-        Err(error) => unavailable(error),
+    let (timeline, profile) = tokio::join!(
+        state.timelines.user(&user, TIMELINE_ENTRIES),
+        state.user_profiles.user(&user)
+    );
+    let (timeline, profile) = match (timeline, profile) {
+        (Ok(timeline), Ok(profile)) => (timeline, profile),
+        (Err(error), _) | (_, Err(error)) => return unavailable(error),
+    };
+    match (serde_json::to_value(&timeline), serde_json::to_value(&profile)) {
+        (Ok(mut story), Ok(profile)) => {
+            // The scenarios answered and started come from the user's record.
+            story["answered"] = profile["answered"].clone();
+            story["started"] = profile["started"].clone();
+            html(StatusCode::OK, pages::user(&nav, asked, Some(&story), None))
+        }
+        (Err(error), _) | (_, Err(error)) => unavailable(error),
     }
 }
 

@@ -288,6 +288,23 @@ pub(crate) fn user(nav: &Nav, query: &str, story: Option<&serde_json::Value>, er
                         }
                         @if story["truncated"].as_bool() == Some(true) { " · not everything is listed (over 200 entries, or over 500 records in one collection)" }
                     }
+                    @if let Some(fields) = story["user"]["fields"].as_object().filter(|fields| !fields.is_empty()) {
+                        div class="scroll" {
+                            table id="fields" {
+                                tr { th { "Field" } th { "Value" } }
+                                @for (name, value) in fields {
+                                    tr { td { (name) } td { (value.as_str().map_or_else(|| value.to_string(), str::to_owned)) } }
+                                }
+                            }
+                        }
+                    }
+                    @if let Some(answered) = story["answered"].as_array().filter(|answered| !answered.is_empty()) {
+                        p id="answered" { "Answered: "
+                            @for (i, scenario) in answered.iter().enumerate() {
+                                @if i > 0 { ", " } (scenario["scenarioId"].as_str().unwrap_or_default())
+                            }
+                        }
+                    }
                     @if let Some(question) = story["openQuestion"].as_object() {
                         p { "Open question: " (question.get("scenarioId").and_then(|v| v.as_str()).unwrap_or_default())
                             " / " (question.get("nodeId").and_then(|v| v.as_str()).unwrap_or_default()) }

@@ -68,6 +68,7 @@ impl<'a> Members<'a> {
                         first_seen_ms: user
                             .first_seen_ms
                             .or(user.followed_at.map(firestore::jiff::Timestamp::as_millisecond)),
+                        fields: &user.fields,
                     };
                     self.audience.includes(&candidate, &self.answered_by)
                         && !skipped.is_some_and(|answered| answered.contains(&user.id))

@@ -46,7 +46,7 @@ const SAMPLE_SIZE: usize = 20;
 const ROUNDS: usize = 4;
 
 /// A campaign as asked for, before its id.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct CampaignRequest {
     pub(crate) scenario_id: ScenarioId,
