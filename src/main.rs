@@ -33,6 +33,10 @@ enum Command {
         scenario: String,
         #[arg(long)]
         dir: Option<PathBuf>,
+        /// Takes the arm with this label at every split that has one, instead
+        /// of the simulated user's own arm (repeatable: `--variant A --variant B2`).
+        #[arg(long = "variant", value_name = "LABEL")]
+        variants: Vec<String>,
     },
     /// Replays transcript files against the scenarios; exit status 1 on a difference.
     Test {
@@ -63,9 +67,13 @@ fn main() -> ExitCode {
             Ok(false) => ExitCode::from(1),
             Err(error) => failed(&error.to_string()),
         },
-        Command::Simulate { scenario, dir } => {
+        Command::Simulate {
+            scenario,
+            dir,
+            variants,
+        } => {
             let stdin = std::io::stdin().lock();
-            match cli::simulate(&scenarios_dir(dir), &scenario, stdin, &mut stdout()) {
+            match cli::simulate(&scenarios_dir(dir), &scenario, variants, stdin, &mut stdout()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => failed(&error),
             }

@@ -10,10 +10,10 @@
 //! are not simulated.
 
 use crate::engine::{
-    AnswerPlan, Decision, Engine, OpenQuestion, QuestionRef, Rendered, RunStart, StartVerdict, TypedDecision,
+    AnswerPlan, Arms, Decision, Engine, OpenQuestion, QuestionRef, Rendered, RunStart, StartVerdict, TypedDecision,
     start_verdict,
 };
-use crate::ids::{NodeId, ScenarioId};
+use crate::ids::{LineUserId, NodeId, ScenarioId};
 use crate::line::messages::{Action, Message, Template};
 use crate::line::webhook::{Event, EventParse};
 use crate::scenario::typed::AnswerValue;
@@ -29,6 +29,11 @@ const MAX_WAITS_PER_TURN: usize = 20;
 
 /// The simulated user.
 const USER: &str = "U00000000000000000000000000000001";
+
+/// The simulated user, typed: splits pick its arm unless a variant is forced.
+pub(crate) fn simulated_user() -> LineUserId {
+    LineUserId::parse(USER).unwrap_or_else(|_| unreachable!("the simulated user id is a valid id"))
+}
 
 /// What one bot message offers to tap.
 #[derive(Debug, Clone)]
@@ -72,6 +77,8 @@ pub(crate) struct Conversation {
     /// Every question's choices, oldest first.
     questions: Vec<Vec<Choice>>,
     last_card: Option<String>,
+    /// The arm taken at each split passed, by split node.
+    arms: BTreeMap<String, String>,
 }
 
 /// What one user action did.
@@ -86,6 +93,8 @@ pub(crate) struct Turn {
     pub(crate) choices: Vec<String>,
     /// Why nothing happened, when nothing did.
     pub(crate) note: Option<String>,
+    /// The splits passed in this turn: node, arm and why that arm.
+    pub(crate) splits: Vec<String>,
 }
 
 impl Conversation {
@@ -103,7 +112,28 @@ impl Conversation {
             open: None,
             questions: Vec::new(),
             last_card: None,
+            arms: BTreeMap::new(),
         }
+    }
+
+    /// The arm taken at each split passed so far, by split node.
+    pub(crate) fn arms(&self) -> &BTreeMap<String, String> {
+        &self.arms
+    }
+
+    /// Notes the split a chain passed, and why that arm.
+    fn took(&mut self, arms: &Arms, turn: &mut Turn) {
+        let Some(took) = &arms.took else {
+            return;
+        };
+        let why = if self.engine.forced_variants().contains(&took.label) {
+            "forced by --variant"
+        } else {
+            "by the hash of scenario, node and user"
+        };
+        turn.splits
+            .push(format!("split {}: arm {}, {why}", took.node, took.label));
+        self.arms.insert(took.node.to_string(), took.label.clone());
     }
 
     /// Answers recorded: node id to value, per scenario.
@@ -121,7 +151,9 @@ impl Conversation {
     /// A scenario's start, as an operator's manual send delivers it (no guard).
     pub(crate) fn begin(&mut self, scenario: &ScenarioId, start: Rendered) -> Turn {
         self.apply(&start.changes);
+        let arms = Arms::of(&start);
         let mut turn = self.say(start.messages);
+        self.took(&arms, &mut turn);
         self.open_question(start.opens);
         let from = self.start_of(scenario);
         self.play_waits(scenario, from, &mut turn);
@@ -279,7 +311,9 @@ impl Conversation {
                     Some((open, TypedDecision::GiveUp { reason, then })) => {
                         self.open = None;
                         self.apply(&then.changes);
+                        let arms = Arms::of(&then);
                         let mut turn = self.say(then.messages);
+                        self.took(&arms, &mut turn);
                         self.open_question(then.opens);
                         let from = self.node_of(&open.question.scenario, &open.question.node, |node| match node {
                             Node::TextQuestion(question) => question.on_give_up.clone(),
@@ -354,7 +388,12 @@ impl Conversation {
             let Some(start) = from.take() else {
                 return;
             };
-            let Some(Node::Wait(wait)) = walk_nodes(loaded, &start).ok().and_then(|nodes| nodes.last().copied()) else {
+            let user = simulated_user();
+            let who = engine.who(scenario, &user);
+            let Some(Node::Wait(wait)) = walk_nodes(loaded, &start, Some(who))
+                .ok()
+                .and_then(|nodes| nodes.last().copied())
+            else {
                 return;
             };
             if let Some(delay) = loaded.delay(&wait.id)
@@ -365,11 +404,13 @@ impl Conversation {
             }
             turn.waits.insert(turn.said.len());
             turn.said.push(wait_line(wait, loaded.delay(&wait.id)));
-            let Ok(step) = crate::engine::render_from(loaded, &wait.next) else {
+            let Ok(step) = crate::engine::render_from(loaded, &wait.next, Some(who)) else {
                 return;
             };
             self.apply(&step.changes);
+            let arms = Arms::of(&step);
             let spoken = self.say(step.messages);
+            self.took(&arms, turn);
             turn.said.extend(spoken.said);
             if !spoken.choices.is_empty() {
                 turn.choices = spoken.choices;
@@ -405,6 +446,7 @@ impl Conversation {
         }
         self.apply(&run_start.changes);
         let mut turn = self.say(run_start.messages);
+        self.took(&run_start.arms, &mut turn);
         self.open_question(run_start.opens);
         self.play_waits(scenario, from, &mut turn);
         turn
@@ -449,6 +491,7 @@ impl Conversation {
         }
         let from = self.answer_next(&plan);
         let mut turn = self.say(plan.follow_up);
+        self.took(&plan.follow_arms, &mut turn);
         self.open_question(plan.opens);
         self.play_waits(&plan.scenario, from, &mut turn);
         turn

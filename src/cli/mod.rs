@@ -86,11 +86,18 @@ fn engine(dir: &Path) -> Result<Engine, String> {
 /// A conversation in the terminal: bot messages as text, choices numbered; one
 /// user action per line from `input`. `Err` when the scenarios do not load or
 /// the scenario does not exist.
-pub fn simulate(dir: &Path, scenario: &str, input: impl BufRead, out: &mut impl Write) -> Result<(), String> {
-    let engine = engine(dir)?;
+/// `variants` force the arm of that label at every split that has one.
+pub fn simulate(
+    dir: &Path,
+    scenario: &str,
+    variants: Vec<String>,
+    input: impl BufRead,
+    out: &mut impl Write,
+) -> Result<(), String> {
+    let engine = engine(dir)?.with_variants(variants);
     let id = crate::ids::ScenarioId::parse(scenario).map_err(|error| format!("scenario id {error}"))?;
     let start = engine
-        .manual_start(&id)
+        .manual_start(&id, &conversation::simulated_user())
         .map_err(|error| format!("scenario {scenario:?}: {error}"))?;
     let mut conversation = Conversation::new(engine, START_DEDUP);
     let io = |error: std::io::Error| error.to_string();
@@ -127,6 +134,9 @@ pub fn simulate(dir: &Path, scenario: &str, input: impl BufRead, out: &mut impl 
 }
 
 fn print_turn(out: &mut impl Write, turn: &conversation::Turn) -> std::io::Result<()> {
+    for split in &turn.splits {
+        writeln!(out, "  ({split})")?;
+    }
     for (index, said) in turn.said.iter().enumerate() {
         if turn.waits.contains(&index) {
             writeln!(out, "  {said}")?;
@@ -191,7 +201,7 @@ mod tests {
         )
         .unwrap();
         let mut out = Vec::new();
-        let result = simulate(&dir, "steps", "/follow\n".as_bytes(), &mut out);
+        let result = simulate(&dir, "steps", Vec::new(), "/follow\n".as_bytes(), &mut out);
         std::fs::remove_dir_all(&dir).ok();
         result.unwrap();
         let out = String::from_utf8(out).unwrap();

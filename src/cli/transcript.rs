@@ -29,6 +29,9 @@ use std::path::{Path, PathBuf};
 struct Transcript {
     #[serde(default)]
     scenario: Option<String>,
+    /// Split arms forced by label, as `simulate --variant` does.
+    #[serde(default)]
+    variants: Vec<String>,
     steps: Vec<Step>,
 }
 
@@ -57,6 +60,9 @@ struct Step {
     fields: Option<BTreeMap<String, crate::values::FieldValue>>,
     #[serde(default)]
     note: Option<String>,
+    /// The arm taken so far at each named split node.
+    #[serde(default)]
+    arms: Option<BTreeMap<String, String>>,
 }
 
 impl Step {
@@ -119,12 +125,12 @@ fn run_one(scenarios_dir: &Path, file: &Path) -> Result<Vec<String>, String> {
     let text = std::fs::read_to_string(file).map_err(|error| format!("cannot read {}: {error}", file.display()))?;
     let transcript: Transcript =
         toml::from_str(&text).map_err(|error| format!("{}: not a transcript: {error}", file.display()))?;
-    let engine = engine(scenarios_dir)?;
+    let engine = engine(scenarios_dir)?.with_variants(transcript.variants.clone());
     let begin = match &transcript.scenario {
         Some(scenario) => {
             let id = crate::ids::ScenarioId::parse(scenario.clone()).map_err(|error| format!("scenario id {error}"))?;
             let start = engine
-                .manual_start(&id)
+                .manual_start(&id, &super::conversation::simulated_user())
                 .map_err(|error| format!("{}: scenario {scenario:?}: {error}", file.display()))?;
             Some((id, start))
         }
@@ -213,6 +219,15 @@ fn compare(step: &Step, turn: &Turn, conversation: &Conversation) -> Vec<String>
             if !same {
                 let got = got.map_or("nothing recorded".to_owned(), |value| format!("{value:?}"));
                 problems.push(format!("    answer to {node}: expected {expected}, got {got}"));
+            }
+        }
+    }
+    if let Some(arms) = &step.arms {
+        for (split, expected) in arms {
+            match conversation.arms().get(split) {
+                Some(got) if got == expected => {}
+                Some(got) => problems.push(format!("    split {split}: expected arm {expected:?}, took {got:?}")),
+                None => problems.push(format!("    split {split}: expected arm {expected:?}, not passed")),
             }
         }
     }

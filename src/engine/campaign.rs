@@ -248,6 +248,10 @@ pub(crate) enum CampaignStartError {
         "scenario {0:?} adds or removes tags or sets fields (tags, untag, set) in its first messages: campaigns do not change users yet; use POST /admin/scenarios/{0}/send"
     )]
     ChangesUsers(String),
+    #[error(
+        "scenario {0:?} takes a split before its first question or wait: a campaign sends every recipient the same messages; use POST /admin/scenarios/{0}/send"
+    )]
+    Splits(String),
     #[error("scenario {0:?} cannot be rendered: {1}")]
     Broken(String, String),
 }
@@ -344,8 +348,11 @@ impl Engine {
             .scenario(scenario)
             .ok_or_else(|| CampaignStartError::UnknownScenario(scenario.to_string()))?;
         let run = RunId::begun_by(&deterministic_id(&["campaign", campaign_id]));
-        let rendered = render_in_run(loaded, &loaded.start, Some(&run))
-            .map_err(|problem| CampaignStartError::Broken(scenario.to_string(), problem.to_string()))?;
+        // No user: a split before the first wait or question cannot be taken.
+        let rendered = render_in_run(loaded, &loaded.start, Some(&run), None).map_err(|problem| match problem {
+            crate::scenario::WalkError::SplitWithoutUser(_) => CampaignStartError::Splits(scenario.to_string()),
+            problem => CampaignStartError::Broken(scenario.to_string(), problem.to_string()),
+        })?;
         if loaded.has_timers() || rendered.opens.is_some() || !rendered.timers.is_empty() {
             return Err(CampaignStartError::NeedsPerUserState(scenario.to_string()));
         }

@@ -11,7 +11,7 @@ mod typed;
 
 mod timers;
 
-pub(crate) use render::{QuestionRef, Rendered, TimerPlan, render_from};
+pub(crate) use render::{QuestionRef, Rendered, TimerPlan, Variant, render_from};
 pub(crate) use start::{StartVerdict, start_verdict};
 pub(crate) use timers::{DueTimer, Firing, FiringSeen, OpenRead, QuestionMove, Skip, ends_sibling, question_move};
 pub(crate) use typed::{OpenQuestion, TypedDecision};
@@ -21,7 +21,7 @@ use crate::line::messages::Message;
 use crate::line::webhook::{Event, EventKind, MessageContent, Mode, PostbackContent, Source};
 use crate::scenario::postback::{Postback, PostbackError};
 use crate::scenario::typed::{AnswerValue, parse_picked};
-use crate::scenario::{DateMode, Entry, LoadedScenario, Node, Scenarios, WalkError};
+use crate::scenario::{DateMode, Entry, LoadedScenario, Node, Scenarios, WalkError, Who};
 use crate::values::{FieldValue, UserChanges};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -123,6 +123,37 @@ pub(crate) struct AnswerPlan {
     /// follow-up's nodes. Applied after `tags`, in the answer's commit.
     #[serde(default, skip_serializing_if = "UserChanges::is_empty")]
     pub(crate) changes: UserChanges,
+    /// The arm of the split the answered question is behind (recorded on the
+    /// answer and the marker, and counted by arm).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) variant: Option<String>,
+    /// The arms the follow-up takes and asks in (see [`Arms`]).
+    #[serde(default, skip_serializing_if = "Arms::is_empty")]
+    pub(crate) follow_arms: Arms,
+}
+
+/// Where a chain's messages stand in an A/B test: the split it passed (a run
+/// of that arm, counted with its ledger entry) and the arm of the question it
+/// asks (whose "sent" is counted by arm).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Arms {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) took: Option<Variant>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) asks: Option<String>,
+}
+
+impl Arms {
+    pub(crate) fn of(rendered: &Rendered) -> Self {
+        Self {
+            took: rendered.variant.clone(),
+            asks: rendered.asks_variant.clone(),
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.took.is_none() && self.asks.is_none()
+    }
 }
 
 impl AnswerPlan {
@@ -167,12 +198,16 @@ pub(crate) struct RunStart {
     /// What the messages' nodes do to the user's tags and fields.
     #[serde(default, skip_serializing_if = "UserChanges::is_empty")]
     pub(crate) changes: UserChanges,
+    /// The split the messages passed and the arm of what they ask.
+    #[serde(default, skip_serializing_if = "Arms::is_empty")]
+    pub(crate) arms: Arms,
 }
 
 impl RunStart {
     /// The start of a run for `user` that sends `rendered`.
     pub(crate) fn of(user: LineUserId, rendered: Rendered, run: RunId, version: u32) -> Self {
         Self {
+            arms: Arms::of(&rendered),
             messages: rendered.messages,
             opens: rendered.opens,
             user,
@@ -262,6 +297,9 @@ pub(crate) struct Engine {
     /// An older version of one scenario, which this engine uses instead of the
     /// loaded one: a run started on it finishes on it.
     pinned: Option<Arc<LoadedScenario>>,
+    /// Split arms forced by label (the simulator's `--variant`); empty in the
+    /// service, where every arm comes from the hash.
+    variants: Arc<[String]>,
 }
 
 impl Engine {
@@ -269,6 +307,30 @@ impl Engine {
         Self {
             scenarios,
             pinned: None,
+            variants: Arc::from(Vec::new()),
+        }
+    }
+
+    /// This engine, taking the split arms labelled `variants` wherever a split
+    /// has one (the simulator's `--variant`).
+    pub(crate) fn with_variants(self, variants: Vec<String>) -> Self {
+        Self {
+            variants: Arc::from(variants),
+            ..self
+        }
+    }
+
+    /// Who a walk for `user` in `scenario` is for.
+    /// The split arms this engine forces by label (the simulator's `--variant`).
+    pub(crate) fn forced_variants(&self) -> &[String] {
+        &self.variants
+    }
+
+    pub(crate) fn who<'a>(&'a self, scenario: &'a ScenarioId, user: &'a LineUserId) -> Who<'a> {
+        Who {
+            scenario,
+            user: user.as_str(),
+            variants: &self.variants,
         }
     }
 
@@ -278,6 +340,7 @@ impl Engine {
         Self {
             scenarios: self.scenarios.clone(),
             pinned: Some(version),
+            variants: self.variants.clone(),
         }
     }
 
@@ -379,7 +442,7 @@ impl Engine {
             scenario: entry.scenario.clone(),
             marker_id: scenario_marker_id(&entry.scenario, &user),
         });
-        let rendered = rendered_in(scenario, &entry.node, Some(&run))?;
+        let rendered = rendered_in(scenario, &entry.node, Some(&run), self.who(&entry.scenario, &user))?;
         Ok(StartPlan {
             run_start: RunStart::of(user, rendered, run, scenario.scenario.version),
             scenario: entry.scenario.clone(),
@@ -389,20 +452,29 @@ impl Engine {
 
     /// The messages an operator's manual send delivers: the scenario from its start,
     /// with no guard at all (re-sending is the point of a manual send).
-    pub(crate) fn manual_start(&self, scenario: &ScenarioId) -> Result<Rendered, ManualStartError> {
-        let scenario = self.scenario(scenario).ok_or(ManualStartError::UnknownScenario)?;
-        render_from(scenario, &scenario.start).map_err(ManualStartError::Broken)
+    /// A split on the way takes `user`'s arm.
+    pub(crate) fn manual_start(&self, id: &ScenarioId, user: &LineUserId) -> Result<Rendered, ManualStartError> {
+        let scenario = self.scenario(id).ok_or(ManualStartError::UnknownScenario)?;
+        render_from(scenario, &scenario.start, Some(self.who(id, user))).map_err(ManualStartError::Broken)
+    }
+
+    /// Whether a manual send of `scenario` can start: it exists (loading
+    /// checked every way from its start).
+    pub(crate) fn can_start(&self, id: &ScenarioId) -> Result<(), ManualStartError> {
+        self.scenario(id).map(|_| ()).ok_or(ManualStartError::UnknownScenario)
     }
 
     /// A manual send's messages to one user, in the run it begins, with the
     /// scenario version the run is pinned to.
     pub(crate) fn manual_start_in_run(
         &self,
-        scenario: &ScenarioId,
+        id: &ScenarioId,
         run: &RunId,
+        user: &LineUserId,
     ) -> Result<(Rendered, u32), ManualStartError> {
-        let scenario = self.scenario(scenario).ok_or(ManualStartError::UnknownScenario)?;
-        let rendered = render::render_in_run(scenario, &scenario.start, Some(run)).map_err(ManualStartError::Broken)?;
+        let scenario = self.scenario(id).ok_or(ManualStartError::UnknownScenario)?;
+        let rendered = render::render_in_run(scenario, &scenario.start, Some(run), Some(self.who(id, user)))
+            .map_err(ManualStartError::Broken)?;
         Ok((rendered, scenario.scenario.version))
     }
 
@@ -432,6 +504,7 @@ impl Engine {
                 };
                 let picked = survey.choice(&choice).ok_or(Ignored::UnknownChoice)?;
                 let answer = Answering {
+                    variants: &self.variants,
                     loaded,
                     node,
                     user,
@@ -470,6 +543,7 @@ impl Engine {
                     run: asked_in.clone(),
                 };
                 let answer = Answering {
+                    variants: &self.variants,
                     loaded,
                     node,
                     user,
@@ -488,7 +562,7 @@ impl Engine {
                     return Err(Ignored::WrongNodeKind);
                 };
                 let target = self.loaded(&card.starts)?;
-                let rendered = rendered_in(target, &target.start, Some(&run))?;
+                let rendered = rendered_in(target, &target.start, Some(&run), self.who(&card.starts, &user))?;
                 Ok(Decision::CardTap(CardTapPlan {
                     guard: ScenarioGuard {
                         scenario: card.starts.clone(),
@@ -517,12 +591,23 @@ struct Answering<'a> {
     closes: Option<QuestionRef>,
     /// The run the question was asked in: the follow-up continues it.
     run: Option<RunId>,
+    /// Split arms forced by label (see [`Engine::with_variants`]).
+    variants: &'a [String],
 }
 
 impl Answering<'_> {
     fn plan(self) -> Result<AnswerPlan, Ignored> {
         let follow_up = match self.next {
-            Some(next) => rendered_in(self.loaded, next, self.run.as_ref())?,
+            Some(next) => rendered_in(
+                self.loaded,
+                next,
+                self.run.as_ref(),
+                Who {
+                    scenario: self.loaded.id(),
+                    user: self.user.as_str(),
+                    variants: self.variants,
+                },
+            )?,
             None => Rendered::default(),
         };
         let scenario = self.loaded.id().clone();
@@ -546,7 +631,18 @@ impl Answering<'_> {
             tags.push(tag.clone());
         }
         let changes = UserChanges { tag: Vec::new(), ..own }.then(&follow_up.changes);
+        let who = Who {
+            scenario: self.loaded.id(),
+            user: self.user.as_str(),
+            variants: self.variants,
+        };
+        let variant = self
+            .loaded
+            .variant_of(&self.node, who)
+            .map(|(_, label)| label.to_owned());
         Ok(AnswerPlan {
+            variant,
+            follow_arms: Arms::of(&follow_up),
             answer_id: answer_id(&scenario, &self.node, &self.user),
             marker_id: scenario_marker_id(&scenario, &self.user),
             scenario_version: self.loaded.scenario.version,
@@ -567,8 +663,13 @@ impl Answering<'_> {
     }
 }
 
-fn rendered_in(scenario: &LoadedScenario, from: &NodeId, run: Option<&RunId>) -> Result<Rendered, Ignored> {
-    render::render_in_run(scenario, from, run).map_err(|problem| Ignored::BrokenScenario {
+fn rendered_in(
+    scenario: &LoadedScenario,
+    from: &NodeId,
+    run: Option<&RunId>,
+    who: Who<'_>,
+) -> Result<Rendered, Ignored> {
+    render::render_in_run(scenario, from, run, Some(who)).map_err(|problem| Ignored::BrokenScenario {
         scenario: scenario.id().clone(),
         problem,
     })

@@ -3,7 +3,9 @@
 use crate::ids::{NodeId, RunId, ScenarioId, TimerKind};
 use crate::line::messages::{Action, FlexBubble, FlexImage, Message, QuickReply, QuickReplyItem, Template};
 use crate::scenario::postback::{Asked, Postback};
-use crate::scenario::{Choice, DateMode, DateQuestionNode, LoadedScenario, Node, SurveyNode, SurveyStyle, WalkError};
+use crate::scenario::{
+    Choice, DateMode, DateQuestionNode, LoadedScenario, Node, SurveyNode, SurveyStyle, WalkError, Who,
+};
 use crate::values::UserChanges;
 use serde::{Deserialize, Serialize};
 
@@ -29,6 +31,21 @@ pub(crate) struct Rendered {
     /// in the commit that records the step, with its ledger entry.
     #[serde(default, skip_serializing_if = "UserChanges::is_empty")]
     pub(crate) changes: UserChanges,
+    /// The split this chain passed and the arm it took: recorded on the run's
+    /// marker, and counted (the arm's runs) with the chain's ledger entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) variant: Option<Variant>,
+    /// The arm whose counts the asked question's "sent" goes to (it is behind
+    /// a split, passed in this chain or earlier in the run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) asks_variant: Option<String>,
+}
+
+/// A split's arm, as a run took it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Variant {
+    pub(crate) node: NodeId,
+    pub(crate) label: String,
 }
 
 /// A timer to schedule, before its due time is computed (at commit).
@@ -58,8 +75,14 @@ pub(crate) struct QuestionRef {
 /// the next one that waits for the user. Validation at load makes every entry
 /// point walk to at most five messages; an error here is still an error, never a
 /// panic, since input chooses where a walk starts.
-pub(crate) fn render_from(scenario: &LoadedScenario, from: &NodeId) -> Result<Rendered, WalkError> {
-    render_in_run(scenario, from, None)
+/// A split on the way is taken in the arm of `who` (without anyone, it is an
+/// error).
+pub(crate) fn render_from(
+    scenario: &LoadedScenario,
+    from: &NodeId,
+    who: Option<Who<'_>>,
+) -> Result<Rendered, WalkError> {
+    render_in_run(scenario, from, None, who)
 }
 
 /// Like [`render_from`], in `run`: buttons carry the run, and the timers the
@@ -68,8 +91,18 @@ pub(crate) fn render_in_run(
     scenario: &LoadedScenario,
     from: &NodeId,
     run: Option<&RunId>,
+    who: Option<Who<'_>>,
 ) -> Result<Rendered, WalkError> {
-    let nodes = crate::scenario::walk_nodes(scenario, from)?;
+    let nodes = crate::scenario::walk_nodes(scenario, from, who)?;
+    let variant = who.and_then(|who| {
+        nodes.iter().find_map(|node| match node {
+            Node::Split(split) => split.arms.get(who.arm(split)).map(|arm| Variant {
+                node: split.id.clone(),
+                label: arm.label.clone(),
+            }),
+            _ => None,
+        })
+    });
     let timers = match (run, nodes.last()) {
         (Some(run), Some(last)) => timers_of(scenario, last, run),
         _ => Vec::new(),
@@ -91,8 +124,14 @@ pub(crate) fn render_in_run(
     for actions in nodes.iter().filter_map(|node| node.reach_actions()) {
         actions.apply_to(&mut changes);
     }
+    let asks_variant = match (&asks, who) {
+        (Some(asks), Some(who)) => scenario.variant_of(asks, who).map(|(_, label)| label.to_owned()),
+        _ => None,
+    };
     Ok(Rendered {
         changes,
+        variant,
+        asks_variant,
         messages: nodes
             .into_iter()
             .filter_map(|node| render(scenario, node, run))
@@ -148,7 +187,7 @@ fn render(scenario: &LoadedScenario, node: &Node, run: Option<&RunId>) -> Option
     });
     let asked = asked.as_ref();
     match node {
-        Node::Trigger(_) | Node::Wait(_) => None,
+        Node::Trigger(_) | Node::Wait(_) | Node::Split(_) => None,
         Node::Message(message) => Some(text(&message.text)),
         Node::End(end) => end.text.as_deref().map(text),
         Node::TextQuestion(question) => Some(text(&question.text)),

@@ -17,6 +17,35 @@ pub(crate) struct Counts<'a> {
     pub(crate) sent: &'a BTreeMap<String, u64>,
     pub(crate) answered: &'a BTreeMap<String, u64>,
     pub(crate) choices: &'a BTreeMap<String, BTreeMap<String, u64>>,
+    /// Per node, per A/B arm label.
+    pub(crate) sent_by_variant: &'a BTreeMap<String, BTreeMap<String, u64>>,
+    pub(crate) answered_by_variant: &'a BTreeMap<String, BTreeMap<String, u64>>,
+    /// Per node, per choice value, per arm label.
+    pub(crate) choices_by_variant: &'a BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>>,
+    /// Per split node, per arm label.
+    pub(crate) runs: &'a BTreeMap<String, BTreeMap<String, u64>>,
+}
+
+/// One split node's arms and the runs that took each.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct SplitResults {
+    pub(crate) node: String,
+    pub(crate) arms: Vec<ArmResults>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct ArmResults {
+    pub(crate) label: String,
+    pub(crate) runs: u64,
+}
+
+/// A question's counts within one arm of the split it is behind.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ArmCounts {
+    pub(crate) sent: u64,
+    pub(crate) answered: u64,
+    pub(crate) response_rate: Option<f64>,
 }
 
 /// One question node's results.
@@ -31,6 +60,9 @@ pub(crate) struct NodeResults {
     pub(crate) answered: u64,
     /// `answered / sent`, when something was sent.
     pub(crate) response_rate: Option<f64>,
+    /// For a question behind a split: its counts per arm label (every arm of
+    /// the split, then labels no longer among its arms); empty otherwise.
+    pub(crate) by_variant: BTreeMap<String, ArmCounts>,
     /// A choice question's choices, in the scenario's order, then values no
     /// longer among its choices (from an earlier version).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -49,6 +81,8 @@ pub(crate) struct ChoiceResults {
     pub(crate) count: u64,
     /// `count / answered` of the node, when it was answered.
     pub(crate) share: Option<f64>,
+    /// The count per arm label, for a question behind a split.
+    pub(crate) by_variant: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -158,8 +192,62 @@ impl Engine {
     /// The funnel of `scenario`: its question nodes in file order, with counts.
     pub(crate) fn results(&self, scenario: &ScenarioId, counts: &Counts<'_>) -> Option<Vec<NodeResults>> {
         let loaded = self.scenario(scenario)?;
-        Some(question_nodes(loaded).map(|node| node_results(node, counts)).collect())
+        Some(
+            question_nodes(loaded)
+                .map(|node| node_results(node, &arm_labels(loaded, node.id(), counts), counts))
+                .collect(),
+        )
     }
+
+    /// The scenario's splits in file order: each arm's runs, then labels
+    /// counted but no longer among its arms.
+    pub(crate) fn split_results(&self, scenario: &ScenarioId, counts: &Counts<'_>) -> Option<Vec<SplitResults>> {
+        let loaded = self.scenario(scenario)?;
+        Some(
+            loaded
+                .splits()
+                .map(|split| {
+                    let counted = counts.runs.get(split.id.as_str());
+                    let mut labels: Vec<String> = split.arms.iter().map(|arm| arm.label.clone()).collect();
+                    for label in counted.into_iter().flat_map(BTreeMap::keys) {
+                        if !labels.contains(label) {
+                            labels.push(label.clone());
+                        }
+                    }
+                    SplitResults {
+                        node: split.id.to_string(),
+                        arms: labels
+                            .into_iter()
+                            .map(|label| ArmResults {
+                                runs: counted.and_then(|runs| runs.get(&label)).copied().unwrap_or(0),
+                                label,
+                            })
+                            .collect(),
+                    }
+                })
+                .collect(),
+        )
+    }
+}
+
+/// The arm labels a question's counts are broken down by: the arms of the
+/// split it is behind, then any other label counted for it (an arm since
+/// removed); none for a question no split leads to and nothing counted by arm.
+fn arm_labels(loaded: &LoadedScenario, node: &NodeId, counts: &Counts<'_>) -> Vec<String> {
+    let mut labels: Vec<String> = loaded
+        .variant_split(node)
+        .map(|split| split.arms.iter().map(|arm| arm.label.clone()).collect())
+        .unwrap_or_default();
+    let counted = [counts.sent_by_variant, counts.answered_by_variant]
+        .into_iter()
+        .filter_map(|map| map.get(node.as_str()))
+        .flat_map(BTreeMap::keys);
+    for label in counted {
+        if !labels.contains(label) {
+            labels.push(label.clone());
+        }
+    }
+    labels
 }
 
 fn question_nodes(loaded: &LoadedScenario) -> impl Iterator<Item = &Node> {
@@ -170,12 +258,44 @@ fn question_nodes(loaded: &LoadedScenario) -> impl Iterator<Item = &Node> {
         .filter(|node| matches!(node, Node::Survey(_) | Node::TextQuestion(_) | Node::DateQuestion(_)))
 }
 
-fn node_results(node: &Node, counts: &Counts<'_>) -> NodeResults {
+fn node_results(node: &Node, labels: &[String], counts: &Counts<'_>) -> NodeResults {
     let id: &NodeId = node.id();
     let count = |map: &BTreeMap<String, u64>| map.get(id.as_str()).copied().unwrap_or(0);
     let sent = count(counts.sent);
     let answered = count(counts.answered);
     let ratio = |part: u64, whole: u64| (whole > 0).then(|| part as f64 / whole as f64);
+    let by_label = |map: &BTreeMap<String, BTreeMap<String, u64>>, label: &str| {
+        map.get(id.as_str())
+            .and_then(|labels| labels.get(label))
+            .copied()
+            .unwrap_or(0)
+    };
+    let by_variant = labels
+        .iter()
+        .map(|label| {
+            let sent = by_label(counts.sent_by_variant, label);
+            let answered = by_label(counts.answered_by_variant, label);
+            let counts = ArmCounts {
+                sent,
+                answered,
+                response_rate: ratio(answered, sent),
+            };
+            (label.clone(), counts)
+        })
+        .collect();
+    let choice_by_variant = |value: &str| -> BTreeMap<String, u64> {
+        let counted = counts
+            .choices_by_variant
+            .get(id.as_str())
+            .and_then(|values| values.get(value));
+        labels
+            .iter()
+            .map(|label| {
+                let count = counted.and_then(|labels| labels.get(label)).copied().unwrap_or(0);
+                (label.clone(), count)
+            })
+            .collect()
+    };
     let (kind, text, choices) = match node {
         Node::Survey(survey) => {
             let counted = counts.choices.get(id.as_str());
@@ -188,6 +308,7 @@ fn node_results(node: &Node, counts: &Counts<'_>) -> NodeResults {
                     label: Some(choice.label.clone()),
                     count: of(&choice.value),
                     share: ratio(of(&choice.value), answered),
+                    by_variant: choice_by_variant(&choice.value),
                 })
                 .collect();
             for (value, count) in counted.into_iter().flatten() {
@@ -197,6 +318,7 @@ fn node_results(node: &Node, counts: &Counts<'_>) -> NodeResults {
                         label: None,
                         count: *count,
                         share: ratio(*count, answered),
+                        by_variant: choice_by_variant(value),
                     });
                 }
             }
@@ -213,6 +335,7 @@ fn node_results(node: &Node, counts: &Counts<'_>) -> NodeResults {
         sent,
         answered,
         response_rate: ratio(answered, sent),
+        by_variant,
         choices,
         latest: None,
     }
@@ -279,10 +402,15 @@ mod tests {
         let sent = map(&[("rating", 10), ("return", 4)]);
         let answered = map(&[("rating", 8)]);
         let choices = BTreeMap::from([("rating".to_owned(), map(&[("5", 6), ("1", 1), ("3", 1)]))]);
+        let none = BTreeMap::new();
         let counts = Counts {
             sent: &sent,
             answered: &answered,
             choices: &choices,
+            sent_by_variant: &none,
+            answered_by_variant: &none,
+            choices_by_variant: &BTreeMap::new(),
+            runs: &none,
         };
         let scenario = ScenarioId::parse("satisfaction").expect("valid");
         let nodes = engine.results(&scenario, &counts).expect("a known scenario");

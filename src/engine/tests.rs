@@ -248,11 +248,17 @@ fn plans_survive_being_stored() {
 fn manual_start_renders_from_the_start_node() {
     let engine = engine();
     let messages = engine
-        .manual_start(&ScenarioId::parse("satisfaction").expect("valid id"))
+        .manual_start(
+            &ScenarioId::parse("satisfaction").expect("valid id"),
+            &LineUserId::parse(USER).expect("valid"),
+        )
         .expect("renders");
     assert_eq!(messages.messages.len(), 2);
     assert_eq!(
-        engine.manual_start(&ScenarioId::parse("nope").expect("valid id")),
+        engine.manual_start(
+            &ScenarioId::parse("nope").expect("valid id"),
+            &LineUserId::parse(USER).expect("valid")
+        ),
         Err(ManualStartError::UnknownScenario)
     );
 }

@@ -19,6 +19,8 @@ pub(crate) struct DueTimer {
     pub(crate) version: u32,
     pub(crate) run: RunId,
     pub(crate) node: NodeId,
+    /// The user the timer is for (a split on the way takes their arm).
+    pub(crate) user: crate::ids::LineUserId,
     pub(crate) due: DateTime<Utc>,
     /// Reminders already sent.
     pub(crate) reminders: u32,
@@ -90,6 +92,8 @@ pub(crate) enum Firing {
         /// The question node the sent chain asks for the first time in the
         /// run (a reminder asks again: not counted as sent).
         asks: Option<NodeId>,
+        /// The split arm the sent chain took and the arm of what it asks.
+        arms: super::Arms,
         /// What the sent chain's nodes do to the user's tags and fields.
         changes: UserChanges,
         /// The expiry closes the user's open question (it is this one).
@@ -139,8 +143,11 @@ impl Engine {
                 if late {
                     return Err(Skip::Late);
                 }
-                let rendered = render_in_run(loaded, &wait.next, Some(&timer.run)).map_err(|_| Skip::UnknownNode)?;
+                let who = self.who(&timer.scenario, &timer.user);
+                let rendered =
+                    render_in_run(loaded, &wait.next, Some(&timer.run), Some(who)).map_err(|_| Skip::UnknownNode)?;
                 Ok(Firing::Fire {
+                    arms: super::Arms::of(&rendered),
                     messages: rendered.messages,
                     timers: rendered.timers,
                     opens: rendered.opens,
@@ -180,6 +187,7 @@ impl Engine {
                     timers: Vec::new(),
                     opens: None,
                     asks: None,
+                    arms: super::Arms::default(),
                     changes: UserChanges::default(),
                     closes: false,
                     rearm,
@@ -192,13 +200,20 @@ impl Engine {
                 let closes = !matches!(node, Node::Survey(_));
                 // Late, it still closes the question, but sends nothing late.
                 let rendered = match (&timers.on_expire, late) {
-                    (Some(next), false) => {
-                        Some(render_in_run(loaded, next, Some(&timer.run)).map_err(|_| Skip::UnknownNode)?)
-                    }
+                    (Some(next), false) => Some(
+                        render_in_run(
+                            loaded,
+                            next,
+                            Some(&timer.run),
+                            Some(self.who(&timer.scenario, &timer.user)),
+                        )
+                        .map_err(|_| Skip::UnknownNode)?,
+                    ),
                     _ => None,
                 };
                 let rendered = rendered.unwrap_or_default();
                 Ok(Firing::Fire {
+                    arms: super::Arms::of(&rendered),
                     messages: rendered.messages,
                     timers: rendered.timers,
                     opens: rendered.opens,
@@ -315,6 +330,7 @@ mod tests {
             version: 1,
             run: id(RunId::parse, "0123456789abcdef"),
             node: id(NodeId::parse, node),
+            user: id(crate::ids::LineUserId::parse, "U0123456789abcdef0123456789abcdef"),
             due,
             reminders: 0,
         }

@@ -43,7 +43,7 @@ pub(crate) enum TypedDecision {
     },
     /// The last attempt was invalid: the question closes and `on_give_up`'s chain
     /// (if any) is sent.
-    GiveUp { reason: Invalid, then: Rendered },
+    GiveUp { reason: Invalid, then: Box<Rendered> },
 }
 
 impl Engine {
@@ -98,6 +98,7 @@ impl Engine {
                     AnswerValue::Text(_) => "text",
                 };
                 let answer = Answering {
+                    variants: &self.variants,
                     loaded,
                     node: question.id.clone(),
                     user: user.clone(),
@@ -115,10 +116,13 @@ impl Engine {
         let attempts = open.attempts.saturating_add(1);
         if attempts >= question.max_attempts {
             let then = match &question.on_give_up {
-                Some(next) => rendered_in(loaded, next, open.question.run.as_ref())?,
+                Some(next) => rendered_in(loaded, next, open.question.run.as_ref(), self.who(loaded.id(), user))?,
                 None => Rendered::default(),
             };
-            return Ok(TypedDecision::GiveUp { reason, then });
+            return Ok(TypedDecision::GiveUp {
+                reason,
+                then: Box::new(then),
+            });
         }
         let text = question.invalid_text.as_deref().unwrap_or(DEFAULT_INVALID_TEXT);
         Ok(TypedDecision::Invalid {

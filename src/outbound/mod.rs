@@ -88,9 +88,9 @@ pub(crate) struct OutboundAction {
     pub(crate) webhook_event_id: Option<String>,
     pub(crate) inbox_id: Option<String>,
     pub(crate) answer_id: Option<String>,
-    /// The question node the messages ask: its "sent" count rises with the
-    /// entry's create.
-    pub(crate) asks: Option<crate::store::AsksDoc>,
+    /// The question node the messages ask and the split arm they took: their
+    /// counts rise with the entry's create.
+    pub(crate) counts: crate::store::EntryCounts,
 }
 
 /// An action's ledger entry, built once: written by the effect's commit, then
@@ -143,7 +143,7 @@ impl OutboundAction {
             webhook_event_id: self.webhook_event_id.as_deref(),
             inbox_id: self.inbox_id.as_deref(),
             answer_id: self.answer_id.as_deref(),
-            asks: self.asks.clone(),
+            counts: self.counts.clone(),
         });
         Ok(StagedAction {
             ledger_id,

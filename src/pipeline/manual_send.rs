@@ -97,7 +97,7 @@ impl ManualSender {
         scenario: &ScenarioId,
         users: &[LineUserId],
     ) -> Result<Vec<(LineUserId, UserSend)>, ManualSendError> {
-        self.engine.manual_start(scenario).map_err(|error| match error {
+        self.engine.can_start(scenario).map_err(|error| match error {
             ManualStartError::UnknownScenario => ManualSendError::UnknownScenario(scenario.to_string()),
             ManualStartError::Broken(problem) => {
                 ManualSendError::BrokenScenario(scenario.to_string(), problem.to_string())
@@ -135,7 +135,7 @@ impl ManualSender {
     async fn send_one(&self, key: ActionKey, scenario: &ScenarioId, user: &LineUserId) -> UserSend {
         // Each send begins a run of its own: its buttons and timers belong to it.
         let run = RunId::begun_by(key.as_str());
-        let (rendered, version) = match self.engine.manual_start_in_run(scenario, &run) {
+        let (rendered, version) = match self.engine.manual_start_in_run(scenario, &run, user) {
             Ok(started) => started,
             Err(error) => return UserSend::Failed(error.to_string()),
         };
@@ -148,6 +148,7 @@ impl ManualSender {
             user: user.as_str(),
             run: run.as_str(),
             run_version: version,
+            variant: rendered.variant.as_ref().map(|took| took.label.as_str()),
         };
         // A typed or date question the scenario asks opens with the ledger entry.
         let question = rendered
@@ -163,7 +164,13 @@ impl ManualSender {
             webhook_event_id: None,
             inbox_id: None,
             answer_id: None,
-            asks: super::asked_on(&self.engine, scenario, rendered.asks.as_ref(), now),
+            counts: super::asked_on(
+                &self.engine,
+                scenario,
+                rendered.asks.as_ref(),
+                &crate::engine::Arms::of(&rendered),
+                now,
+            ),
         };
         let staged = match action.stage(&self.store) {
             Ok(staged) => staged,

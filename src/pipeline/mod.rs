@@ -56,18 +56,29 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use work::Work;
 
-/// The "sent" count a ledger entry asking `node` raises: the node, and the day
-/// of `now` in the scenario's time zone.
+/// The counts a ledger entry raises: "sent" for the question `node` it asks
+/// (by arm too, in an A/B test) and the run of the split arm it took, on the
+/// day of `now` in the scenario's time zone.
 pub(crate) fn asked_on(
     engine: &crate::engine::Engine,
     scenario: &crate::ids::ScenarioId,
     node: Option<&crate::ids::NodeId>,
+    arms: &crate::engine::Arms,
     now: chrono::DateTime<chrono::Utc>,
-) -> Option<crate::store::AsksDoc> {
-    node.map(|node| crate::store::AsksDoc {
-        node: node.to_string(),
-        day: engine.day_of(scenario, now),
-    })
+) -> crate::store::EntryCounts {
+    let day = || engine.day_of(scenario, now);
+    crate::store::EntryCounts {
+        asks: node.map(|node| crate::store::AsksDoc {
+            node: node.to_string(),
+            day: day(),
+            variant: arms.asks.clone(),
+        }),
+        split: arms.took.as_ref().map(|took| crate::store::SplitDoc {
+            node: took.node.to_string(),
+            label: took.label.clone(),
+            day: day(),
+        }),
+    }
 }
 
 /// A time as Firestore stores it (the current time in the unreachable case of

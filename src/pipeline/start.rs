@@ -108,6 +108,7 @@ impl EventWorker {
                     self.versions.current(),
                     starting.scenario,
                     starting.run_start.asks.as_ref(),
+                    &starting.run_start.arms,
                     self.clock.now(),
                 ),
             )
@@ -149,6 +150,7 @@ impl EventWorker {
                     started_by: hold.key.as_str(),
                     run,
                     run_version,
+                    variant: starting.run_start.arms.took.as_ref().map(|took| took.label.as_str()),
                 }),
                 _ => None,
             };

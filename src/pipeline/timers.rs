@@ -249,25 +249,27 @@ impl TimerFirer {
                     .map(|expiry| utc(expiry.doc.due_at)),
             };
             let now = self.clock.now();
-            let (messages, timers, opens, asks, changes, closes, rearm, outcome) = match engine.fire(&due, &seen, now) {
-                Firing::Skip(skip) => {
-                    let ended = self
-                        .store
-                        .end_timer(&job.id, job.version, TimerState::Skipped, skip.as_str())
-                        .await?;
-                    return Ok(if ended { Fired::Skipped(skip) } else { Fired::Superseded });
-                }
-                Firing::Fire {
-                    messages,
-                    timers,
-                    opens,
-                    asks,
-                    changes,
-                    closes,
-                    rearm,
-                    outcome,
-                } => (messages, timers, opens, asks, changes, closes, rearm, outcome),
-            };
+            let (messages, timers, opens, asks, arms, changes, closes, rearm, outcome) =
+                match engine.fire(&due, &seen, now) {
+                    Firing::Skip(skip) => {
+                        let ended = self
+                            .store
+                            .end_timer(&job.id, job.version, TimerState::Skipped, skip.as_str())
+                            .await?;
+                        return Ok(if ended { Fired::Skipped(skip) } else { Fired::Superseded });
+                    }
+                    Firing::Fire {
+                        messages,
+                        timers,
+                        opens,
+                        asks,
+                        arms,
+                        changes,
+                        closes,
+                        rearm,
+                        outcome,
+                    } => (messages, timers, opens, asks, arms, changes, closes, rearm, outcome),
+                };
             let scheduled = schedule(&engine, &user, &timers, now);
             let read = context.open_question.as_ref();
             let question = question_change(
@@ -289,7 +291,7 @@ impl TimerFirer {
                 .as_ref()
                 .filter(|sibling| ends_sibling(due.kind, sibling.doc.kind, sibling.doc.state == TimerState::Pending))
                 .map(|sibling| (sibling.id.as_str(), sibling.version));
-            let asks = super::asked_on(&engine, &due.scenario, asks.as_ref(), now);
+            let asks = super::asked_on(&engine, &due.scenario, asks.as_ref(), &arms, now);
             let staged = self.stage_timer_action(job, &due, &user, messages, asks)?;
             let end = TimerEnd {
                 state: TimerState::Done,
@@ -342,7 +344,7 @@ impl TimerFirer {
         due: &DueTimer,
         user: &LineUserId,
         messages: Vec<crate::line::messages::Message>,
-        asks: Option<crate::store::AsksDoc>,
+        counts: crate::store::EntryCounts,
     ) -> Result<Option<StagedAction>, crate::store::StoreError> {
         if messages.is_empty() {
             return Ok(None);
@@ -356,7 +358,7 @@ impl TimerFirer {
             webhook_event_id: None,
             inbox_id: None,
             answer_id: None,
-            asks,
+            counts,
         };
         let mut staged = action.stage(&self.store)?;
         staged.renew_lease(&self.store);
@@ -402,6 +404,7 @@ fn due_timer(doc: &TimerDoc) -> Option<DueTimer> {
         version: doc.scenario_version,
         run: RunId::parse(doc.run.clone()).ok()?,
         node: NodeId::parse(doc.node_id.clone()).ok()?,
+        user: crate::ids::LineUserId::parse(doc.line_user_id.clone()).ok()?,
         due: utc(doc.due_at),
         reminders: doc.reminders,
     })

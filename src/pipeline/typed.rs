@@ -161,6 +161,7 @@ impl EventWorker {
                         timers: &[],
                         asks: None,
                         changes: None,
+                        arms: crate::engine::Arms::default(),
                     };
                     self.react(hold, work, message, outcome).await?
                 }
@@ -176,6 +177,7 @@ impl EventWorker {
                         timers: &then.timers,
                         asks: then.asks.as_ref(),
                         changes: Some(&then.changes),
+                        arms: crate::engine::Arms::of(&then),
                     };
                     self.react(hold, work, message, outcome).await?
                 }
@@ -288,6 +290,7 @@ impl EventWorker {
                     self.versions.current(),
                     reaction.scenario,
                     reaction.asks,
+                    &reaction.arms,
                     self.clock.now(),
                 ),
             )
@@ -359,6 +362,7 @@ impl EventWorker {
                     self.versions.current(),
                     &plan.scenario,
                     plan.asks.as_ref(),
+                    &plan.follow_arms,
                     self.clock.now(),
                 ),
             )
@@ -383,6 +387,8 @@ struct Reaction<'a> {
     asks: Option<&'a crate::ids::NodeId>,
     /// What the sent chain's nodes do to the user's tags and fields.
     changes: Option<&'a crate::values::UserChanges>,
+    /// The split arm the sent chain took and the arm of what it asks.
+    arms: crate::engine::Arms,
 }
 
 /// The answer as the store records it.
@@ -409,5 +415,6 @@ pub(super) fn answer_record<'a>(
         message: None,
         timers: &[],
         cancels: &[],
+        variant: plan.variant.as_deref(),
     }
 }

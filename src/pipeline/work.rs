@@ -110,7 +110,7 @@ impl Work {
         scenario: &crate::ids::ScenarioId,
         messages: &[Message],
         reply: bool,
-        asks: Option<crate::store::AsksDoc>,
+        counts: crate::store::EntryCounts,
     ) -> Option<OutboundAction> {
         if messages.is_empty() {
             return None;
@@ -127,7 +127,7 @@ impl Work {
             webhook_event_id: Some(self.webhook_event_id.clone()),
             inbox_id: Some(inbox.as_str().to_owned()),
             answer_id: None,
-            asks,
+            counts,
         })
     }
 }

@@ -2,7 +2,9 @@
 //! its funnel, with a free-text question's latest answers.
 
 use crate::engine::Engine;
-use crate::engine::results::{Counts, DayRange, LATEST_TEXT_ANSWERS, LatestAnswer, NodeResults, RangeError};
+use crate::engine::results::{
+    Counts, DayRange, LATEST_TEXT_ANSWERS, LatestAnswer, NodeResults, RangeError, SplitResults,
+};
 use crate::ids::ScenarioId;
 use crate::store::{Store, StoreError};
 use serde::Serialize;
@@ -28,6 +30,8 @@ pub(crate) struct ScenarioResults {
     pub(crate) from: Option<String>,
     pub(crate) to: Option<String>,
     pub(crate) nodes: Vec<NodeResults>,
+    /// The scenario's A/B splits and the runs of each arm.
+    pub(crate) variants: Vec<SplitResults>,
 }
 
 #[derive(Clone)]
@@ -74,17 +78,17 @@ impl Results {
             .store
             .result_counts(id.as_str(), from_day.as_deref(), to_day.as_deref())
             .await?;
-        let mut nodes = self
-            .engine
-            .results(
-                &id,
-                &Counts {
-                    sent: &counts.sent,
-                    answered: &counts.answered,
-                    choices: &counts.choices,
-                },
-            )
-            .ok_or_else(unknown)?;
+        let view = Counts {
+            sent: &counts.sent,
+            answered: &counts.answered,
+            choices: &counts.choices,
+            sent_by_variant: &counts.sent_by_variant,
+            answered_by_variant: &counts.answered_by_variant,
+            choices_by_variant: &counts.choices_by_variant,
+            runs: &counts.runs,
+        };
+        let mut nodes = self.engine.results(&id, &view).ok_or_else(unknown)?;
+        let variants = self.engine.split_results(&id, &view).ok_or_else(unknown)?;
         let (from_ms, to_ms) = self.engine.range_ms(&id, range);
         for node in nodes.iter_mut().filter(|node| node.kind == "text_question") {
             let latest = self
@@ -112,6 +116,7 @@ impl Results {
             from: from_day,
             to: to_day,
             nodes,
+            variants,
         })
     }
 }

@@ -540,7 +540,7 @@ mod tests {
         );
         assert!(steps.has_timers());
         // A wait stops the walk and sends nothing.
-        let walked: Vec<&str> = crate::scenario::walk_nodes(steps, &node("intro"))
+        let walked: Vec<&str> = crate::scenario::walk_nodes(steps, &node("intro"), None)
             .unwrap()
             .iter()
             .map(|node| node.id().as_str())
@@ -922,10 +922,10 @@ mod tests {
     fn the_sample_scenarios_load() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
         let scenarios = load_dir(&dir).unwrap_or_else(|error| panic!("{error}"));
-        assert_eq!(scenarios.len(), 7);
+        assert_eq!(scenarios.len(), 8);
         for loaded in scenarios.iter() {
             assert!(
-                crate::scenario::walk_nodes(loaded, &loaded.start).is_ok(),
+                crate::scenario::walk::walk_every_way(|id| loaded.node(id), &loaded.start).is_ok(),
                 "{}",
                 loaded.id().as_str()
             );

@@ -10,6 +10,7 @@ mod limits;
 mod load;
 pub mod postback;
 pub mod schedule;
+pub mod split;
 pub mod typed;
 mod validate;
 mod walk;
@@ -18,9 +19,16 @@ pub use load::{LoadError, load_dir, load_version};
 pub use validate::{MAX_FIELD_NAMES, MAX_FIELD_TEXT_CHARS, ScenarioError, is_field_name};
 pub use walk::WalkError;
 
-/// The nodes that speak when the scenario reaches `from` (see [`walk::walk`]).
-pub fn walk_nodes<'a>(scenario: &'a LoadedScenario, from: &NodeId) -> Result<Vec<&'a Node>, WalkError> {
-    walk::walk(|id| scenario.node(id), from)
+pub use split::{SplitArm, SplitNode, Who};
+
+/// The nodes that speak when the scenario reaches `from` (see [`walk::walk`]),
+/// splits passed in the arm `who` takes (without anyone, a split is an error).
+pub fn walk_nodes<'a>(
+    scenario: &'a LoadedScenario,
+    from: &NodeId,
+    who: Option<Who<'_>>,
+) -> Result<Vec<&'a Node>, WalkError> {
+    walk::walk(|id| scenario.node(id), from, |split| who.map(|who| who.arm(split)))
 }
 
 use crate::ids::{NodeId, ScenarioId};
@@ -116,6 +124,8 @@ pub enum Node {
     FlexImage(FlexImageNode),
     Wait(WaitNode),
     End(EndNode),
+    /// An A/B test: each user goes down one arm, by weight.
+    Split(SplitNode),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -469,6 +479,7 @@ impl Node {
             Node::FlexImage(node) => &node.id,
             Node::Wait(node) => &node.id,
             Node::End(node) => &node.id,
+            Node::Split(node) => &node.id,
         }
     }
 }
@@ -838,6 +849,8 @@ pub struct LoadedScenario {
     delays: HashMap<NodeId, Delay>,
     /// The reminders and expiry of each question that has either.
     timers: HashMap<NodeId, QuestionTimers>,
+    /// For each node only reached through a split, that split.
+    variant_splits: HashMap<NodeId, NodeId>,
     /// The file's text, as read.
     pub content: String,
     /// Hex SHA-256 of the file's bytes as read (of `content`).
@@ -916,6 +929,18 @@ impl LoadedScenario {
                 timers.insert(node.id().clone(), compiled);
             }
         }
+        let mut entries: Vec<&NodeId> = vec![&start];
+        entries.extend(scenario.nodes.iter().filter_map(|node| match node {
+            Node::Trigger(trigger) => Some(&trigger.next),
+            _ => None,
+        }));
+        let variant_splits =
+            split::variant_splits(&scenario.nodes, &entries).map_err(|(node, problem)| ScenarioError {
+                file: source.clone(),
+                scenario: Some(scenario.id.to_string()),
+                node: Some(node.to_string()),
+                problem,
+            })?;
         let content_hash = {
             use sha2::Digest;
             hex::encode(sha2::Sha256::digest(content.as_bytes()))
@@ -932,10 +957,11 @@ impl LoadedScenario {
             timing,
             delays,
             timers,
+            variant_splits,
             content,
             content_hash,
         };
-        if let Err(problem) = walk_nodes(&loaded, &loaded.start) {
+        if let Err(problem) = walk::walk_every_way(|id| loaded.node(id), &loaded.start) {
             return Err(ScenarioError {
                 file: loaded.source.clone(),
                 scenario: Some(loaded.scenario.id.to_string()),
@@ -952,6 +978,35 @@ impl LoadedScenario {
 
     pub fn node(&self, id: &NodeId) -> Option<&Node> {
         self.node_index.get(id).map(|&index| &self.scenario.nodes[index])
+    }
+
+    /// The split whose arm the answers to `node` belong to, and the label of
+    /// the arm `who` takes there; `None` when no split leads to `node`.
+    pub fn variant_of(&self, node: &NodeId, who: Who<'_>) -> Option<(&NodeId, &str)> {
+        let split = self.variant_splits.get(node)?;
+        match self.node(split)? {
+            Node::Split(split) => {
+                let arm = split.arms.get(who.arm(split))?;
+                Some((&split.id, arm.label.as_str()))
+            }
+            _ => None,
+        }
+    }
+
+    /// The split the answers to `node` belong to, if any.
+    pub fn variant_split(&self, node: &NodeId) -> Option<&SplitNode> {
+        match self.node(self.variant_splits.get(node)?)? {
+            Node::Split(split) => Some(split),
+            _ => None,
+        }
+    }
+
+    /// The scenario's split nodes, in file order.
+    pub fn splits(&self) -> impl Iterator<Item = &SplitNode> {
+        self.scenario.nodes.iter().filter_map(|node| match node {
+            Node::Split(split) => Some(split),
+            _ => None,
+        })
     }
 
     /// The compiled rule of text question `id` (`None` for other nodes).

@@ -3,7 +3,7 @@
 
 use super::limits::*;
 use super::postback::Postback;
-use super::walk::{WalkError, walk};
+use super::walk::{WalkError, walk_every_way};
 use super::{
     Node, Scenario, SurveyNode, SurveyStyle, TriggerOn, effective_start, normalize_keyword, parse_duration,
     parse_quiet_hours, parse_time_zone,
@@ -143,10 +143,20 @@ pub(super) fn check_scenario(scenario: &Scenario, report: &mut Report<'_>) {
             if !walked.insert((node.id(), target)) {
                 continue;
             }
-            if let Err(problem) = walk(lookup, target) {
+            if let Err(problem) = walk_every_way(lookup, target) {
                 report.node_problem(node.id(), problem.to_string());
             }
         }
+    }
+    // A node's answers carry the variant of the one split every run reaching it
+    // passed.
+    let mut entries: Vec<&NodeId> = effective_start(scenario).into_iter().collect();
+    entries.extend(scenario.nodes.iter().filter_map(|node| match node {
+        Node::Trigger(trigger) => Some(&trigger.next),
+        _ => None,
+    }));
+    if let Err((node, problem)) = super::split::variant_splits(&scenario.nodes, &entries) {
+        report.node_problem(&node, problem);
     }
     // No start at all is the "no node other than triggers" problem above.
     if let Some(problem) = start_problem(scenario, lookup) {
@@ -156,12 +166,12 @@ pub(super) fn check_scenario(scenario: &Scenario, report: &mut Report<'_>) {
 
 /// Why the scenario cannot be entered at its effective start (see
 /// [`effective_start`]); `None` when it can, or when it has no start at all.
-fn start_problem<'a>(scenario: &Scenario, lookup: impl Fn(&NodeId) -> Option<&'a Node>) -> Option<String> {
+fn start_problem<'a>(scenario: &Scenario, lookup: impl Fn(&NodeId) -> Option<&'a Node> + Copy) -> Option<String> {
     let start = effective_start(scenario)?;
     match lookup(start) {
         None => Some(format!("`start` names node {:?}, which does not exist", start.as_str())),
         Some(Node::Trigger(_)) => Some("`start` must not be a trigger node".to_owned()),
-        Some(_) => walk(lookup, start)
+        Some(_) => walk_every_way(lookup, start)
             .err()
             .map(|problem| start_chain_problem(start, &problem)),
     }
@@ -175,8 +185,9 @@ pub(super) fn start_chain_problem(start: &NodeId, problem: &WalkError) -> String
     )
 }
 
-/// The `next` links out of a node that the runtime follows.
-fn entry_targets(node: &Node) -> Vec<&NodeId> {
+/// The `next` links out of a node that the runtime follows (a split's arms, a
+/// question's `on_expire` included).
+pub(super) fn entry_targets(node: &Node) -> Vec<&NodeId> {
     let on_expire = node.timer_spec().and_then(|spec| spec.on_expire);
     let mut targets = links(node);
     targets.extend(on_expire);
@@ -195,6 +206,7 @@ fn links(node: &Node) -> Vec<&NodeId> {
         Node::TextQuestion(question) => question.next.iter().chain(&question.on_give_up).collect(),
         Node::DateQuestion(question) => question.next.iter().collect(),
         Node::Wait(wait) => vec![&wait.next],
+        Node::Split(split) => split.arms.iter().map(|arm| &arm.next).collect(),
         Node::FlexImage(_) | Node::End(_) => Vec::new(),
     }
 }
@@ -407,6 +419,62 @@ fn check_node(scenario: &Scenario, node: &Node, report: &mut Report<'_>) {
             if let Some(text) = &end.text {
                 report.text(&end.id, "text", text, MAX_TEXT_MESSAGE_CHARS);
             }
+        }
+        Node::Split(split) => check_split(scenario, report, split),
+    }
+}
+
+fn check_split(scenario: &Scenario, report: &mut Report<'_>, split: &super::SplitNode) {
+    use super::split::{MAX_ARMS, MAX_LABEL_CHARS, MAX_WEIGHT, MIN_ARMS};
+    if !(MIN_ARMS..=MAX_ARMS).contains(&split.arms.len()) {
+        report.node_problem(
+            &split.id,
+            format!("a split has {MIN_ARMS} to {MAX_ARMS} arms, not {}", split.arms.len()),
+        );
+    }
+    let mut labels = HashSet::new();
+    for arm in &split.arms {
+        let length = Counting::Graphemes.count(&arm.label);
+        if arm.label.trim().is_empty() || arm.label.chars().any(char::is_control) {
+            report.node_problem(
+                &split.id,
+                format!("arm label {:?} is empty or holds a control character", arm.label),
+            );
+        } else if length > MAX_LABEL_CHARS {
+            report.node_problem(
+                &split.id,
+                format!(
+                    "arm label {:?} is {length} characters; at most {MAX_LABEL_CHARS}",
+                    arm.label
+                ),
+            );
+        }
+        if !labels.insert(arm.label.as_str()) {
+            report.node_problem(&split.id, format!("arm label {:?} is used twice", arm.label));
+        }
+        if !(1..=MAX_WEIGHT).contains(&arm.weight) {
+            report.node_problem(
+                &split.id,
+                format!(
+                    "arm {:?}: weight must be a whole number from 1 to {MAX_WEIGHT}, not {}",
+                    arm.label, arm.weight
+                ),
+            );
+        }
+        // A run's arm is counted with the first messages it sends, so an arm
+        // must send something before it waits (a split behind it is refused
+        // elsewhere; a missing node too).
+        let lookup = |id: &NodeId| scenario.nodes.iter().find(|node| node.id() == id);
+        if let Ok(nodes) = super::walk::walk(lookup, &arm.next, |_| None)
+            && !nodes.iter().any(|node| super::walk::speaks(node))
+        {
+            report.node_problem(
+                &split.id,
+                format!(
+                    "arm {:?} sends no message before it waits; a split's arm must send its first message at once",
+                    arm.label
+                ),
+            );
         }
     }
 }

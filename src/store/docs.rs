@@ -42,6 +42,9 @@ pub(crate) struct AnswerDoc {
     pub(crate) answered_at: FirestoreInstant,
     /// The event that recorded it, for tracing an answer back to LINE's delivery.
     pub(crate) webhook_event_id: String,
+    /// The arm of the A/B split the question is behind; absent when none is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) variant: Option<String>,
 }
 
 /// `scenario_answers/{markerId}`: one user and one scenario. `lastAnswerId` set
@@ -73,6 +76,10 @@ pub(crate) struct ScenarioMarkerDoc {
     /// The inbox record of the event that started it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) last_started_by: Option<String>,
+    /// The A/B arm the user's runs of the scenario take (written by a start,
+    /// a manual send or an answer behind a split).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) variant: Option<String>,
 }
 
 /// `webhook_inbox/{inboxId}`: a webhook event, stored before LINE gets its 200.
@@ -169,6 +176,10 @@ pub(crate) struct LedgerDoc {
     /// entry's create.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) asks: Option<AsksDoc>,
+    /// The split arm the run took in this entry's chain: its "runs" count rose
+    /// with this entry's create.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) split: Option<SplitDoc>,
     #[serde(with = "firestore::serialize_as_timestamp")]
     pub(crate) expire_at: FirestoreInstant,
 }
@@ -180,6 +191,24 @@ pub(crate) struct AsksDoc {
     pub(crate) node: String,
     /// `YYYY-MM-DD` in the scenario's time zone when the entry was recorded.
     pub(crate) day: String,
+    /// The A/B arm the question is asked in (counted by arm as well).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) variant: Option<String>,
+}
+
+/// A run that took an arm of a split, counted with its first ledger entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SplitDoc {
+    pub(crate) node: String,
+    pub(crate) label: String,
+    pub(crate) day: String,
+}
+
+/// What a ledger entry's create counts in the results.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct EntryCounts {
+    pub(crate) asks: Option<AsksDoc>,
+    pub(crate) split: Option<SplitDoc>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -53,6 +53,9 @@ pub(crate) struct AnswerRecord<'a> {
     /// Today in the scenario's time zone (`YYYY-MM-DD`): the day whose result
     /// counters the answer raises.
     pub(crate) day: String,
+    /// The A/B arm the question is behind: on the answer, the marker and the
+    /// counts by arm.
+    pub(crate) variant: Option<&'a str>,
 }
 
 /// A guarded start (guards 2 and 3): recorded on the user's marker, conditional
@@ -70,6 +73,8 @@ pub(crate) struct StartRecord<'a> {
     /// The run this start begins, and the scenario version it is pinned to.
     pub(crate) run: &'a str,
     pub(crate) run_version: u32,
+    /// The split arm the run's first messages took.
+    pub(crate) variant: Option<&'a str>,
 }
 
 /// An unguarded start of a run (a manual send): the marker names the run, so
@@ -80,6 +85,8 @@ pub(crate) struct RunRecord<'a> {
     pub(crate) user: &'a str,
     pub(crate) run: &'a str,
     pub(crate) run_version: u32,
+    /// The split arm the run's first messages took.
+    pub(crate) variant: Option<&'a str>,
 }
 
 /// The effects of a trigger or a card tap.
@@ -166,6 +173,7 @@ impl Store {
             scenario_version: answer.scenario_version,
             answered_at: now,
             webhook_event_id: answer.webhook_event_id.to_owned(),
+            variant: answer.variant.map(str::to_owned),
         };
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
@@ -175,12 +183,15 @@ impl Store {
             last_answer_id: &'a str,
             #[serde(with = "firestore::serialize_as_timestamp")]
             last_answered_at: FirestoreInstant,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            variant: Option<&'a str>,
         }
         let marker = Answered {
             scenario_id: answer.scenario_id,
             line_user_id: answer.user,
             last_answer_id: answer.answer_id,
             last_answered_at: now,
+            variant: answer.variant,
         };
         let mut writes = vec![
             self.inbox_done_write(inbox, version)?,
@@ -257,6 +268,8 @@ impl Store {
                 last_started_by: &'a str,
                 run: &'a str,
                 run_version: u32,
+                #[serde(skip_serializing_if = "Option::is_none")]
+                variant: Option<&'a str>,
             }
             let started = Started {
                 scenario_id: start.scenario_id,
@@ -265,6 +278,7 @@ impl Store {
                 last_started_by: start.started_by,
                 run: start.run,
                 run_version: start.run_version,
+                variant: start.variant,
             };
             let expect = start.read.map_or(Expect::Absent, Expect::At);
             writes.push(expecting(
@@ -312,12 +326,15 @@ impl Store {
             line_user_id: &'a str,
             run: &'a str,
             run_version: u32,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            variant: Option<&'a str>,
         }
         let fields = Run {
             scenario_id: run.scenario_id,
             line_user_id: run.user,
             run: run.run,
             run_version: run.run_version,
+            variant: run.variant,
         };
         Ok(merge(
             self.document_path(SCENARIO_ANSWERS, run.marker_id),

@@ -22,7 +22,7 @@ use serde::Deserialize;
 pub(crate) const EXPORT_PAGE: u32 = 500;
 
 /// The fields an answer page reads: everything an answer holds.
-const ANSWER_FIELDS: [&str; 10] = [
+const ANSWER_FIELDS: [&str; 11] = [
     "scenarioId",
     "nodeId",
     "lineUserId",
@@ -33,6 +33,7 @@ const ANSWER_FIELDS: [&str; 10] = [
     "scenarioVersion",
     "answeredAt",
     "webhookEventId",
+    "variant",
 ];
 
 /// One stored answer as listed. Lenient where [`super::docs::AnswerDoc`] is
@@ -65,6 +66,9 @@ pub(crate) struct ListedAnswer {
     pub(crate) answered_at: Option<FirestoreInstant>,
     #[serde(default)]
     pub(crate) webhook_event_id: Option<String>,
+    /// The A/B arm the question was asked in.
+    #[serde(default)]
+    pub(crate) variant: Option<String>,
 }
 
 /// One page of a scenario's answers.

@@ -106,8 +106,9 @@ pub(crate) struct NewAction<'a> {
     pub(crate) webhook_event_id: Option<&'a str>,
     pub(crate) inbox_id: Option<&'a str>,
     pub(crate) answer_id: Option<&'a str>,
-    /// The question node the messages ask, and today in the scenario's zone.
-    pub(crate) asks: Option<super::AsksDoc>,
+    /// What the entry counts: the question the messages ask and the split
+    /// arm they took, with today in the scenario's zone.
+    pub(crate) counts: super::EntryCounts,
 }
 
 #[derive(Serialize)]
@@ -150,7 +151,8 @@ impl Store {
             webhook_event_id: action.webhook_event_id.map(str::to_owned),
             inbox_id: action.inbox_id.map(str::to_owned),
             answer_id: action.answer_id.map(str::to_owned),
-            asks: action.asks,
+            asks: action.counts.asks,
+            split: action.counts.split,
             expire_at: later(now, LEDGER_RETENTION),
         }
     }

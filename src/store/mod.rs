@@ -42,7 +42,10 @@ pub(crate) use campaigns::{
     CampaignChange, CampaignCreate, CampaignDoc, CampaignState, ChunkCounts, ChunkDoc, ChunkEnd, ChunkState, UserScan,
     chunk_id,
 };
-pub(crate) use docs::{AsksDoc, DeadLetterDoc, DeadLetterKind, InboxDoc, InboxState, LedgerDoc, LedgerState, RouteDoc};
+pub(crate) use docs::{
+    AsksDoc, DeadLetterDoc, DeadLetterKind, EntryCounts, InboxDoc, InboxState, LedgerDoc, LedgerState, RouteDoc,
+    SplitDoc,
+};
 pub(crate) use effects::{AnswerRecord, Effect, EffectWrites, RunRecord, StartRecord};
 pub(crate) use export::{AnswerPage, EXPORT_PAGE, ListedAnswer};
 pub(crate) use idempotency::RequestCheck;

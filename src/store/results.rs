@@ -36,6 +36,13 @@ pub(crate) struct ResultCounts {
     pub(crate) answered: BTreeMap<String, u64>,
     /// Per node, per choice value.
     pub(crate) choices: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Per node, per A/B arm label.
+    pub(crate) sent_by_variant: BTreeMap<String, BTreeMap<String, u64>>,
+    pub(crate) answered_by_variant: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Per node, per choice value, per arm label.
+    pub(crate) choices_by_variant: BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>>,
+    /// Per split node, per arm label: the runs that took it.
+    pub(crate) runs: BTreeMap<String, BTreeMap<String, u64>>,
 }
 
 /// One answer as a results page lists it (a free-text question's latest).
@@ -50,10 +57,15 @@ pub(crate) struct ListedAnswer {
 /// A stored counter document, as read.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
+#[serde(rename_all = "camelCase")]
 struct CounterDoc {
     sent: BTreeMap<String, i64>,
     answered: BTreeMap<String, i64>,
     choices: BTreeMap<String, BTreeMap<String, i64>>,
+    sent_by_variant: BTreeMap<String, BTreeMap<String, i64>>,
+    answered_by_variant: BTreeMap<String, BTreeMap<String, i64>>,
+    choices_by_variant: BTreeMap<String, BTreeMap<String, BTreeMap<String, i64>>>,
+    runs: BTreeMap<String, BTreeMap<String, i64>>,
 }
 
 /// The fields every counter document carries besides its counts.
@@ -65,19 +77,31 @@ struct CounterFields<'a> {
 }
 
 impl Store {
-    /// The "sent" increment of a ledger entry that asks a question; `None`
-    /// when it asks none. Written in the commit that creates the entry.
-    pub(super) fn sent_count_write(&self, ledger_id: &str, doc: &LedgerDoc) -> Result<Option<Write>, StoreError> {
-        let Some(asks) = &doc.asks else {
-            return Ok(None);
-        };
-        self.counter_write(
-            &doc.scenario_id,
-            &asks.day,
-            ledger_id,
-            vec![increment(&["sent", &key(&asks.node)], 1)],
-        )
-        .map(Some)
+    /// The "sent" increment of a ledger entry that asks a question (by arm as
+    /// well, in an A/B test), and the "runs" of the split arm its chain took;
+    /// none when it does neither. Written in the commit that creates the entry.
+    pub(super) fn sent_count_write(&self, ledger_id: &str, doc: &LedgerDoc) -> Result<Vec<Write>, StoreError> {
+        let mut by_day: BTreeMap<&str, Vec<FieldTransform>> = BTreeMap::new();
+        if let Some(asks) = &doc.asks {
+            let node = key(&asks.node);
+            let increments = by_day.entry(asks.day.as_str()).or_default();
+            increments.push(increment(&["sent", &node], 1));
+            if let Some(label) = &asks.variant {
+                increments.push(increment(&["sentByVariant", &node, &key(label)], 1));
+            }
+        }
+        if let Some(split) = &doc.split {
+            by_day
+                .entry(split.day.as_str())
+                .or_default()
+                .push(increment(&["runs", &key(&split.node), &key(&split.label)], 1));
+        }
+        // Both are stamped with the same clock reading, so one day and one
+        // write in practice; days that differ go to their own documents.
+        by_day
+            .into_iter()
+            .map(|(day, increments)| self.counter_write(&doc.scenario_id, day, ledger_id, increments))
+            .collect()
     }
 
     /// "Sent" for `recipients` at once: a campaign chunk's settle.
@@ -99,11 +123,19 @@ impl Store {
     /// "Answered" for the node, and the choice's count for a choice answer.
     pub(super) fn answer_count_write(&self, answer_id: &str, doc: &AnswerDoc, day: &str) -> Result<Write, StoreError> {
         let node = key(&doc.node_id);
+        let variant = doc.variant.as_deref().map(key);
         let mut increments = vec![increment(&["answered", &node], 1)];
+        if let Some(variant) = &variant {
+            increments.push(increment(&["answeredByVariant", &node, variant], 1));
+        }
         if doc.value_type == "choice"
             && let Some(value) = &doc.value
         {
-            increments.push(increment(&["choices", &node, &key(&value.to_string())], 1));
+            let value = key(&value.to_string());
+            increments.push(increment(&["choices", &node, &value], 1));
+            if let Some(variant) = &variant {
+                increments.push(increment(&["choicesByVariant", &node, &value, variant], 1));
+            }
         }
         self.counter_write(&doc.scenario_id, day, answer_id, increments)
     }
@@ -142,7 +174,15 @@ impl Store {
         let mut counts = ResultCounts::default();
         self.each_page(
             RESULT_COUNTERS,
-            &["sent", "answered", "choices"],
+            &[
+                "sent",
+                "answered",
+                "choices",
+                "sentByVariant",
+                "answeredByVariant",
+                "choicesByVariant",
+                "runs",
+            ],
             |q| {
                 q.for_all([
                     q.field("__name__")
@@ -216,21 +256,28 @@ impl Store {
 /// Adds one counter document into the totals; a count that went negative or
 /// is not an integer is read as zero rather than failing the report.
 fn add_counts(counts: &mut ResultCounts, doc: CounterDoc) {
-    let positive = |count: i64| u64::try_from(count).unwrap_or(0);
-    for (node, count) in doc.sent {
-        let total = counts.sent.entry(unkey(&node)).or_default();
-        *total = total.saturating_add(positive(count));
+    add_map(&mut counts.sent, doc.sent);
+    add_map(&mut counts.answered, doc.answered);
+    add_nested(&mut counts.choices, doc.choices);
+    add_nested(&mut counts.sent_by_variant, doc.sent_by_variant);
+    add_nested(&mut counts.answered_by_variant, doc.answered_by_variant);
+    add_nested(&mut counts.runs, doc.runs);
+    for (node, values) in doc.choices_by_variant {
+        add_nested(counts.choices_by_variant.entry(unkey(&node)).or_default(), values);
     }
-    for (node, count) in doc.answered {
-        let total = counts.answered.entry(unkey(&node)).or_default();
-        *total = total.saturating_add(positive(count));
+}
+
+/// Adds stored counts (keys as stored) into `totals` (keys unprefixed).
+fn add_map(totals: &mut BTreeMap<String, u64>, stored: BTreeMap<String, i64>) {
+    for (key, count) in stored {
+        let total = totals.entry(unkey(&key)).or_default();
+        *total = total.saturating_add(u64::try_from(count).unwrap_or(0));
     }
-    for (node, values) in doc.choices {
-        let node = counts.choices.entry(unkey(&node)).or_default();
-        for (value, count) in values {
-            let total = node.entry(unkey(&value)).or_default();
-            *total = total.saturating_add(positive(count));
-        }
+}
+
+fn add_nested(totals: &mut BTreeMap<String, BTreeMap<String, u64>>, stored: BTreeMap<String, BTreeMap<String, i64>>) {
+    for (key, inner) in stored {
+        add_map(totals.entry(unkey(&key)).or_default(), inner);
     }
 }
 
@@ -366,11 +413,22 @@ mod tests {
             sent: BTreeMap::from([("~q".to_owned(), sent)]),
             answered: BTreeMap::from([("~q".to_owned(), answered)]),
             choices: BTreeMap::from([("~q".to_owned(), BTreeMap::from([("~5".to_owned(), answered)]))]),
+            sent_by_variant: BTreeMap::from([("~q".to_owned(), BTreeMap::from([("~A".to_owned(), sent)]))]),
+            answered_by_variant: BTreeMap::from([("~q".to_owned(), BTreeMap::from([("~B".to_owned(), answered)]))]),
+            choices_by_variant: BTreeMap::from([(
+                "~q".to_owned(),
+                BTreeMap::from([("~5".to_owned(), BTreeMap::from([("~B".to_owned(), answered)]))]),
+            )]),
+            runs: BTreeMap::from([("~ab".to_owned(), BTreeMap::from([("~A".to_owned(), sent)]))]),
         };
         add_counts(&mut counts, doc(3, 2));
         add_counts(&mut counts, doc(4, -1));
         assert_eq!(counts.sent["q"], 7);
         assert_eq!(counts.answered["q"], 2);
         assert_eq!(counts.choices["q"]["5"], 2);
+        assert_eq!(counts.sent_by_variant["q"]["A"], 7);
+        assert_eq!(counts.answered_by_variant["q"]["B"], 2);
+        assert_eq!(counts.choices_by_variant["q"]["5"]["B"], 2);
+        assert_eq!(counts.runs["ab"]["A"], 7);
     }
 }

@@ -49,7 +49,7 @@ fn scenario_dir(files: &[(&str, &str)]) -> PathBuf {
 fn check_accepts_the_samples() {
     let output = run(&["check", repo("scenarios").to_str().unwrap_or_default()], None);
     assert!(output.status.success(), "{}", stdout(&output));
-    assert!(stdout(&output).contains("7 scenario(s), no problems"));
+    assert!(stdout(&output).contains("8 scenario(s), no problems"));
 }
 
 #[test]
@@ -116,6 +116,44 @@ choices = [{ label = "twenty-one characters", value = "x" }]
             .all(|problem| problem["file"].as_str().is_some_and(|f| f.ends_with(".toml")))
     );
 
+    let splits = scenario_dir(&[(
+        "s.toml",
+        r#"id = "s"
+[[nodes]]
+id = "go"
+kind = "trigger"
+on = "text"
+keywords = ["go"]
+next = "ab"
+[[nodes]]
+id = "ab"
+kind = "split"
+arms = [{ label = "A", weight = 0, next = "wait" }, { label = "A", weight = 1, next = "shared" }]
+[[nodes]]
+id = "one"
+kind = "split"
+arms = [{ label = "only", weight = 1, next = "shared" }]
+[[nodes]]
+id = "wait"
+kind = "wait"
+after = "1d"
+next = "shared"
+[[nodes]]
+id = "shared"
+kind = "message"
+text = "hi"
+"#,
+    )]);
+    let report = stdout(&run(&["check", splits.to_str().unwrap_or_default()], None));
+    for expected in [
+        r#"node "ab": arm label "A" is used twice"#,
+        r#"node "ab": arm "A": weight must be a whole number from 1 to 1000000, not 0"#,
+        r#"node "ab": arm "A" sends no message before it waits"#,
+        r#"node "one": a split has 2 to 10 arms, not 1"#,
+    ] {
+        assert!(report.contains(expected), "{expected:?} missing from:\n{report}");
+    }
+
     let empty = scenario_dir(&[]);
     let nothing = run(&["check", empty.to_str().unwrap_or_default()], None);
     assert_eq!(nothing.status.code(), Some(1));
@@ -160,6 +198,22 @@ fn simulate_through_a_pipe() {
     assert!(transcript.contains("no card to tap yet"));
     assert!(transcript.contains("the last question has 3 choices"));
 
+    // The split takes the simulated user's own arm unless one is forced.
+    let dir_arg = dir.to_str().unwrap_or_default();
+    let own = stdout(&run(&["simulate", "ja_vip", "--dir", dir_arg], Some("/quit\n")));
+    assert!(own.contains("by the hash of scenario, node and user"), "{own}");
+    for (label, text) in [("A", "10%オフ"), ("B", "ポイントが2倍")] {
+        let forced = stdout(&run(
+            &["simulate", "ja_vip", "--dir", dir_arg, "--variant", label],
+            Some("/quit\n"),
+        ));
+        assert!(
+            forced.contains(&format!("(split ab: arm {label}, forced by --variant)")),
+            "{forced}"
+        );
+        assert!(forced.contains(text), "arm {label} sends its own opening:\n{forced}");
+    }
+
     let unknown = run(
         &["simulate", "nope", "--dir", dir.to_str().unwrap_or_default()],
         Some(""),
@@ -176,7 +230,7 @@ fn the_sample_transcripts_pass_and_a_wrong_one_fails_with_a_diff() {
     assert!(samples.status.success(), "{}", stdout(&samples));
     assert_eq!(
         stdout(&samples).lines().filter(|line| line.starts_with("ok ")).count(),
-        6
+        8
     );
 
     let tests = scenario_dir(&[(
@@ -223,6 +277,8 @@ fn the_shipped_schema_is_current() {
         "quick_reply",
         "postal_code_jp",
         "answer_tag",
+        "split",
+        "weight",
     ] {
         assert!(kinds.contains(kind), "{kind} is described");
     }

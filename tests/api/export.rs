@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 const ZONE: chrono_tz::Tz = chrono_tz::Asia::Kolkata;
-const HEADER: [&str; 7] = [
+const HEADER: [&str; 8] = [
     "user_id",
     "node",
     "value",
@@ -21,6 +21,7 @@ const HEADER: [&str; 7] = [
     "tags",
     "scenario_version",
     "answered_at",
+    "variant",
 ];
 
 pub fn export_scenarios(config: &mut Config) {

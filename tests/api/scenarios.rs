@@ -23,6 +23,7 @@ fn the_sample_scenarios_load_and_use_every_node_kind() {
                 Node::FlexImage(_) => "flex_image".to_owned(),
                 Node::End(_) => "end".to_owned(),
                 Node::Wait(_) => "wait".to_owned(),
+                Node::Split(_) => "split".to_owned(),
             });
         }
     }
@@ -37,6 +38,7 @@ fn the_sample_scenarios_load_and_use_every_node_kind() {
             "survey:QuickReply",
             "text_question:length",
             "text_question:number",
+            "split",
             "text_question:postal_code_jp",
             "trigger:Follow",
             "trigger:Text",

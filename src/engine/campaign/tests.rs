@@ -216,6 +216,10 @@ fn a_campaign_sends_the_same_messages_in_one_run_and_refuses_per_user_state() {
         engine.campaign_start(&ScenarioId::parse("nope").expect("valid"), "c1"),
         Err(CampaignStartError::UnknownScenario(_))
     ));
+    // Every recipient gets the same messages: a split first cannot be taken.
+    let split = engine.campaign_start(&ScenarioId::parse("ja_vip").expect("valid"), "c1");
+    assert!(matches!(&split, Err(CampaignStartError::Splits(_))), "{split:?}");
+    assert!(split.is_err_and(|error| error.to_string().contains("POST /admin/scenarios/ja_vip/send")));
 }
 
 #[test]

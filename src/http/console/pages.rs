@@ -155,6 +155,15 @@ pub(crate) fn scenarios(nav: &Nav, all: &[ScenarioResults]) -> Markup {
                         }
                         " " span class="muted" { (scenario.scenario_id) " v" (scenario.version) " · " (scenario.time_zone) }
                     }
+                    @for split in &scenario.variants {
+                        p class="variants" data-split=(split.node) {
+                            "A/B split " strong { (split.node) } ": "
+                            @for (index, arm) in split.arms.iter().enumerate() {
+                                @if index > 0 { " · " }
+                                span data-arm=(arm.label) { (arm.label) " " (arm.runs) " runs" }
+                            }
+                        }
+                    }
                     @if scenario.nodes.is_empty() {
                         p class="muted" { "No questions." }
                     } @else {
@@ -169,9 +178,22 @@ pub(crate) fn scenarios(nav: &Nav, all: &[ScenarioResults]) -> Markup {
                                         td class="num" data-metric="answered" { (node.answered) }
                                         td class="num" { (rate(node.response_rate)) }
                                     }
+                                    @for (label, arm) in &node.by_variant {
+                                        tr class="muted" data-node=(node.node_id) data-variant=(label) {
+                                            td { "arm " (label) }
+                                            td class="num" data-metric="sent" { (arm.sent) }
+                                            td class="num" data-metric="answered" { (arm.answered) }
+                                            td class="num" { (rate(arm.response_rate)) }
+                                        }
+                                    }
                                     @for choice in &node.choices {
                                         tr class="muted" {
-                                            td { "· " (choice.label.as_deref().unwrap_or(&choice.value)) }
+                                            td {
+                                                "· " (choice.label.as_deref().unwrap_or(&choice.value))
+                                                @for (label, count) in &choice.by_variant {
+                                                    " " span class="arm" data-variant=(label) { (label) ": " (count) }
+                                                }
+                                            }
                                             td {}
                                             td class="num" data-choice=(choice.value) { (choice.count) }
                                             td class="num" { (rate(choice.share)) }
@@ -452,6 +474,7 @@ mod tests {
             sent: 3,
             answered: 2,
             response_rate: Some(2.0 / 3.0),
+            by_variant: Default::default(),
             choices: Vec::new(),
             latest: None,
         }];

@@ -133,6 +133,7 @@ impl ChunkTurn<'_> {
             ChunkEnd::Skipped => "skipped",
         };
         tracing::info!(chunk.id = %chunk.id, chunk.users = chunk.doc.count, outcome, "campaign chunk");
+        // Campaigns refuse scenarios with splits: no arm to count.
         let asks = self.asks_node.and_then(|node| {
             let scenario = crate::ids::ScenarioId::parse(self.scenario_id).ok()?;
             let node = crate::ids::NodeId::parse(node).ok()?;
@@ -140,8 +141,10 @@ impl ChunkTurn<'_> {
                 &self.campaigns.inner.engine,
                 &scenario,
                 Some(&node),
+                &crate::engine::Arms::default(),
                 self.campaigns.inner.clock.now(),
             )
+            .asks
         });
         let sent_count = asks.as_ref().map(|asks| (self.scenario_id, asks));
         if !store.settle_chunk(chunk, claimed, &end, sent_count).await? {

@@ -6,7 +6,8 @@
 //!   line break is quoted, its quotes doubled; lines end with CRLF.
 //! - One row per answer: user id, node, value, choice label, tags (joined with
 //!   `;`: tags may hold spaces, which scenarios allow), scenario version, answered at (RFC 3339 with the offset of the
-//!   scenario's time zone, to the millisecond).
+//!   scenario's time zone, to the millisecond), variant (the A/B arm, empty
+//!   when the run took no split).
 //!
 //! Values are written as stored. A typed answer that begins with `=`, `+`, `-`
 //! or `@` is therefore a formula to a spreadsheet that opens the file; the
@@ -22,7 +23,7 @@ use std::collections::HashMap;
 /// Makes Excel read the file as UTF-8.
 pub(crate) const BOM: &[u8] = b"\xEF\xBB\xBF";
 
-pub(crate) const HEADER: [&str; 7] = [
+pub(crate) const HEADER: [&str; 8] = [
     "user_id",
     "node",
     "value",
@@ -30,6 +31,7 @@ pub(crate) const HEADER: [&str; 7] = [
     "tags",
     "scenario_version",
     "answered_at",
+    "variant",
 ];
 
 /// Between a row's tags. Not a space: a scenario's tags may contain spaces.
@@ -82,7 +84,7 @@ pub(crate) fn local_time(micros: Option<i64>, zone: Tz) -> String {
 }
 
 /// The fields of one answer's row.
-pub(crate) fn row(answer: &ListedAnswer, labels: &Labels, zone: Tz) -> [String; 7] {
+pub(crate) fn row(answer: &ListedAnswer, labels: &Labels, zone: Tz) -> [String; 8] {
     [
         answer.line_user_id.clone(),
         answer.node_id.clone(),
@@ -92,6 +94,8 @@ pub(crate) fn row(answer: &ListedAnswer, labels: &Labels, zone: Tz) -> [String; 
         answer.tags.join(TAG_SEPARATOR),
         answer.scenario_version.map(|v| v.to_string()).unwrap_or_default(),
         local_time(answer.answered_at.map(firestore::jiff::Timestamp::as_microsecond), zone),
+        // The A/B arm the question was asked in; empty when the run took no split.
+        answer.variant.clone().unwrap_or_default(),
     ]
 }
 
@@ -136,6 +140,7 @@ mod tests {
             scenario_version: Some(3),
             answered_at: FirestoreInstant::from_microsecond(micros).ok(),
             webhook_event_id: None,
+            variant: None,
         }
     }
 
@@ -161,7 +166,7 @@ mod tests {
         assert_eq!(&bytes[..3], [0xEF, 0xBB, 0xBF]);
         assert_eq!(
             std::str::from_utf8(&bytes[3..]).unwrap(),
-            "user_id,node,value,choice_label,tags,scenario_version,answered_at\r\n"
+            "user_id,node,value,choice_label,tags,scenario_version,answered_at,variant\r\n"
         );
         let rows = encode(false, [], &labels(), chrono_tz::Asia::Tokyo).unwrap();
         assert!(rows.is_empty(), "later pages carry neither BOM nor header");
@@ -184,19 +189,20 @@ mod tests {
             let bytes = encode(false, [&row], &labels(), chrono_tz::Asia::Tokyo).unwrap();
             let line = String::from_utf8(bytes).unwrap();
             let expected =
-                format!("U0123456789abcdef0123456789abcdef,comment,{expected},,,3,2026-12-01T10:00:00.000+09:00\r\n");
+                format!("U0123456789abcdef0123456789abcdef,comment,{expected},,,3,2026-12-01T10:00:00.000+09:00,\r\n");
             assert_eq!(line, expected, "{value:?}");
         }
     }
 
     #[test]
     fn every_field_round_trips_through_a_csv_reader() {
-        let answers = [
+        let mut answers = [
             answer("rating", text("good"), &["answered:s", "満足"], AT),
             answer("rating", text("a,b"), &[], AT),
             answer("comment", text("=1+2, \"x\"\r\n改行\nあり"), &["a b"], AT + 1_234),
             answer("age", Some(AnswerValue::Number(3.5)), &[], AT),
         ];
+        answers[0].variant = Some("B".to_owned());
         let bytes = encode(true, &answers, &labels(), chrono_tz::Asia::Tokyo).unwrap();
         let mut reader = csv::ReaderBuilder::new().from_reader(&bytes[3..]);
         let rows: Vec<Vec<String>> = reader
@@ -215,6 +221,11 @@ mod tests {
         assert_eq!(rows[2][3], "", "not a choice node");
         assert_eq!(rows[2][6], "2026-12-01T10:00:00.001+09:00");
         assert_eq!(rows[3][2], "3.5");
+        assert_eq!(
+            (rows[0][7].as_str(), rows[1][7].as_str()),
+            ("B", ""),
+            "the arm, or empty"
+        );
     }
 
     #[test]

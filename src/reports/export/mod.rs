@@ -102,7 +102,7 @@ impl Exporter {
 
 /// One page of a scenario's answers as the CSV has them, for reading on screen.
 pub(crate) struct RowsPage {
-    pub(crate) rows: Vec<[String; 7]>,
+    pub(crate) rows: Vec<[String; 8]>,
     /// The cursor of the next page, when there is one.
     pub(crate) next: Option<String>,
 }
