@@ -69,6 +69,7 @@ pub(crate) fn expected_row(document: &Value) -> Vec<String> {
         string_array(document, "tags").join(";"),
         fields["scenarioVersion"]["integerValue"].as_str().unwrap().to_owned(),
         at,
+        string_field(document, "variant").unwrap_or_default(),
     ]
 }
 

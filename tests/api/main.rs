@@ -29,6 +29,7 @@ mod results;
 mod round_trips;
 mod rules;
 mod scenarios;
+mod split;
 mod steps;
 mod timeline;
 mod typed;
