@@ -79,6 +79,8 @@ pub(crate) struct Conversation {
     last_card: Option<String>,
     /// The arm taken at each split passed, by split node.
     arms: BTreeMap<String, String>,
+    /// When each notice was last sent (simulated ms), by its record id.
+    notices: HashMap<String, i64>,
 }
 
 /// What one user action did.
@@ -113,7 +115,19 @@ impl Conversation {
             questions: Vec::new(),
             last_card: None,
             arms: BTreeMap::new(),
+            notices: HashMap::new(),
         }
+    }
+
+    /// A notice (`answered_text`, `hint_text`), unless one went out within
+    /// its interval; `None` then.
+    fn notice(&mut self, notice: &crate::engine::NoticePlan) -> Option<Turn> {
+        let id = notice.record_id(&simulated_user());
+        if !notice.due(self.notices.get(&id).copied(), self.clock_ms) {
+            return None;
+        }
+        self.notices.insert(id, self.clock_ms);
+        Some(self.say(notice.messages()))
     }
 
     /// The arm taken at each split passed so far, by split node.
@@ -260,12 +274,15 @@ impl Conversation {
         match decision {
             Decision::Ignore(reason) => noted(format!("ignored: {reason}")),
             Decision::Unsend { .. } => noted("unsent".to_owned()),
+            Decision::Hint(plan) => self
+                .notice(&plan.notice)
+                .unwrap_or_else(|| noted("hint already sent moments ago".to_owned())),
             Decision::Follow(plan) => match plan.start {
                 Some(plan) => self.carry_out(Decision::Start(plan), action),
                 None if plan.following => noted("followed".to_owned()),
                 None => noted("unfollowed".to_owned()),
             },
-            Decision::Answer(plan) => self.answer(plan),
+            Decision::Answer(plan) => self.answer(plan, true),
             Decision::Start(plan) => {
                 let from = self.trigger_entry(&plan.scenario, action);
                 self.start(
@@ -294,7 +311,7 @@ impl Conversation {
                         .map(|decision| (open, decision))
                 });
                 match typed {
-                    Some((_, TypedDecision::Answer(answer))) => self.answer(*answer),
+                    Some((_, TypedDecision::Answer(answer))) => self.answer(*answer, false),
                     Some((
                         open,
                         TypedDecision::Invalid {
@@ -324,6 +341,13 @@ impl Conversation {
                             "invalid answer ({reason}); attempts used up, the question closed"
                         ));
                         turn
+                    }
+                    Some((open, TypedDecision::NotTyped))
+                        if plan.keyword.is_none()
+                            && let Some(hint) = self.engine.hint_for(&open, self.clock_ms) =>
+                    {
+                        self.notice(&hint)
+                            .unwrap_or_else(|| noted("hint already sent moments ago".to_owned()))
                     }
                     Some((_, TypedDecision::NotOpen | TypedDecision::NotTyped)) | None => match plan.keyword {
                         Some(start) => {
@@ -462,7 +486,18 @@ impl Conversation {
             .extend(changes.set.iter().map(|(name, value)| (name.clone(), value.clone())));
     }
 
-    fn answer(&mut self, plan: AnswerPlan) -> Turn {
+    /// Records `plan` (guard 1). `tapped`: a button or a picker, not typed text
+    /// (a tap on an answered question gets its `answered_text`).
+    fn answer(&mut self, plan: AnswerPlan, tapped: bool) -> Turn {
+        if tapped
+            && plan.closes.is_some()
+            && self.answers.contains_key(&plan.answer_id)
+            && let Some(notice) = &plan.already
+        {
+            let mut turn = self.notice(notice).unwrap_or_default();
+            turn.note = Some(format!("nothing recorded: question {} was answered before", plan.node));
+            return turn;
+        }
         if let Some(closes) = &plan.closes {
             let open = self.open.as_ref().is_some_and(|open| {
                 open.question.scenario == closes.scenario
@@ -474,10 +509,14 @@ impl Conversation {
             }
         }
         if self.answers.contains_key(&plan.answer_id) {
-            return noted(format!(
-                "nothing recorded: question {} was answered before (guard 1)",
-                plan.node
-            ));
+            let note = format!("nothing recorded: question {} was answered before (guard 1)", plan.node);
+            // A tap (not a typed answer) gets the question's answered_text.
+            let mut turn = match plan.already.as_ref().filter(|_| tapped) {
+                Some(notice) => self.notice(notice).unwrap_or_default(),
+                None => Turn::default(),
+            };
+            turn.note = Some(note);
+            return turn;
         }
         self.answers.insert(
             plan.answer_id.clone(),

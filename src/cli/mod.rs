@@ -83,6 +83,21 @@ fn engine(dir: &Path) -> Result<Engine, String> {
     Ok(Engine::new(Arc::new(scenarios)))
 }
 
+/// `engine` taking the arms labelled `variants` wherever a split has one; a
+/// label no split has is an error (a typo would test the hashed arm instead).
+fn forcing(engine: Engine, variants: Vec<String>) -> Result<Engine, String> {
+    for label in &variants {
+        let known = engine
+            .scenarios()
+            .iter()
+            .any(|loaded| loaded.splits().any(|split| split.arm_labelled(label).is_some()));
+        if !known {
+            return Err(format!("no split has an arm labelled {label:?}"));
+        }
+    }
+    Ok(engine.with_variants(variants))
+}
+
 /// A conversation in the terminal: bot messages as text, choices numbered; one
 /// user action per line from `input`. `Err` when the scenarios do not load or
 /// the scenario does not exist.
@@ -94,7 +109,7 @@ pub fn simulate(
     input: impl BufRead,
     out: &mut impl Write,
 ) -> Result<(), String> {
-    let engine = engine(dir)?.with_variants(variants);
+    let engine = forcing(engine(dir)?, variants)?;
     let id = crate::ids::ScenarioId::parse(scenario).map_err(|error| format!("scenario id {error}"))?;
     let start = engine
         .manual_start(&id, &conversation::simulated_user())

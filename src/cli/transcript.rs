@@ -125,7 +125,8 @@ fn run_one(scenarios_dir: &Path, file: &Path) -> Result<Vec<String>, String> {
     let text = std::fs::read_to_string(file).map_err(|error| format!("cannot read {}: {error}", file.display()))?;
     let transcript: Transcript =
         toml::from_str(&text).map_err(|error| format!("{}: not a transcript: {error}", file.display()))?;
-    let engine = engine(scenarios_dir)?.with_variants(transcript.variants.clone());
+    let engine = super::forcing(engine(scenarios_dir)?, transcript.variants.clone())
+        .map_err(|problem| format!("{}: {problem}", file.display()))?;
     let begin = match &transcript.scenario {
         Some(scenario) => {
             let id = crate::ids::ScenarioId::parse(scenario.clone()).map_err(|error| format!("scenario id {error}"))?;

@@ -4,6 +4,7 @@
 //! it out against Firestore and LINE.
 
 pub(crate) mod campaign;
+mod notice;
 mod render;
 pub(crate) mod results;
 mod start;
@@ -11,6 +12,7 @@ mod typed;
 
 mod timers;
 
+pub(crate) use notice::{HintPlan, NoticeKind, NoticePlan};
 pub(crate) use render::{QuestionRef, Rendered, TimerPlan, Variant, render_from};
 pub(crate) use start::{StartVerdict, start_verdict};
 pub(crate) use timers::{DueTimer, Firing, FiringSeen, OpenRead, QuestionMove, Skip, ends_sibling, question_move};
@@ -30,6 +32,8 @@ use std::sync::Arc;
 pub(crate) const FLEX_TAP_TAG: &str = "flex_image_tap";
 
 #[derive(Debug, Clone, PartialEq)]
+// One decision per event, made and moved once: a box would save no copy worth it.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Decision {
     Ignore(Ignored),
     /// Guard 1: a survey answer.
@@ -45,6 +49,9 @@ pub(crate) enum Decision {
     /// A follow or an unfollow: recorded on the user; an unfollow cancels the
     /// user's timers, a follow may start the follow trigger's scenario.
     Follow(FollowPlan),
+    /// Text typed while a date picker with `hint_text` waits: the hint, once
+    /// per interval.
+    Hint(HintPlan),
     /// The user unsent a message: it must have no effect if it has had none yet.
     Unsend {
         message_id: String,
@@ -130,6 +137,10 @@ pub(crate) struct AnswerPlan {
     /// The arms the follow-up takes and asks in (see [`Arms`]).
     #[serde(default, skip_serializing_if = "Arms::is_empty")]
     pub(crate) follow_arms: Arms,
+    /// The question's `answered_text`: sent instead of silence when the user
+    /// had answered it before (a tap, not a typed answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) already: Option<NoticePlan>,
 }
 
 /// Where a chain's messages stand in an A/B test: the split it passed (a run
@@ -640,7 +651,13 @@ impl Answering<'_> {
             .loaded
             .variant_of(&self.node, who)
             .map(|(_, label)| label.to_owned());
+        let already = self
+            .loaded
+            .node(&self.node)
+            .and_then(Node::answered_notice)
+            .map(|notice| NoticePlan::of(NoticeKind::Answered, self.loaded.id(), &self.node, notice));
         Ok(AnswerPlan {
+            already,
             variant,
             follow_arms: Arms::of(&follow_up),
             answer_id: answer_id(&scenario, &self.node, &self.user),

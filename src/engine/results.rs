@@ -61,7 +61,8 @@ pub(crate) struct NodeResults {
     /// `answered / sent`, when something was sent.
     pub(crate) response_rate: Option<f64>,
     /// For a question behind a split: its counts per arm label (every arm of
-    /// the split, then labels no longer among its arms); empty otherwise.
+    /// the split, and labels counted but no longer among its arms), keyed by
+    /// label; empty otherwise.
     pub(crate) by_variant: BTreeMap<String, ArmCounts>,
     /// A choice question's choices, in the scenario's order, then values no
     /// longer among its choices (from an earlier version).
@@ -200,9 +201,24 @@ impl Engine {
     }
 
     /// The scenario's splits in file order: each arm's runs, then labels
-    /// counted but no longer among its arms.
+    /// counted but no longer among its arms; then splits counted that the
+    /// loaded version no longer has.
     pub(crate) fn split_results(&self, scenario: &ScenarioId, counts: &Counts<'_>) -> Option<Vec<SplitResults>> {
         let loaded = self.scenario(scenario)?;
+        let gone = counts
+            .runs
+            .iter()
+            .filter(|(node, _)| !loaded.splits().any(|split| split.id.as_str() == node.as_str()))
+            .map(|(node, runs)| SplitResults {
+                node: node.clone(),
+                arms: runs
+                    .iter()
+                    .map(|(label, runs)| ArmResults {
+                        label: label.clone(),
+                        runs: *runs,
+                    })
+                    .collect(),
+            });
         Some(
             loaded
                 .splits()
@@ -225,6 +241,7 @@ impl Engine {
                             .collect(),
                     }
                 })
+                .chain(gone)
                 .collect(),
         )
     }
@@ -443,6 +460,70 @@ mod tests {
             engine
                 .results(&ScenarioId::parse("gone").expect("valid"), &counts)
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn splits_list_runs_per_arm_and_questions_behind_them_count_by_arm() {
+        let engine = engine();
+        let nested = |pairs: &[(&str, &[(&str, u64)])]| -> BTreeMap<String, BTreeMap<String, u64>> {
+            pairs
+                .iter()
+                .map(|(key, inner)| {
+                    let inner = inner.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect();
+                    ((*key).to_owned(), inner)
+                })
+                .collect()
+        };
+        let sent = BTreeMap::from([("interest".to_owned(), 5)]);
+        let answered = BTreeMap::from([("interest".to_owned(), 3)]);
+        let choices = nested(&[("interest", &[("yes", 2), ("no", 1)])]);
+        let sent_by_variant = nested(&[("interest", &[("A", 3), ("B", 2)])]);
+        let answered_by_variant = nested(&[("interest", &[("A", 2), ("B", 1)])]);
+        let choices_by_variant = BTreeMap::from([(
+            "interest".to_owned(),
+            nested(&[("yes", &[("A", 2)]), ("no", &[("B", 1)])]),
+        )]);
+        let runs = nested(&[("ab", &[("B", 2), ("A", 3), ("old", 1)]), ("gone", &[("X", 4)])]);
+        let counts = Counts {
+            sent: &sent,
+            answered: &answered,
+            choices: &choices,
+            sent_by_variant: &sent_by_variant,
+            answered_by_variant: &answered_by_variant,
+            choices_by_variant: &choices_by_variant,
+            runs: &runs,
+        };
+        let scenario = ScenarioId::parse("ja_vip").expect("valid");
+        let splits = engine.split_results(&scenario, &counts).expect("known");
+        let listed: Vec<(&str, Vec<(&str, u64)>)> = splits
+            .iter()
+            .map(|split| {
+                let arms = split.arms.iter().map(|arm| (arm.label.as_str(), arm.runs)).collect();
+                (split.node.as_str(), arms)
+            })
+            .collect();
+        assert_eq!(
+            listed,
+            [("ab", vec![("A", 3), ("B", 2), ("old", 1)]), ("gone", vec![("X", 4)])],
+            "arms in file order, then arms and splits no longer in the scenario"
+        );
+        let nodes = engine.results(&scenario, &counts).expect("known");
+        let interest = &nodes[0];
+        assert_eq!(interest.node_id, "interest");
+        let arm = |label: &str| (interest.by_variant[label].sent, interest.by_variant[label].answered);
+        assert_eq!((arm("A"), arm("B")), ((3, 2), (2, 1)));
+        let yes = &interest.choices[0];
+        assert_eq!(
+            (yes.value.as_str(), yes.by_variant["A"], yes.by_variant["B"]),
+            ("yes", 2, 0)
+        );
+        let untouched = engine
+            .results(&ScenarioId::parse("satisfaction").expect("valid"), &counts)
+            .expect("known");
+        assert!(
+            untouched.iter().all(|node| node.by_variant.is_empty()),
+            "no split, no arms"
         );
     }
 

@@ -9,6 +9,7 @@
 
 use super::PipelineError;
 use super::hold::{Failure, Found, Hold};
+use super::notice::Noticed;
 use super::processed::Processed;
 use super::timers::{AskedTimers, OPERATOR_CANCEL};
 use super::typed::{answer_record, answered, open_question};
@@ -30,8 +31,7 @@ impl EventWorker {
                 .node_answered_legacy(plan.scenario.as_str(), plan.node.as_str(), plan.user.as_str())
                 .await?
         {
-            self.done_without_effect(hold)?;
-            return Ok(Processed::AlreadyAnswered);
+            return self.already_answered(hold, work, plan).await;
         }
         let mut follow_up = self.stage_follow_up(hold, work, plan)?;
         let timers = self.schedule(&plan.user, &plan.timers).await?;
@@ -67,6 +67,11 @@ impl EventWorker {
                         read,
                         self.clock.now(),
                     )),
+                    // A picker tapped after its question was answered gets the
+                    // question's answered_text (one read, only when it has one).
+                    None if plan.already.is_some() && self.store.answer_recorded(&plan.answer_id).await? => {
+                        return self.already_answered(hold, work, plan).await;
+                    }
                     None => {
                         self.done_without_effect(hold)?;
                         return Ok(Processed::QuestionNotOpen);
@@ -89,10 +94,7 @@ impl EventWorker {
                     return Ok(Processed::Answered);
                 }
                 // The answer exists: the user answered before. Nothing was applied.
-                Effect::AlreadyExists => {
-                    self.done_without_effect(hold)?;
-                    return Ok(Processed::AlreadyAnswered);
-                }
+                Effect::AlreadyExists => return self.already_answered(hold, work, plan).await,
                 Effect::Changed => hold.find_out_patiently(&self.store, follow_up.as_ref()).await?,
                 Effect::Unknown(error) => {
                     tracing::warn!(error = %error, "the answer commit's outcome is unknown; reading what happened");
@@ -110,6 +112,19 @@ impl EventWorker {
             }
         }
         Err(PipelineError::Contention("the answer commit kept failing".into()).into())
+    }
+
+    /// A tap on a question the user had answered: its `answered_text` (once per
+    /// interval), or nothing.
+    async fn already_answered(&self, hold: &Hold, work: &Work, plan: &AnswerPlan) -> Result<Processed, Failure> {
+        let Some(notice) = &plan.already else {
+            self.done_without_effect(hold)?;
+            return Ok(Processed::AlreadyAnswered);
+        };
+        Ok(match self.notice(hold, work, &plan.user, notice, None).await? {
+            Noticed::Sent => Processed::AlreadyAnsweredNoticed,
+            Noticed::Withheld | Noticed::Unsent => Processed::AlreadyAnswered,
+        })
     }
 
     /// The pending reminder and expiry of the question an answer answers, read

@@ -306,6 +306,7 @@ impl Ingest {
             },
             None => self.versions.current().clone(),
         };
+        let hint = open.as_ref().and_then(|open| engine.hint_for(open, event_ms));
         let answers = open.filter(|open| engine.is_open_at(open, event_ms) && engine.takes_text(open));
         match (answers, plan.keyword) {
             (Some(open), keyword) => Decision::Text(TextPlan {
@@ -314,7 +315,14 @@ impl Ingest {
                 ..plan
             }),
             (None, Some(start)) => Decision::Start(start),
-            (None, None) => Decision::Ignore(Ignored::NoTrigger),
+            // Text at a date picker with a hint: the hint, once per interval.
+            (None, None) => match hint {
+                Some(notice) => Decision::Hint(crate::engine::HintPlan {
+                    user: plan.user.clone(),
+                    notice,
+                }),
+                None => Decision::Ignore(Ignored::NoTrigger),
+            },
         }
     }
 

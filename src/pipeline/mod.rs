@@ -25,6 +25,7 @@ mod follow;
 mod hold;
 pub(crate) mod ingest;
 pub(crate) mod manual_send;
+mod notice;
 mod processed;
 pub(crate) mod replay;
 mod retries;

@@ -35,6 +35,10 @@ pub(crate) enum Processed {
     /// A follow or an unfollow recorded on the user (no trigger to start).
     Followed,
     Unfollowed,
+    /// A repeated tap of an answered question that got its `answered_text`.
+    AlreadyAnsweredNoticed,
+    /// Text typed at a date picker that got its `hint_text`.
+    Hinted,
 }
 
 impl Processed {
@@ -54,6 +58,8 @@ impl Processed {
             Processed::QuestionExpired => "question_expired",
             Processed::Followed => "followed",
             Processed::Unfollowed => "unfollowed",
+            Processed::AlreadyAnsweredNoticed => "already_answered_noticed",
+            Processed::Hinted => "hinted",
         }
     }
 
@@ -77,6 +83,8 @@ impl Processed {
             Processed::QuestionExpired => "answer_to_expired_question",
             Processed::Followed => "follow",
             Processed::Unfollowed => "unfollow",
+            Processed::AlreadyAnsweredNoticed => "repeated_tap_noticed",
+            Processed::Hinted => "text_at_date_picker_hinted",
         }
     }
 
@@ -84,7 +92,7 @@ impl Processed {
     /// it was no duplicate.
     pub(crate) fn duplicate(self) -> Option<(Guard, &'static str)> {
         match self {
-            Processed::AlreadyAnswered => Some((Guard::Answer, "already_answered")),
+            Processed::AlreadyAnswered | Processed::AlreadyAnsweredNoticed => Some((Guard::Answer, "already_answered")),
             Processed::CardTapAnswered => Some((Guard::CardTap, "already_answered")),
             Processed::CardTapDeduplicated => Some((Guard::CardTap, "recently_started")),
             Processed::NotRestarted => Some((Guard::Trigger, "already_answered")),
@@ -100,7 +108,8 @@ impl Processed {
             | Processed::QuestionNotOpen
             | Processed::QuestionExpired
             | Processed::Followed
-            | Processed::Unfollowed => None,
+            | Processed::Unfollowed
+            | Processed::Hinted => None,
         }
     }
 }
@@ -113,6 +122,11 @@ mod tests {
     fn each_guard_counts_the_duplicates_it_stopped() {
         let cases = [
             (Processed::AlreadyAnswered, Some((Guard::Answer, "already_answered"))),
+            (
+                Processed::AlreadyAnsweredNoticed,
+                Some((Guard::Answer, "already_answered")),
+            ),
+            (Processed::Hinted, None),
             (Processed::CardTapAnswered, Some((Guard::CardTap, "already_answered"))),
             (
                 Processed::CardTapDeduplicated,

@@ -172,6 +172,7 @@ impl EventWorker {
                 timers: if starts { &timers } else { &[] },
                 action: action.map(StagedAction::entry),
                 changes: Some((user, &starting.run_start.changes)).filter(|(_, changes)| starts && !changes.is_empty()),
+                notice: None,
             };
             match self.store.commit_effects(&hold.key, hold.version, &effects).await {
                 Effect::Committed(version) => {

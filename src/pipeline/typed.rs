@@ -416,5 +416,9 @@ pub(super) fn answer_record<'a>(
         timers: &[],
         cancels: &[],
         variant: plan.variant.as_deref(),
+        run_variant: plan
+            .variant
+            .as_deref()
+            .or(plan.follow_arms.took.as_ref().map(|took| took.label.as_str())),
     }
 }

@@ -3,7 +3,7 @@
 //! message text (a text trigger's plan says which scenario it starts, not what
 //! the user typed).
 
-use crate::engine::{AnswerPlan, CardTapPlan, Decision, FollowPlan, StartPlan, TextPlan};
+use crate::engine::{AnswerPlan, CardTapPlan, Decision, FollowPlan, HintPlan, StartPlan, TextPlan};
 use crate::ids::LineUserId;
 use crate::line::messages::Message;
 use crate::line::webhook::{Event, EventKind, MessageContent};
@@ -14,12 +14,15 @@ use serde::{Deserialize, Serialize};
 /// The decisions that have effects to carry out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+// One plan per event, decoded and held once: a box would save no copy worth it.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Plan {
     Answer(AnswerPlan),
     CardTap(CardTapPlan),
     Start(StartPlan),
     Text(TextPlan),
     Follow(FollowPlan),
+    Hint(HintPlan),
 }
 
 impl Plan {
@@ -31,6 +34,7 @@ impl Plan {
             Decision::Start(plan) => Some(Plan::Start(plan)),
             Decision::Text(plan) => Some(Plan::Text(plan)),
             Decision::Follow(plan) => Some(Plan::Follow(plan)),
+            Decision::Hint(plan) => Some(Plan::Hint(plan)),
             Decision::Ignore(_) | Decision::Unsend { .. } => None,
         }
     }
@@ -42,6 +46,7 @@ impl Plan {
             Plan::Start(plan) => &plan.run_start.user,
             Plan::Text(plan) => &plan.user,
             Plan::Follow(plan) => &plan.user,
+            Plan::Hint(plan) => &plan.user,
         }
     }
 }

@@ -215,6 +215,16 @@ impl EventWorker {
             Plan::Start(plan) => self.start(hold, work, plan).await,
             Plan::Text(plan) => self.text(hold, work, plan).await,
             Plan::Follow(plan) => self.follow(hold, work, plan).await,
+            Plan::Hint(plan) => {
+                let noticed = self
+                    .notice(hold, work, &plan.user, &plan.notice, work.message.as_ref())
+                    .await?;
+                Ok(match noticed {
+                    super::notice::Noticed::Sent => Processed::Hinted,
+                    super::notice::Noticed::Withheld => Processed::NoTrigger,
+                    super::notice::Noticed::Unsent => Processed::Unsent,
+                })
+            }
         }
     }
 

@@ -128,7 +128,13 @@ fn from_parsed(parsed: Vec<(Scenario, PathBuf, String)>) -> Result<Scenarios, Lo
                 }
             }
         }
-        scenarios.takes_typed_answers |= scenario.nodes.iter().any(|node| matches!(node, Node::TextQuestion(_)));
+        // A date question's hint answers text typed at its picker: the user's
+        // open question is read for texts then too (the text is still kept
+        // only for a text question).
+        scenarios.takes_typed_answers |= scenario
+            .nodes
+            .iter()
+            .any(|node| matches!(node, Node::TextQuestion(_)) || node.hint_notice().is_some());
         match LoadedScenario::try_new(scenario, path, content) {
             Ok(loaded) => {
                 scenarios.by_id.insert(loaded.id().clone(), loaded);
@@ -354,6 +360,49 @@ mod tests {
     "#;
 
     #[test]
+    fn split_labels_that_could_not_be_told_apart_or_stored_are_refused() {
+        let split = |labels: [&str; 2]| {
+            format!(
+                r#"
+                id = "s"
+                [[nodes]]
+                id = "go"
+                kind = "trigger"
+                on = "text"
+                keywords = ["go"]
+                next = "ab"
+                [[nodes]]
+                id = "ab"
+                kind = "split"
+                arms = [{{ label = "{}", weight = 1, next = "m" }}, {{ label = "{}", weight = 1, next = "m" }}]
+                [[nodes]]
+                id = "m"
+                kind = "message"
+                text = "hi"
+                "#,
+                labels[0], labels[1]
+            )
+        };
+        assert!(problems(&[("s.toml", &split(["A", "B"]))]).is_empty());
+        assert!(problems(&[("s.toml", &split(["割引", "ポイント"]))]).is_empty());
+        let combining = format!("a{}", "\u{0301}".repeat(40));
+        let cases = [
+            (["A", "A "], "starts or ends with a space"),
+            (["A", "\u{200B}"], "invisible character"),
+            (["A", &combining], "bytes in UTF-8; at most 64"),
+            (["A", "A"], "used twice"),
+            (["A", "twenty-one characters"], "at most 20"),
+        ];
+        for (labels, expected) in cases {
+            let found = problems(&[("s.toml", &split(labels))]);
+            assert!(
+                found.iter().any(|problem| problem.contains(expected)),
+                "{labels:?}: expected {expected:?} in {found:?}"
+            );
+        }
+    }
+
+    #[test]
     fn question_kinds_load_and_their_mistakes_are_named() {
         let scenarios = load(&[("p.toml", QUESTIONS)]).unwrap_or_else(|error| panic!("{error}"));
         assert!(scenarios.takes_typed_answers());
@@ -422,6 +471,38 @@ mod tests {
             (
                 QUESTIONS.replace(r#"text = "Rate us""#, "text = \"Rate us\"\ntitle = \"T\""),
                 "a quick reply question has no title",
+            ),
+            (
+                QUESTIONS.replace(
+                    r#"text = "Rate us""#,
+                    "text = \"Rate us\"\nanswered_text_every = \"5m\"",
+                ),
+                r#"node "rate": answered_text_every needs answered_text"#,
+            ),
+            (
+                QUESTIONS.replace(
+                    r#"text = "When?""#,
+                    "text = \"When?\"\nhint_text = \"Pick one\"\nhint_text_every = \"soon\"",
+                ),
+                r#"node "when": hint_text_every "soon" is not a duration"#,
+            ),
+            (
+                QUESTIONS.replace(
+                    r#"text = "How old are you?""#,
+                    "text = \"How old are you?\"\nanswered_text = \"Done\"\nanswered_text_every = \"10s\"",
+                ),
+                r#"node "age": answered_text_every must be from 1m to 30d"#,
+            ),
+            (
+                QUESTIONS.replace(r#"text = "When?""#, "text = \"When?\"\nanswered_text = \" \""),
+                r#"node "when": answered_text is empty"#,
+            ),
+            (
+                QUESTIONS.replace(
+                    r#"text = "Rate us""#,
+                    &format!("text = \"Rate us\"\nanswered_text = \"{}\"", "あ".repeat(5001)),
+                ),
+                r#"node "rate": answered_text"#,
             ),
         ];
         for (file, expected) in cases {

@@ -207,6 +207,15 @@ pub struct SurveyNode {
     /// A user field the answer's value is also written to.
     #[serde(default)]
     pub field: Option<String>,
+    /// Sent (by reply) when a tap answers this question after the user already
+    /// answered it: at most once per user and question per
+    /// `answered_text_every`.
+    #[serde(default)]
+    pub answered_text: Option<String>,
+    /// How often `answered_text` may be sent to one user, such as "10m" (the
+    /// default); needs `answered_text`.
+    #[serde(default)]
+    pub answered_text_every: Option<String>,
     // The five timer keys below repeat on every question kind: `deny_unknown_fields`
     // rules out `#[serde(flatten)]`, and a typo in a key must stay an error.
     // `LoadedScenario::question_timers` gathers them, compiled, in one place.
@@ -288,6 +297,15 @@ pub struct TextQuestionNode {
     /// scenario ends quietly.
     #[serde(default)]
     pub on_give_up: Option<NodeId>,
+    /// Sent (by reply) when a tap answers this question after the user already
+    /// answered it: at most once per user and question per
+    /// `answered_text_every`.
+    #[serde(default)]
+    pub answered_text: Option<String>,
+    /// How often `answered_text` may be sent to one user, such as "10m" (the
+    /// default); needs `answered_text`.
+    #[serde(default)]
+    pub answered_text_every: Option<String>,
     /// Sends a reminder this long after the question if it is still unanswered,
     /// such as "1d".
     #[serde(default)]
@@ -387,6 +405,24 @@ pub struct DateQuestionNode {
     pub field: Option<String>,
     #[serde(default)]
     pub next: Option<NodeId>,
+    /// Sent (by reply) when a tap answers this question after the user already
+    /// answered it: at most once per user and question per
+    /// `answered_text_every`.
+    #[serde(default)]
+    pub answered_text: Option<String>,
+    /// How often `answered_text` may be sent to one user, such as "10m" (the
+    /// default); needs `answered_text`.
+    #[serde(default)]
+    pub answered_text_every: Option<String>,
+    /// Sent (by reply) when the user types text while the picker waits,
+    /// instead of dropping it: at most once per user and question per
+    /// `hint_text_every`. A keyword the text matches still starts its scenario.
+    #[serde(default)]
+    pub hint_text: Option<String>,
+    /// How often `hint_text` may be sent to one user, such as "10m" (the
+    /// default); needs `hint_text`.
+    #[serde(default)]
+    pub hint_text_every: Option<String>,
     /// Sends a reminder this long after the question if it is still unanswered,
     /// such as "1d".
     #[serde(default)]
@@ -405,6 +441,53 @@ pub struct DateQuestionNode {
     /// Without it, expiry ends the scenario quietly.
     #[serde(default)]
     pub on_expire: Option<NodeId>,
+}
+
+/// How often one notice (`answered_text`, `hint_text`) may reach one user, by default.
+pub const DEFAULT_NOTICE_EVERY: Duration = Duration::from_secs(600);
+
+/// A notice a question sends instead of silence: its text and how often.
+#[derive(Debug, Clone, Copy)]
+pub struct Notice<'a> {
+    pub text: &'a str,
+    /// As written (`None`: [`DEFAULT_NOTICE_EVERY`]).
+    pub every: Option<&'a str>,
+}
+
+impl Notice<'_> {
+    /// How often it may be sent (validation refused what does not parse).
+    pub fn every(&self) -> Duration {
+        self.every
+            .and_then(|every| parse_duration(every).ok())
+            .unwrap_or(DEFAULT_NOTICE_EVERY)
+    }
+}
+
+impl Node {
+    /// The question's `answered_text`, if it has one.
+    pub fn answered_notice(&self) -> Option<Notice<'_>> {
+        let (text, every) = match self {
+            Node::Survey(node) => (&node.answered_text, &node.answered_text_every),
+            Node::TextQuestion(node) => (&node.answered_text, &node.answered_text_every),
+            Node::DateQuestion(node) => (&node.answered_text, &node.answered_text_every),
+            _ => return None,
+        };
+        Some(Notice {
+            text: text.as_deref()?,
+            every: every.as_deref(),
+        })
+    }
+
+    /// A date question's `hint_text`, if it has one.
+    pub fn hint_notice(&self) -> Option<Notice<'_>> {
+        match self {
+            Node::DateQuestion(node) => Some(Notice {
+                text: node.hint_text.as_deref()?,
+                every: node.hint_text_every.as_deref(),
+            }),
+            _ => None,
+        }
+    }
 }
 
 fn default_date_mode() -> DateMode {
@@ -1063,8 +1146,9 @@ pub struct Scenarios {
     by_id: BTreeMap<ScenarioId, LoadedScenario>,
     keyword_triggers: HashMap<String, Entry>,
     any_text_trigger: Option<Entry>,
-    /// Whether any scenario has a text question: only then can a text message be
-    /// an answer, and only then is its text kept until it is processed.
+    /// Whether any scenario has a text question (or a date question with
+    /// `hint_text`): only then can a text message answer an open question,
+    /// which ingest then reads (the text is kept only for a text question).
     takes_typed_answers: bool,
     follow_trigger: Option<Entry>,
 }

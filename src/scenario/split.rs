@@ -19,6 +19,9 @@ pub const MIN_ARMS: usize = 2;
 pub const MAX_ARMS: usize = 10;
 /// The longest arm label, in characters as a person counts them.
 pub const MAX_LABEL_CHARS: usize = 20;
+/// The longest arm label in bytes (combining marks make one character long):
+/// labels are Firestore field-path segments, which have a byte limit.
+pub const MAX_LABEL_BYTES: usize = 64;
 /// The largest weight of one arm (weights are relative; this keeps sums exact).
 pub const MAX_WEIGHT: u32 = 1_000_000;
 

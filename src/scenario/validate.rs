@@ -317,6 +317,7 @@ fn check_node(scenario: &Scenario, node: &Node, report: &mut Report<'_>) {
         }
     }
     check_answer_field(report, node);
+    check_notices(report, node);
     if let Some(spec) = node.timer_spec() {
         if let Err(problems) = spec.compile() {
             for problem in problems {
@@ -424,8 +425,43 @@ fn check_node(scenario: &Scenario, node: &Node, report: &mut Report<'_>) {
     }
 }
 
+/// `answered_text` and `hint_text`: texts within LINE's limit, intervals
+/// that are durations (from one minute to 30 days), never an interval alone.
+fn check_notices(report: &mut Report<'_>, node: &Node) {
+    const LONGEST: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+    let (answered_every, hint_every) = match node {
+        Node::Survey(node) => (node.answered_text_every.as_deref(), None),
+        Node::TextQuestion(node) => (node.answered_text_every.as_deref(), None),
+        Node::DateQuestion(node) => (node.answered_text_every.as_deref(), node.hint_text_every.as_deref()),
+        _ => return,
+    };
+    for (key, notice, every) in [
+        ("answered_text", node.answered_notice(), answered_every),
+        ("hint_text", node.hint_notice(), hint_every),
+    ] {
+        if let Some(notice) = notice {
+            report.text(node.id(), key, notice.text, MAX_TEXT_MESSAGE_CHARS);
+            if notice.text.trim().is_empty() {
+                report.node_problem(node.id(), format!("{key} is empty"));
+            }
+        }
+        let Some(every) = every else { continue };
+        if notice.is_none() {
+            report.node_problem(node.id(), format!("{key}_every needs {key}"));
+            continue;
+        }
+        match super::parse_duration(every) {
+            Ok(every) if every < std::time::Duration::from_secs(60) || every > LONGEST => {
+                report.node_problem(node.id(), format!("{key}_every must be from 1m to 30d"));
+            }
+            Ok(_) => {}
+            Err(problem) => report.node_problem(node.id(), format!("{key}_every {problem}")),
+        }
+    }
+}
+
 fn check_split(scenario: &Scenario, report: &mut Report<'_>, split: &super::SplitNode) {
-    use super::split::{MAX_ARMS, MAX_LABEL_CHARS, MAX_WEIGHT, MIN_ARMS};
+    use super::split::{MAX_ARMS, MAX_LABEL_BYTES, MAX_LABEL_CHARS, MAX_WEIGHT, MIN_ARMS};
     if !(MIN_ARMS..=MAX_ARMS).contains(&split.arms.len()) {
         report.node_problem(
             &split.id,
@@ -435,10 +471,28 @@ fn check_split(scenario: &Scenario, report: &mut Report<'_>, split: &super::Spli
     let mut labels = HashSet::new();
     for arm in &split.arms {
         let length = Counting::Graphemes.count(&arm.label);
-        if arm.label.trim().is_empty() || arm.label.chars().any(char::is_control) {
+        // Labels become Firestore field-path segments and report keys: no
+        // invisible characters, no padding, and a bounded size in bytes.
+        let invisible = |c: char| {
+            c.is_control()
+                || matches!(c, '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}')
+        };
+        if arm.label.trim().is_empty() || arm.label.chars().any(invisible) || arm.label.trim() != arm.label {
             report.node_problem(
                 &split.id,
-                format!("arm label {:?} is empty or holds a control character", arm.label),
+                format!(
+                    "arm label {:?} is empty, starts or ends with a space, or holds a control or invisible character",
+                    arm.label
+                ),
+            );
+        } else if arm.label.len() > MAX_LABEL_BYTES {
+            report.node_problem(
+                &split.id,
+                format!(
+                    "arm label {:?} is {} bytes in UTF-8; at most {MAX_LABEL_BYTES}",
+                    arm.label,
+                    arm.label.len()
+                ),
             );
         } else if length > MAX_LABEL_CHARS {
             report.node_problem(

@@ -21,6 +21,7 @@ pub(crate) mod collections {
     pub(crate) const CAMPAIGNS: &str = "campaigns";
     pub(crate) const CAMPAIGN_CHUNKS: &str = "campaign_chunks";
     pub(crate) const RESULT_COUNTERS: &str = "result_counters";
+    pub(crate) const NOTICES: &str = "notices";
 }
 
 /// `survey_responses/{answerId}`: one user's answer to one survey node.

@@ -53,9 +53,11 @@ pub(crate) struct AnswerRecord<'a> {
     /// Today in the scenario's time zone (`YYYY-MM-DD`): the day whose result
     /// counters the answer raises.
     pub(crate) day: String,
-    /// The A/B arm the question is behind: on the answer, the marker and the
-    /// counts by arm.
+    /// The A/B arm the question is behind: on the answer and the counts by arm.
     pub(crate) variant: Option<&'a str>,
+    /// The arm the user's run takes, for the marker: the question's, or the
+    /// one the follow-up's split took.
+    pub(crate) run_variant: Option<&'a str>,
 }
 
 /// A guarded start (guards 2 and 3): recorded on the user's marker, conditional
@@ -108,6 +110,8 @@ pub(crate) struct EffectWrites<'a> {
     pub(crate) action: Option<(&'a str, &'a LedgerDoc)>,
     /// What the messages' nodes do to the user's tags and fields.
     pub(crate) changes: Option<(&'a str, &'a UserChanges)>,
+    /// The record of a notice these messages are, conditional on it as read.
+    pub(crate) notice: Option<super::NoticeWrite<'a>>,
 }
 
 /// How an effect commit ended.
@@ -191,7 +195,7 @@ impl Store {
             line_user_id: answer.user,
             last_answer_id: answer.answer_id,
             last_answered_at: now,
-            variant: answer.variant,
+            variant: answer.run_variant,
         };
         let mut writes = vec![
             self.inbox_done_write(inbox, version)?,
@@ -256,6 +260,9 @@ impl Store {
         }
         if let Some(change) = &effects.question {
             writes.push(self.question_write(change)?);
+        }
+        if let Some(notice) = &effects.notice {
+            writes.push(self.notice_write(notice)?);
         }
         if let Some(start) = &effects.start {
             #[derive(Serialize)]

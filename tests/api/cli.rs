@@ -176,7 +176,7 @@ fn simulate_through_a_pipe() {
         "> ３５\nbot: 郵便番号を7桁でお送りください。(例: 100-0001)",
         "  1) 日付を選ぶ",
         "> /date 2027-03-14\nbot: ありがとうございました。登録が完了しました。",
-        "> /date 2027-03-15\n  (nothing recorded: question next_visit is not open)",
+        "> /date 2027-03-15\nbot: ご来店予定日は登録済みです。ありがとうございます。\n  (nothing recorded: question next_visit was answered before)",
     ] {
         assert!(
             transcript.contains(expected),
@@ -213,6 +213,10 @@ fn simulate_through_a_pipe() {
         );
         assert!(forced.contains(text), "arm {label} sends its own opening:\n{forced}");
     }
+
+    let typo = run(&["simulate", "ja_vip", "--dir", dir_arg, "--variant", "C"], Some(""));
+    assert_eq!(typo.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&typo.stderr).contains(r#"no split has an arm labelled "C""#));
 
     let unknown = run(
         &["simulate", "nope", "--dir", dir.to_str().unwrap_or_default()],

@@ -96,6 +96,9 @@ fn monotonic_fields_no_query_uses_are_exempt_from_indexing() {
         ("result_counters", "answeredByVariant"),
         ("result_counters", "choicesByVariant"),
         ("result_counters", "runs"),
+        // Read by id only; written at most once per user, question and interval.
+        ("notices", "lastEventAt"),
+        ("notices", "expireAt"),
         ("scenario_answers", "lastStartedAt"),
         ("message_marks", "at"),
         ("message_marks", "expireAt"),

@@ -22,6 +22,7 @@ mod guards;
 mod inbox;
 mod indexes;
 mod metrics;
+mod notices;
 mod outage;
 mod outbound;
 mod recovery;
