@@ -37,6 +37,12 @@ enum Command {
         /// of the simulated user's own arm (repeatable: `--variant A --variant B2`).
         #[arg(long = "variant", value_name = "LABEL")]
         variants: Vec<String>,
+        /// A tag the user has before the first line (repeatable).
+        #[arg(long = "tag", value_name = "TAG")]
+        tags: Vec<String>,
+        /// A user field before the first line, `name=value` (repeatable).
+        #[arg(long = "field", value_name = "NAME=VALUE", value_parser = cli::parse_field)]
+        fields: Vec<(String, line_survey::values::FieldValue)>,
     },
     /// Replays transcript files against the scenarios; exit status 1 on a difference.
     Test {
@@ -71,9 +77,12 @@ fn main() -> ExitCode {
             scenario,
             dir,
             variants,
+            tags,
+            fields,
         } => {
             let stdin = std::io::stdin().lock();
-            match cli::simulate(&scenarios_dir(dir), &scenario, variants, stdin, &mut stdout()) {
+            let given = cli::Given { tags, fields, variants };
+            match cli::simulate(&scenarios_dir(dir), &scenario, given, stdin, &mut stdout()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => failed(&error),
             }

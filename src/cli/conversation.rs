@@ -79,6 +79,8 @@ pub(crate) struct Conversation {
     last_card: Option<String>,
     /// The arm taken at each split passed, by split node.
     arms: BTreeMap<String, String>,
+    /// When the simulated user was first seen (a branch's `firstSeenFrom`).
+    first_seen_ms: i64,
     /// When each notice was last sent (simulated ms), by its record id.
     notices: HashMap<String, i64>,
 }
@@ -115,6 +117,7 @@ impl Conversation {
             questions: Vec::new(),
             last_card: None,
             arms: BTreeMap::new(),
+            first_seen_ms: 1_767_225_600_000,
             notices: HashMap::new(),
         }
     }
@@ -130,9 +133,81 @@ impl Conversation {
         Some(self.say(notice.messages()))
     }
 
-    /// The arm taken at each split passed so far, by split node.
+    /// The arm taken at each split passed so far (its label) and the way each
+    /// branch went (the node it led to), by node.
     pub(crate) fn arms(&self) -> &BTreeMap<String, String> {
         &self.arms
+    }
+
+    /// The user's tags and fields before the conversation begins.
+    pub(crate) fn given(&mut self, tags: Vec<String>, fields: Vec<(String, FieldValue)>) {
+        self.tags.extend(tags);
+        self.fields.extend(fields);
+    }
+
+    /// The user's state as a branch reads it.
+    fn state(&self) -> crate::scenario::UserState {
+        let mut state = crate::scenario::UserState {
+            tags: self.tags.clone(),
+            fields: self.fields.clone(),
+            first_seen_ms: Some(self.first_seen_ms),
+            ..Default::default()
+        };
+        for (scenario, node, value) in self.answers.values() {
+            if let (Ok(scenario), Ok(node)) = (ScenarioId::parse(scenario.clone()), NodeId::parse(node.clone())) {
+                state.answers.insert((scenario, node), value.clone());
+            }
+        }
+        state.answered.extend(
+            self.markers
+                .iter()
+                .filter(|(_, (answered, _))| *answered)
+                .map(|(scenario, _)| scenario.clone()),
+        );
+        state
+    }
+
+    /// Decides the branch `chain` stopped at, if any, as the worker would:
+    /// the whole chain, with a line per branch saying which way it went.
+    fn through_branches(
+        &mut self,
+        scenario: &ScenarioId,
+        chain: Rendered,
+        before: &UserChanges,
+        state: crate::scenario::UserState,
+        turn: &mut Turn,
+    ) -> Rendered {
+        if chain.branch.is_none() {
+            return chain;
+        }
+        let Some(loaded) = self.engine.scenarios().get(scenario) else {
+            return chain;
+        };
+        let user = simulated_user();
+        let run = None;
+        match self.engine.resolve_branches(
+            loaded,
+            chain.clone(),
+            run,
+            self.engine.who(scenario, &user),
+            &state,
+            before,
+        ) {
+            Ok((resolved, taken)) => {
+                for way in taken {
+                    self.arms.insert(way.branch.to_string(), way.next.to_string());
+                    turn.splits.push(match way.arm {
+                        Some(arm) => format!("branch {}: arm {arm} holds, on to {}", way.branch, way.next),
+                        None => format!("branch {}: no arm holds, else {}", way.branch, way.next),
+                    });
+                }
+                resolved
+            }
+            Err(problem) => {
+                turn.note = Some(format!("the branch could not be decided: {problem}"));
+                chain
+            }
+        }
     }
 
     /// Notes the split a chain passed, and why that arm.
@@ -164,9 +239,12 @@ impl Conversation {
 
     /// A scenario's start, as an operator's manual send delivers it (no guard).
     pub(crate) fn begin(&mut self, scenario: &ScenarioId, start: Rendered) -> Turn {
+        let mut lines = Turn::default();
+        let start = self.through_branches(scenario, start, &UserChanges::default(), self.state(), &mut lines);
         self.apply(&start.changes);
         let arms = Arms::of(&start);
         let mut turn = self.say(start.messages);
+        absorb(&mut turn, lines);
         self.took(&arms, &mut turn);
         self.open_question(start.opens);
         let from = self.start_of(scenario);
@@ -327,9 +405,18 @@ impl Conversation {
                     }
                     Some((open, TypedDecision::GiveUp { reason, then })) => {
                         self.open = None;
+                        let mut lines = Turn::default();
+                        let then = self.through_branches(
+                            &open.question.scenario,
+                            *then,
+                            &UserChanges::default(),
+                            self.state(),
+                            &mut lines,
+                        );
                         self.apply(&then.changes);
                         let arms = Arms::of(&then);
                         let mut turn = self.say(then.messages);
+                        absorb(&mut turn, lines);
                         self.took(&arms, &mut turn);
                         self.open_question(then.opens);
                         let from = self.node_of(&open.question.scenario, &open.question.node, |node| match node {
@@ -431,6 +518,7 @@ impl Conversation {
             let Ok(step) = crate::engine::render_from(loaded, &wait.next, Some(who)) else {
                 return;
             };
+            let step = self.through_branches(scenario, step, &UserChanges::default(), self.state(), turn);
             self.apply(&step.changes);
             let arms = Arms::of(&step);
             let spoken = self.say(step.messages);
@@ -468,8 +556,18 @@ impl Conversation {
                 }
             }
         }
+        let mut lines = Turn::default();
+        let chain = self.through_branches(
+            scenario,
+            run_start.chain(),
+            &UserChanges::default(),
+            self.state(),
+            &mut lines,
+        );
+        let run_start = run_start.with_chain(chain);
         self.apply(&run_start.changes);
         let mut turn = self.say(run_start.messages);
+        absorb(&mut turn, lines);
         self.took(&run_start.arms, &mut turn);
         self.open_question(run_start.opens);
         self.play_waits(scenario, from, &mut turn);
@@ -522,6 +620,23 @@ impl Conversation {
             plan.answer_id.clone(),
             (plan.scenario.to_string(), plan.node.to_string(), plan.value.clone()),
         );
+        // The follow-up's branch sees this answer (and its scenario answered).
+        let mut lines = Turn::default();
+        let mut state = self.state();
+        state.answered.insert(plan.scenario.clone());
+        let plan = match plan.follow_branch {
+            Some(_) => {
+                let chain = self.through_branches(
+                    &plan.scenario,
+                    plan.follow_chain(),
+                    &plan.user_changes(),
+                    state,
+                    &mut lines,
+                );
+                plan.with_follow(chain)
+            }
+            None => plan,
+        };
         self.apply(&plan.user_changes());
         let marker = self.markers.entry(plan.scenario.clone()).or_insert((false, None));
         marker.0 = true;
@@ -530,6 +645,7 @@ impl Conversation {
         }
         let from = self.answer_next(&plan);
         let mut turn = self.say(plan.follow_up);
+        absorb(&mut turn, lines);
         self.took(&plan.follow_arms, &mut turn);
         self.open_question(plan.opens);
         self.play_waits(&plan.scenario, from, &mut turn);
@@ -621,5 +737,15 @@ fn noted(note: String) -> Turn {
     Turn {
         note: Some(note),
         ..Turn::default()
+    }
+}
+
+/// Puts the branch lines (and a note) of `lines` before what `turn` says.
+fn absorb(turn: &mut Turn, lines: Turn) {
+    let mut splits = lines.splits;
+    splits.append(&mut turn.splits);
+    turn.splits = splits;
+    if lines.note.is_some() {
+        turn.note = lines.note;
     }
 }

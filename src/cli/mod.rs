@@ -83,6 +83,41 @@ fn engine(dir: &Path) -> Result<Engine, String> {
     Ok(Engine::new(Arc::new(scenarios)))
 }
 
+/// What the simulated user has before the conversation begins.
+#[derive(Debug, Clone, Default)]
+pub struct Given {
+    pub tags: Vec<String>,
+    pub fields: Vec<(String, crate::values::FieldValue)>,
+    /// Split arms forced by label.
+    pub variants: Vec<String>,
+}
+
+/// `name=value` as `--field` takes it: a whole number, a number, `true` or
+/// `false`, else text.
+pub fn parse_field(raw: &str) -> Result<(String, crate::values::FieldValue), String> {
+    use crate::values::FieldValue;
+    let (name, value) = raw
+        .split_once('=')
+        .ok_or_else(|| format!("{raw:?} is not name=value"))?;
+    if !crate::scenario::is_field_name(name) {
+        return Err(format!("{name:?} is not a field name ([a-z][a-z0-9_]{{0,39}})"));
+    }
+    let value = if let Ok(integer) = value.parse::<i64>() {
+        FieldValue::Integer(integer)
+    } else if let Ok(number) = value
+        .parse::<f64>()
+        .map_err(|_| ())
+        .and_then(|n| if n.is_finite() { Ok(n) } else { Err(()) })
+    {
+        FieldValue::Number(number)
+    } else if let Ok(flag) = value.parse::<bool>() {
+        FieldValue::Bool(flag)
+    } else {
+        FieldValue::Text(value.to_owned())
+    };
+    Ok((name.to_owned(), value))
+}
+
 /// `engine` taking the arms labelled `variants` wherever a split has one; a
 /// label no split has is an error (a typo would test the hashed arm instead).
 fn forcing(engine: Engine, variants: Vec<String>) -> Result<Engine, String> {
@@ -101,20 +136,22 @@ fn forcing(engine: Engine, variants: Vec<String>) -> Result<Engine, String> {
 /// A conversation in the terminal: bot messages as text, choices numbered; one
 /// user action per line from `input`. `Err` when the scenarios do not load or
 /// the scenario does not exist.
-/// `variants` force the arm of that label at every split that has one.
+/// `given` is the user's state before the first line (tags, fields) and the
+/// split arms to force.
 pub fn simulate(
     dir: &Path,
     scenario: &str,
-    variants: Vec<String>,
+    given: Given,
     input: impl BufRead,
     out: &mut impl Write,
 ) -> Result<(), String> {
-    let engine = forcing(engine(dir)?, variants)?;
+    let engine = forcing(engine(dir)?, given.variants)?;
     let id = crate::ids::ScenarioId::parse(scenario).map_err(|error| format!("scenario id {error}"))?;
     let start = engine
         .manual_start(&id, &conversation::simulated_user())
         .map_err(|error| format!("scenario {scenario:?}: {error}"))?;
     let mut conversation = Conversation::new(engine, START_DEDUP);
+    conversation.given(given.tags, given.fields);
     let io = |error: std::io::Error| error.to_string();
     writeln!(
         out,
@@ -216,7 +253,7 @@ mod tests {
         )
         .unwrap();
         let mut out = Vec::new();
-        let result = simulate(&dir, "steps", Vec::new(), "/follow\n".as_bytes(), &mut out);
+        let result = simulate(&dir, "steps", Given::default(), "/follow\n".as_bytes(), &mut out);
         std::fs::remove_dir_all(&dir).ok();
         result.unwrap();
         let out = String::from_utf8(out).unwrap();

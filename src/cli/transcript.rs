@@ -32,6 +32,12 @@ struct Transcript {
     /// Split arms forced by label, as `simulate --variant` does.
     #[serde(default)]
     variants: Vec<String>,
+    /// The user's tags before the first step (`simulate --tag`).
+    #[serde(default)]
+    tags: Vec<String>,
+    /// The user's fields before the first step (`simulate --field`).
+    #[serde(default)]
+    fields: BTreeMap<String, crate::values::FieldValue>,
     steps: Vec<Step>,
 }
 
@@ -138,6 +144,7 @@ fn run_one(scenarios_dir: &Path, file: &Path) -> Result<Vec<String>, String> {
         None => None,
     };
     let mut conversation = Conversation::new(engine, START_DEDUP);
+    conversation.given(transcript.tags.clone(), transcript.fields.clone().into_iter().collect());
     if let Some((id, start)) = begin {
         conversation.begin(&id, start);
     }
@@ -227,8 +234,8 @@ fn compare(step: &Step, turn: &Turn, conversation: &Conversation) -> Vec<String>
         for (split, expected) in arms {
             match conversation.arms().get(split) {
                 Some(got) if got == expected => {}
-                Some(got) => problems.push(format!("    split {split}: expected arm {expected:?}, took {got:?}")),
-                None => problems.push(format!("    split {split}: expected arm {expected:?}, not passed")),
+                Some(got) => problems.push(format!("    {split}: expected {expected:?}, took {got:?}")),
+                None => problems.push(format!("    {split}: expected {expected:?}, not passed")),
             }
         }
     }

@@ -252,6 +252,10 @@ pub(crate) enum CampaignStartError {
         "scenario {0:?} takes a split before its first question or wait: a campaign sends every recipient the same messages; use POST /admin/scenarios/{0}/send"
     )]
     Splits(String),
+    #[error(
+        "scenario {0:?} reaches a branch before its first question or wait: a campaign sends every recipient the same messages; use POST /admin/scenarios/{0}/send"
+    )]
+    Branches(String),
     #[error("scenario {0:?} cannot be rendered: {1}")]
     Broken(String, String),
 }
@@ -353,6 +357,9 @@ impl Engine {
             crate::scenario::WalkError::SplitWithoutUser(_) => CampaignStartError::Splits(scenario.to_string()),
             problem => CampaignStartError::Broken(scenario.to_string(), problem.to_string()),
         })?;
+        if rendered.branch.is_some() {
+            return Err(CampaignStartError::Branches(scenario.to_string()));
+        }
         if loaded.has_timers() || rendered.opens.is_some() || !rendered.timers.is_empty() {
             return Err(CampaignStartError::NeedsPerUserState(scenario.to_string()));
         }

@@ -3,6 +3,7 @@
 //! event, at ingest; the plan is stored with the event and the pipeline carries
 //! it out against Firestore and LINE.
 
+pub(crate) mod branch;
 pub(crate) mod campaign;
 mod notice;
 mod render;
@@ -141,6 +142,10 @@ pub(crate) struct AnswerPlan {
     /// had answered it before (a tap, not a typed answer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) already: Option<NoticePlan>,
+    /// The branch the follow-up stopped at: decided by the worker, with the
+    /// user's state and this answer, before anything is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) follow_branch: Option<NodeId>,
 }
 
 /// Where a chain's messages stand in an A/B test: the split it passed (a run
@@ -168,6 +173,35 @@ impl Arms {
 }
 
 impl AnswerPlan {
+    /// The follow-up, as a chain (to decide a branch it stopped at). Its
+    /// changes are the plan's after the answer's own.
+    pub(crate) fn follow_chain(&self) -> Rendered {
+        Rendered {
+            messages: self.follow_up.clone(),
+            opens: self.opens.clone(),
+            timers: self.timers.clone(),
+            asks: self.asks.clone(),
+            changes: UserChanges::default(),
+            variant: self.follow_arms.took.clone(),
+            asks_variant: self.follow_arms.asks.clone(),
+            branch: self.follow_branch.clone(),
+        }
+    }
+
+    /// This answer, followed by `chain` (decided from [`Self::follow_chain`]).
+    pub(crate) fn with_follow(&self, chain: Rendered) -> Self {
+        Self {
+            changes: self.changes.clone().then(&chain.changes),
+            follow_arms: Arms::of(&chain),
+            follow_branch: chain.branch,
+            follow_up: chain.messages,
+            opens: chain.opens,
+            timers: chain.timers,
+            asks: chain.asks,
+            ..self.clone()
+        }
+    }
+
     /// Everything the answer's commit does to the user's record: `tags`, then
     /// `changes`. (Plans stored before `changes` existed carry only `tags`.)
     pub(crate) fn user_changes(&self) -> UserChanges {
@@ -212,13 +246,46 @@ pub(crate) struct RunStart {
     /// The split the messages passed and the arm of what they ask.
     #[serde(default, skip_serializing_if = "Arms::is_empty")]
     pub(crate) arms: Arms,
+    /// The branch the messages stopped at: decided by the worker, with the
+    /// user's state, before anything is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) branch: Option<NodeId>,
 }
 
 impl RunStart {
+    /// What the start sends, as a chain (to decide a branch it stopped at).
+    pub(crate) fn chain(&self) -> Rendered {
+        Rendered {
+            messages: self.messages.clone(),
+            opens: self.opens.clone(),
+            timers: self.timers.clone(),
+            asks: self.asks.clone(),
+            changes: self.changes.clone(),
+            variant: self.arms.took.clone(),
+            asks_variant: self.arms.asks.clone(),
+            branch: self.branch.clone(),
+        }
+    }
+
+    /// This start, sending `chain` instead.
+    pub(crate) fn with_chain(&self, chain: Rendered) -> Self {
+        Self {
+            arms: Arms::of(&chain),
+            branch: chain.branch,
+            messages: chain.messages,
+            opens: chain.opens,
+            timers: chain.timers,
+            asks: chain.asks,
+            changes: chain.changes,
+            ..self.clone()
+        }
+    }
+
     /// The start of a run for `user` that sends `rendered`.
     pub(crate) fn of(user: LineUserId, rendered: Rendered, run: RunId, version: u32) -> Self {
         Self {
             arms: Arms::of(&rendered),
+            branch: rendered.branch.clone(),
             messages: rendered.messages,
             opens: rendered.opens,
             user,
@@ -657,6 +724,7 @@ impl Answering<'_> {
             .and_then(Node::answered_notice)
             .map(|notice| NoticePlan::of(NoticeKind::Answered, self.loaded.id(), &self.node, notice));
         Ok(AnswerPlan {
+            follow_branch: follow_up.branch.clone(),
             already,
             variant,
             follow_arms: Arms::of(&follow_up),

@@ -39,6 +39,28 @@ pub(crate) struct Rendered {
     /// a split, passed in this chain or earlier in the run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) asks_variant: Option<String>,
+    /// The branch node the chain stopped at: decided with the user's state
+    /// (see `Engine::resolve_branches`) before anything is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) branch: Option<NodeId>,
+}
+
+impl Rendered {
+    /// This chain, then `rest`: the chain after the branch it stopped at.
+    pub(crate) fn followed_by(self, rest: Rendered) -> Rendered {
+        let mut messages = self.messages;
+        messages.extend(rest.messages);
+        Rendered {
+            messages,
+            opens: rest.opens,
+            timers: rest.timers,
+            asks: rest.asks,
+            changes: self.changes.then(&rest.changes),
+            variant: self.variant.or(rest.variant),
+            asks_variant: rest.asks_variant,
+            branch: rest.branch,
+        }
+    }
 }
 
 /// A split's arm, as a run took it.
@@ -128,7 +150,12 @@ pub(crate) fn render_in_run(
         (Some(asks), Some(who)) => scenario.variant_of(asks, who).map(|(_, label)| label.to_owned()),
         _ => None,
     };
+    let branch = nodes
+        .last()
+        .filter(|node| matches!(node, Node::Branch(_)))
+        .map(|node| node.id().clone());
     Ok(Rendered {
+        branch,
         changes,
         variant,
         asks_variant,
@@ -187,7 +214,7 @@ fn render(scenario: &LoadedScenario, node: &Node, run: Option<&RunId>) -> Option
     });
     let asked = asked.as_ref();
     match node {
-        Node::Trigger(_) | Node::Wait(_) | Node::Split(_) => None,
+        Node::Trigger(_) | Node::Wait(_) | Node::Split(_) | Node::Branch(_) => None,
         Node::Message(message) => Some(text(&message.text)),
         Node::End(end) => end.text.as_deref().map(text),
         Node::TextQuestion(question) => Some(text(&question.text)),

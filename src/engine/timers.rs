@@ -94,6 +94,9 @@ pub(crate) enum Firing {
         asks: Option<NodeId>,
         /// The split arm the sent chain took and the arm of what it asks.
         arms: super::Arms,
+        /// The branch the sent chain stopped at: decided by the caller with
+        /// the user's state (see `Engine::resolve_branches`).
+        branch: Option<NodeId>,
         /// What the sent chain's nodes do to the user's tags and fields.
         changes: UserChanges,
         /// The expiry closes the user's open question (it is this one).
@@ -148,6 +151,7 @@ impl Engine {
                     render_in_run(loaded, &wait.next, Some(&timer.run), Some(who)).map_err(|_| Skip::UnknownNode)?;
                 Ok(Firing::Fire {
                     arms: super::Arms::of(&rendered),
+                    branch: rendered.branch,
                     messages: rendered.messages,
                     timers: rendered.timers,
                     opens: rendered.opens,
@@ -188,6 +192,7 @@ impl Engine {
                     opens: None,
                     asks: None,
                     arms: super::Arms::default(),
+                    branch: None,
                     changes: UserChanges::default(),
                     closes: false,
                     rearm,
@@ -214,6 +219,7 @@ impl Engine {
                 let rendered = rendered.unwrap_or_default();
                 Ok(Firing::Fire {
                     arms: super::Arms::of(&rendered),
+                    branch: rendered.branch,
                     messages: rendered.messages,
                     timers: rendered.timers,
                     opens: rendered.opens,

@@ -33,6 +33,9 @@ impl EventWorker {
         {
             return self.already_answered(hold, work, plan).await;
         }
+        // A branch the follow-up stopped at is decided now, with this answer.
+        let (decided, user_read) = self.decide_follow_up(plan).await?;
+        let plan = decided.as_ref().unwrap_or(plan);
         let mut follow_up = self.stage_follow_up(hold, work, plan)?;
         let timers = self.schedule(&plan.user, &plan.timers).await?;
         for _ in 0..COMMIT_ROUNDS {
@@ -82,6 +85,7 @@ impl EventWorker {
                 question,
                 timers: &timers,
                 cancels: &cancels,
+                user_read,
                 ..answer_record(work, plan, self.versions.current(), self.clock.now())
             };
             if let Some(staged) = follow_up.as_mut() {
@@ -92,6 +96,14 @@ impl EventWorker {
                 Effect::Committed(version) => {
                     self.sender.send_staged(follow_up.as_ref(), version).await;
                     return Ok(Processed::Answered);
+                }
+                // A user record the branch read as absent exists now (also
+                // reported as "already exists"): read and decide again.
+                Effect::AlreadyExists
+                    if user_read == Some(crate::store::Expect::Absent)
+                        && !self.store.answer_recorded(&plan.answer_id).await? =>
+                {
+                    return Err(PipelineError::Contention("the user's record appeared under a branch".into()).into());
                 }
                 // The answer exists: the user answered before. Nothing was applied.
                 Effect::AlreadyExists => return self.already_answered(hold, work, plan).await,
@@ -106,6 +118,11 @@ impl EventWorker {
                 Found::Landed(version) => {
                     self.sender.send_staged(follow_up.as_ref(), version).await;
                     return Ok(Processed::Answered);
+                }
+                // The user's record may have changed under the follow-up's
+                // branch: the next attempt reads and decides again.
+                Found::NotLanded if user_read.is_some() => {
+                    return Err(PipelineError::Contention("the user's record changed under a branch".into()).into());
                 }
                 Found::NotLanded => continue,
                 Found::Superseded => return Err(Failure::Superseded),

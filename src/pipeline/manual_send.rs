@@ -43,6 +43,9 @@ pub(crate) enum UserSend {
     Failed(String),
 }
 
+/// Decisions of one user's send when the user's record changes under a branch.
+const BRANCH_ROUNDS: usize = 3;
+
 impl UserSend {
     pub(crate) fn as_str(&self) -> &'static str {
         match self {
@@ -133,12 +136,40 @@ impl ManualSender {
     /// Records the push in the ledger, then sends it unless an earlier call with the
     /// same key already did.
     async fn send_one(&self, key: ActionKey, scenario: &ScenarioId, user: &LineUserId) -> UserSend {
+        // A branch decided on a state that changed before the commit is
+        // decided again, from a fresh read.
+        for _ in 0..BRANCH_ROUNDS {
+            if let Some(result) = self.try_send_one(key.clone(), scenario, user).await {
+                return result;
+            }
+        }
+        UserSend::RetryLater("the user's record kept changing under a branch".into())
+    }
+
+    /// One decision and record of the send; `None`: the user's record changed
+    /// under a branch, nothing was recorded.
+    async fn try_send_one(&self, key: ActionKey, scenario: &ScenarioId, user: &LineUserId) -> Option<UserSend> {
         // Each send begins a run of its own: its buttons and timers belong to it.
         let run = RunId::begun_by(key.as_str());
         let (rendered, version) = match self.engine.manual_start_in_run(scenario, &run, user) {
             Ok(started) => started,
-            Err(error) => return UserSend::Failed(error.to_string()),
+            Err(error) => return Some(UserSend::Failed(error.to_string())),
         };
+        let decided = match super::branches::decide(
+            &self.store,
+            &self.engine,
+            scenario,
+            user,
+            rendered,
+            Some(&run),
+            super::branches::StepSoFar::default(),
+        )
+        .await
+        {
+            Ok(decided) => decided,
+            Err(error) => return Some(UserSend::RetryLater(error.to_string())),
+        };
+        let (rendered, user_read) = (decided.chain, decided.user_read);
         let now = self.clock.now();
         let timers = super::timers::schedule(&self.engine, user, &rendered.timers, now);
         let marker_id = scenario_marker_id(scenario, user);
@@ -174,7 +205,7 @@ impl ManualSender {
         };
         let staged = match action.stage(&self.store) {
             Ok(staged) => staged,
-            Err(error) => return UserSend::Failed(error.to_string()),
+            Err(error) => return Some(UserSend::Failed(error.to_string())),
         };
         let (doc, version, origin) = match self
             .store
@@ -184,7 +215,11 @@ impl ManualSender {
                 question.as_ref(),
                 Some(&run_record),
                 &timers,
-                Some((user.as_str(), &rendered.changes)),
+                Some(crate::store::UserWrite {
+                    user: user.as_str(),
+                    changes: &rendered.changes,
+                    read: user_read,
+                }),
             )
             .await
         {
@@ -192,20 +227,25 @@ impl ManualSender {
             Ok(Recorded::Existing(existing))
                 if matches!(existing.doc.state, LedgerState::Sent | LedgerState::Logged) =>
             {
-                return UserSend::AlreadySent;
+                return Some(UserSend::AlreadySent);
             }
             // Pending (an earlier call stopped half-way) or failed: push again; the
             // retry key makes LINE drop it if the earlier push did arrive.
             Ok(Recorded::Existing(existing)) => (existing.doc, existing.version, Origin::Recovered),
-            Err(error) => return UserSend::Failed(error.to_string()),
+            Ok(Recorded::UserChanged) => return None,
+            Err(error) => return Some(UserSend::Failed(error.to_string())),
         };
-        match self.courier.deliver(&staged.ledger_id, &doc, version, origin).await {
-            Delivery::Settled(Settlement::Sent) => UserSend::Sent,
-            Delivery::Settled(Settlement::Logged) => UserSend::Logged,
-            Delivery::Settled(Settlement::RetryAt { error, .. }) => UserSend::RetryLater(error),
-            Delivery::Settled(Settlement::Uncertain(reason) | Settlement::Failed(reason)) => UserSend::Failed(reason),
-            Delivery::NotSettled => UserSend::RetryLater("another instance holds the push".into()),
-        }
+        Some(
+            match self.courier.deliver(&staged.ledger_id, &doc, version, origin).await {
+                Delivery::Settled(Settlement::Sent) => UserSend::Sent,
+                Delivery::Settled(Settlement::Logged) => UserSend::Logged,
+                Delivery::Settled(Settlement::RetryAt { error, .. }) => UserSend::RetryLater(error),
+                Delivery::Settled(Settlement::Uncertain(reason) | Settlement::Failed(reason)) => {
+                    UserSend::Failed(reason)
+                }
+                Delivery::NotSettled => UserSend::RetryLater("another instance holds the push".into()),
+            },
+        )
     }
 }
 

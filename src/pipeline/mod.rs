@@ -19,6 +19,7 @@
 //! lease runs out and the sweeper of some instance picks it up.
 
 mod answer;
+mod branches;
 pub(crate) mod campaigns;
 pub(crate) mod error;
 mod follow;

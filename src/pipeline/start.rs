@@ -89,6 +89,24 @@ impl EventWorker {
     }
 
     async fn carry_out(&self, hold: &Hold, work: &Work, starting: Starting<'_>) -> Result<Ended, Failure> {
+        // A branch the start stopped at is decided now, from the user's state;
+        // the commit expects the user's record unchanged since.
+        let decided = super::branches::decide(
+            &self.store,
+            self.versions.current(),
+            starting.scenario,
+            &starting.run_start.user,
+            starting.run_start.chain(),
+            starting.run_start.run.as_ref(),
+            super::branches::StepSoFar::default(),
+        )
+        .await?;
+        let user_read = decided.user_read;
+        let resolved = user_read.map(|_| starting.run_start.with_chain(decided.chain));
+        let starting = Starting {
+            run_start: resolved.as_ref().unwrap_or(starting.run_start),
+            ..starting
+        };
         let user = starting.run_start.user.as_str();
         let marker = starting
             .guard
@@ -171,8 +189,12 @@ impl EventWorker {
                     .map(|opens| opening(user, opens, None, self.clock.now())),
                 timers: if starts { &timers } else { &[] },
                 action: action.map(StagedAction::entry),
-                changes: Some((user, &starting.run_start.changes)).filter(|(_, changes)| starts && !changes.is_empty()),
+                // With a branch decided, the user's record is written (and
+                // expected unchanged) even when the chain changes nothing.
+                changes: Some((user, &starting.run_start.changes))
+                    .filter(|(_, changes)| starts && (!changes.is_empty() || user_read.is_some())),
                 notice: None,
+                user_read: user_read.filter(|_| starts),
             };
             match self.store.commit_effects(&hold.key, hold.version, &effects).await {
                 Effect::Committed(version) => {
@@ -192,6 +214,14 @@ impl EventWorker {
                     if seen.unsent {
                         self.done_forgetting(hold, starting.forget_text).await?;
                         return Ok(Ended::Unsent);
+                    }
+                    if user_read.is_some() && starts {
+                        // The user's record may have changed under the branch:
+                        // this attempt ends, and the next reads and decides again.
+                        return Err(PipelineError::Contention(
+                            "the user's record or the marker changed under a branch".into(),
+                        )
+                        .into());
                     }
                     progress = seen.progress;
                 }

@@ -249,6 +249,8 @@ impl TimerFirer {
                     .map(|expiry| utc(expiry.doc.due_at)),
             };
             let now = self.clock.now();
+            // `Some`: a branch read the user's record (at that version, or absent).
+            let mut user_read: Option<Option<crate::store::Version>> = None;
             let (messages, timers, opens, asks, arms, changes, closes, rearm, outcome) =
                 match engine.fire(&due, &seen, now) {
                     Firing::Skip(skip) => {
@@ -264,11 +266,54 @@ impl TimerFirer {
                         opens,
                         asks,
                         arms,
+                        branch,
                         changes,
                         closes,
                         rearm,
                         outcome,
-                    } => (messages, timers, opens, asks, arms, changes, closes, rearm, outcome),
+                    } => {
+                        let chain = crate::engine::Rendered {
+                            messages,
+                            opens,
+                            timers,
+                            asks,
+                            changes,
+                            variant: arms.took,
+                            asks_variant: arms.asks,
+                            branch,
+                        };
+                        // A branch the chain stopped at is decided now, from the
+                        // user's state; the firing expects the record unchanged.
+                        let decided = super::branches::decide(
+                            &self.store,
+                            &engine,
+                            &due.scenario,
+                            &user,
+                            chain,
+                            Some(&due.run),
+                            super::branches::StepSoFar::default(),
+                        )
+                        .await?;
+                        if let Some(read) = decided.user_read {
+                            user_read = Some(match read {
+                                crate::store::Expect::At(version) => Some(version),
+                                crate::store::Expect::Absent => None,
+                            });
+                        }
+                        let chain = decided.chain;
+                        let arms = crate::engine::Arms::of(&chain);
+                        (
+                            chain.messages,
+                            chain.timers,
+                            chain.opens,
+                            chain.asks,
+                            arms,
+                            chain.changes,
+                            closes,
+                            rearm,
+                            outcome,
+                        )
+                    }
                 };
             let scheduled = schedule(&engine, &user, &timers, now);
             let read = context.open_question.as_ref();
@@ -304,7 +349,8 @@ impl TimerFirer {
                     .marker
                     .as_ref()
                     .map(|(_, version)| (marker_id.as_str(), *version)),
-                user: (staged.is_some() || !changes.is_empty()).then(|| (user.as_str(), context.user_version)),
+                user: (staged.is_some() || !changes.is_empty() || user_read.is_some())
+                    .then(|| (user.as_str(), user_read.unwrap_or(context.user_version))),
                 question,
                 cancels,
                 timers: &scheduled,

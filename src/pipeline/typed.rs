@@ -162,11 +162,24 @@ impl EventWorker {
                         asks: None,
                         changes: None,
                         arms: crate::engine::Arms::default(),
+                        user_read: None,
                     };
                     self.react(hold, work, message, outcome).await?
                 }
                 TypedDecision::GiveUp { reason, then } => {
                     tracing::info!(reason = %reason, "typed answer attempts used up");
+                    // A branch the give-up chain stopped at is decided now.
+                    let decided = super::branches::decide(
+                        &self.store,
+                        &engine,
+                        &open.question.scenario,
+                        &plan.user,
+                        *then,
+                        open.question.run.as_ref(),
+                        super::branches::StepSoFar::default(),
+                    )
+                    .await?;
+                    let (then, user_read) = (decided.chain, decided.user_read);
                     let change = answered(plan.user.as_str(), then.opens.as_ref(), version, self.clock.now());
                     let outcome = Reaction {
                         messages: &then.messages,
@@ -178,6 +191,7 @@ impl EventWorker {
                         asks: then.asks.as_ref(),
                         changes: Some(&then.changes),
                         arms: crate::engine::Arms::of(&then),
+                        user_read,
                     };
                     self.react(hold, work, message, outcome).await?
                 }
@@ -226,6 +240,9 @@ impl EventWorker {
         message: &MessageKey,
         read: Version,
     ) -> Result<Round, Failure> {
+        // A branch the follow-up stopped at is decided now, with this answer.
+        let (decided, user_read) = self.decide_follow_up(plan).await?;
+        let plan = decided.as_ref().unwrap_or(plan);
         let change = answered(plan.user.as_str(), plan.opens.as_ref(), read, self.clock.now());
         let mut follow_up = self.stage_follow_up(hold, work, plan)?;
         if let Some(staged) = follow_up.as_mut() {
@@ -236,6 +253,7 @@ impl EventWorker {
             question: Some(change),
             message: Some(message),
             timers: &timers,
+            user_read,
             ..answer_record(work, plan, self.versions.current(), self.clock.now())
         };
         let entry = follow_up.as_ref().map(StagedAction::entry);
@@ -256,6 +274,11 @@ impl EventWorker {
                     self.store.forget_text_closing(message, &close).await?;
                     self.done_without_effect(hold)?;
                     return Ok(Round::Done(Processed::AlreadyAnswered));
+                }
+                // A user record the branch read as absent exists now (also
+                // "already exists"): read and decide again.
+                if user_read == Some(crate::store::Expect::Absent) && !self.store.message_unsent(message).await? {
+                    return Ok(Round::Again);
                 }
                 self.done_forgetting(hold, Some(message)).await?;
                 return Ok(Round::Done(Processed::Unsent));
@@ -306,10 +329,13 @@ impl EventWorker {
             question: Some(reaction.change),
             timers: &timers,
             action: staged.as_ref().map(StagedAction::entry),
+            // With a branch decided, the user's record is written (and
+            // expected unchanged) even when the chain changes nothing.
             changes: reaction
                 .changes
-                .filter(|changes| !changes.is_empty())
+                .filter(|changes| !changes.is_empty() || reaction.user_read.is_some())
                 .map(|changes| (work.plan.user().as_str(), changes)),
+            user_read: reaction.user_read,
             ..EffectWrites::default()
         };
         let found = match self.store.commit_effects(&hold.key, hold.version, &effects).await {
@@ -389,6 +415,8 @@ struct Reaction<'a> {
     changes: Option<&'a crate::values::UserChanges>,
     /// The split arm the sent chain took and the arm of what it asks.
     arms: crate::engine::Arms,
+    /// `users/{id}` as a branch of the chain read it.
+    user_read: Option<crate::store::Expect>,
 }
 
 /// The answer as the store records it.
@@ -420,5 +448,6 @@ pub(super) fn answer_record<'a>(
             .variant
             .as_deref()
             .or(plan.follow_arms.took.as_ref().map(|took| took.label.as_str())),
+        user_read: None,
     }
 }

@@ -360,6 +360,158 @@ mod tests {
     "#;
 
     #[test]
+    fn branches_that_loop_name_nothing_or_could_send_too_much_are_refused() {
+        let scenario = |route: &str, extra: &str| {
+            format!(
+                r#"
+                id = "b"
+                [[nodes]]
+                id = "go"
+                kind = "trigger"
+                on = "text"
+                keywords = ["go"]
+                next = "route"
+                [[nodes]]
+                id = "route"
+                kind = "branch"
+                {route}
+                [[nodes]]
+                id = "rating"
+                kind = "survey"
+                style = "quick_reply"
+                text = "Rate"
+                choices = [{{ label = "1", value = "1", next = "route" }}]
+                [[nodes]]
+                id = "m"
+                kind = "message"
+                text = "hi"
+                {extra}
+                "#
+            )
+        };
+        let good = scenario(
+            r#"arms = [{ when = { answer = { node = "rating", in = ["1"] } }, next = "m" }]
+                else = "rating""#,
+            "",
+        );
+        assert!(
+            problems(&[("b.toml", &good)]).is_empty(),
+            "{:?}",
+            problems(&[("b.toml", &good)])
+        );
+        let chain = (1..=5)
+            .map(|n| {
+                format!(
+                    "[[nodes]]\nid = \"c{n}\"\nkind = \"message\"\ntext = \"{n}\"\nnext = \"c{}\"",
+                    n + 1
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+            .replace("next = \"c6\"", "");
+        let cases = [
+            (
+                scenario(
+                    r#"arms = [{ when = { tags = { anyOf = ["x"] } }, next = "route" }]
+                else = "m""#,
+                    "",
+                ),
+                "loops back to node \"route\"",
+            ),
+            (
+                scenario(
+                    r#"arms = [{ when = { tags = { anyOf = ["x"] } }, next = "nowhere" }]
+                else = "m""#,
+                    "",
+                ),
+                r#"`next` names node "nowhere""#,
+            ),
+            (
+                scenario(
+                    r#"arms = [{ when = { tags = { anyOf = ["x"] } }, next = "m" }]
+                else = "gone""#,
+                    "",
+                ),
+                r#"`next` names node "gone""#,
+            ),
+            (
+                scenario(
+                    r#"arms = [{ when = { answer = { node = "m", in = ["1"] } }, next = "m" }]
+                else = "m""#,
+                    "",
+                ),
+                r#"`answer` names node "m", which is not a question"#,
+            ),
+            (
+                scenario(
+                    r#"arms = [{ when = { answer = { node = "rating", min = 9, max = 1 } }, next = "m" }]
+                else = "m""#,
+                    "",
+                ),
+                "min is greater than max",
+            ),
+            (
+                scenario(
+                    r#"arms = [{ when = { answered = ["nope"] }, next = "m" }]
+                else = "m""#,
+                    "",
+                ),
+                r#"names scenario "nope", which does not exist"#,
+            ),
+            (
+                scenario(
+                    r#"arms = [{ when = {}, next = "m" }]
+                else = "m""#,
+                    "",
+                ),
+                "`when` names no condition",
+            ),
+            (
+                scenario(
+                    r#"arms = [{ when = { field = { name = "Plan", equals = "x" } }, next = "m" }]
+                else = "m""#,
+                    "",
+                ),
+                "is not a field name",
+            ),
+            (
+                scenario(
+                    r#"arms = [{ when = { firstSeenFrom = "2026-12-31", firstSeenTo = "2026-01-01" }, next = "m" }]
+                else = "m""#,
+                    "",
+                ),
+                "is after firstSeenTo",
+            ),
+            // Whichever way the branch goes, the chain may send at most five.
+            (
+                scenario(
+                    r#"arms = [{ when = { tags = { anyOf = ["x"] } }, next = "rating" }]
+                else = "m""#,
+                    &format!("next = \"c1\"\n{chain}"),
+                ),
+                "would send 6 messages",
+            ),
+        ];
+        for (file, expected) in cases {
+            let found = problems(&[("b.toml", &file)]);
+            assert!(
+                found.iter().any(|problem| problem.contains(expected)),
+                "expected {expected:?} in {found:?}"
+            );
+        }
+        let unknown = scenario(
+            r#"arms = [{ when = { colour = "red" }, next = "m" }]
+                else = "m""#,
+            "",
+        );
+        let error = toml::from_str::<Scenario>(&unknown)
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("unknown field `colour`"), "{error}");
+    }
+
+    #[test]
     fn split_labels_that_could_not_be_told_apart_or_stored_are_refused() {
         let split = |labels: [&str; 2]| {
             format!(

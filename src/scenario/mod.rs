@@ -6,6 +6,7 @@
 //! node pauses the scenario until a later time (a step of step delivery); an end
 //! node closes it. See the README for the file format.
 
+pub mod branch;
 mod limits;
 mod load;
 pub mod postback;
@@ -19,6 +20,7 @@ pub use load::{LoadError, load_dir, load_version};
 pub use validate::{MAX_FIELD_NAMES, MAX_FIELD_TEXT_CHARS, ScenarioError, is_field_name};
 pub use walk::WalkError;
 
+pub use branch::{BranchArm, BranchNode, Condition, UserState};
 pub use split::{SplitArm, SplitNode, Who};
 
 /// The nodes that speak when the scenario reaches `from` (see [`walk::walk`]),
@@ -126,6 +128,8 @@ pub enum Node {
     End(EndNode),
     /// An A/B test: each user goes down one arm, by weight.
     Split(SplitNode),
+    /// The first arm whose condition holds for the user leads on, else `else`.
+    Branch(BranchNode),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -563,6 +567,7 @@ impl Node {
             Node::Wait(node) => &node.id,
             Node::End(node) => &node.id,
             Node::Split(node) => &node.id,
+            Node::Branch(node) => &node.id,
         }
     }
 }

@@ -207,6 +207,7 @@ fn links(node: &Node) -> Vec<&NodeId> {
         Node::DateQuestion(question) => question.next.iter().collect(),
         Node::Wait(wait) => vec![&wait.next],
         Node::Split(split) => split.arms.iter().map(|arm| &arm.next).collect(),
+        Node::Branch(branch) => branch.targets().collect(),
         Node::FlexImage(_) | Node::End(_) => Vec::new(),
     }
 }
@@ -422,6 +423,7 @@ fn check_node(scenario: &Scenario, node: &Node, report: &mut Report<'_>) {
             }
         }
         Node::Split(split) => check_split(scenario, report, split),
+        Node::Branch(branch) => check_branch(scenario, report, branch),
     }
 }
 
@@ -458,6 +460,132 @@ fn check_notices(report: &mut Report<'_>, node: &Node) {
             Err(problem) => report.node_problem(node.id(), format!("{key}_every {problem}")),
         }
     }
+}
+
+/// The most arms one branch may have.
+pub const MAX_BRANCH_ARMS: usize = 20;
+
+/// A branch's conditions: each names something, lists are not empty, bounds
+/// are in order and of one kind, and an `answer` of this scenario names a
+/// question (of another scenario: checked across scenarios).
+fn check_branch(scenario: &Scenario, report: &mut Report<'_>, branch: &super::BranchNode) {
+    if branch.arms.is_empty() || branch.arms.len() > MAX_BRANCH_ARMS {
+        report.node_problem(
+            &branch.id,
+            format!("a branch has 1 to {MAX_BRANCH_ARMS} arms, not {}", branch.arms.len()),
+        );
+    }
+    for (index, arm) in branch.arms.iter().enumerate() {
+        let mut problem = |text: String| report.node_problem(&branch.id, format!("arm {}: {text}", index + 1));
+        for problem_text in condition_problems(&arm.when) {
+            problem(problem_text);
+        }
+        if let Some(answer) = &arm.when.answer
+            && answer.scenario.as_ref().is_none_or(|other| other == &scenario.id)
+        {
+            match scenario.nodes.iter().find(|node| node.id() == &answer.node) {
+                None => problem(format!(
+                    "`answer` names node {:?}, which does not exist",
+                    answer.node.as_str()
+                )),
+                Some(node) if !node.is_question() => problem(format!(
+                    "`answer` names node {:?}, which is not a question",
+                    answer.node.as_str()
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+}
+
+/// What is wrong with one `when`, scenario references aside.
+fn condition_problems(when: &super::Condition) -> Vec<String> {
+    use super::branch::compare;
+    let mut problems = Vec::new();
+    let names_nothing = when.tags.is_none()
+        && when.answered.is_none()
+        && when.not_answered.is_none()
+        && when.first_seen_from.is_none()
+        && when.first_seen_to.is_none()
+        && when.answer.is_none()
+        && when.field.is_none();
+    if names_nothing {
+        problems.push(
+            "`when` names no condition (tags, answered, notAnswered, firstSeenFrom, firstSeenTo, answer, field)"
+                .to_owned(),
+        );
+    }
+    if let Some(tags) = &when.tags {
+        for (key, list) in [
+            ("anyOf", &tags.any_of),
+            ("allOf", &tags.all_of),
+            ("noneOf", &tags.none_of),
+        ] {
+            if list
+                .as_ref()
+                .is_some_and(|list| list.is_empty() || list.iter().any(|tag| tag.trim().is_empty()))
+            {
+                problems.push(format!("tags.{key} is empty or holds an empty tag"));
+            }
+        }
+        if tags.any_of.is_none() && tags.all_of.is_none() && tags.none_of.is_none() {
+            problems.push("`tags` names no list (anyOf, allOf, noneOf)".to_owned());
+        }
+    }
+    for (key, list) in [("answered", &when.answered), ("notAnswered", &when.not_answered)] {
+        if list.as_ref().is_some_and(Vec::is_empty) {
+            problems.push(format!("{key} is an empty list"));
+        }
+    }
+    let day = |value: &Option<String>| {
+        value
+            .as_deref()
+            .map(|day| chrono::NaiveDate::parse_from_str(day, "%Y-%m-%d"))
+    };
+    let (from, to) = (day(&when.first_seen_from), day(&when.first_seen_to));
+    for (key, parsed, raw) in [
+        ("firstSeenFrom", &from, &when.first_seen_from),
+        ("firstSeenTo", &to, &when.first_seen_to),
+    ] {
+        if parsed.as_ref().is_some_and(Result::is_err) {
+            problems.push(format!(
+                "{key} {:?} is not a day written YYYY-MM-DD",
+                raw.as_deref().unwrap_or_default()
+            ));
+        }
+    }
+    if let (Some(Ok(from)), Some(Ok(to))) = (from, to)
+        && from > to
+    {
+        problems.push(format!("firstSeenFrom {from} is after firstSeenTo {to}"));
+    }
+    if let Some(answer) = &when.answer {
+        if answer.one_of.as_ref().is_some_and(Vec::is_empty) {
+            problems.push("answer.in is an empty list".to_owned());
+        }
+        if let (Some(min), Some(max)) = (&answer.min, &answer.max) {
+            match compare(min, max) {
+                Some(std::cmp::Ordering::Greater) => problems.push("answer: min is greater than max".to_owned()),
+                None => problems.push("answer: min and max are of different kinds".to_owned()),
+                Some(_) => {}
+            }
+        }
+    }
+    if let Some(field) = &when.field {
+        if !is_field_name(&field.name) {
+            problems.push(format!(
+                "field {:?} is not a field name ([a-z][a-z0-9_]{{0,39}})",
+                field.name
+            ));
+        }
+        if field.equals.is_none() && field.one_of.is_none() && field.exists.is_none() {
+            problems.push(format!("field {:?} needs equals, in or exists", field.name));
+        }
+        if field.one_of.as_ref().is_some_and(Vec::is_empty) {
+            problems.push(format!("field {:?}: `in` is an empty list", field.name));
+        }
+    }
+    problems
 }
 
 fn check_split(scenario: &Scenario, report: &mut Report<'_>, split: &super::SplitNode) {
@@ -699,6 +827,41 @@ pub(super) fn check_set(scenarios: &[(&Scenario, &Path)]) -> Vec<ScenarioError> 
     let mut claimed: HashMap<String, String> = HashMap::new();
     for &(scenario, file) in scenarios {
         for node in &scenario.nodes {
+            if let Node::Branch(branch) = node {
+                for (index, arm) in branch.arms.iter().enumerate() {
+                    let mut refer = |text: String| {
+                        problem(
+                            file,
+                            scenario.id.as_str(),
+                            Some(&branch.id),
+                            format!("arm {}: {text}", index + 1),
+                        );
+                    };
+                    for named in arm.when.scenarios_read() {
+                        if !by_id.contains_key(named.as_str()) {
+                            refer(format!("names scenario {:?}, which does not exist", named.as_str()));
+                        }
+                    }
+                    if let Some(answer) = &arm.when.answer
+                        && let Some(other) = answer.scenario.as_ref().filter(|other| *other != &scenario.id)
+                    {
+                        match by_id.get(other.as_str()) {
+                            None => refer(format!(
+                                "`answer` names scenario {:?}, which does not exist",
+                                other.as_str()
+                            )),
+                            Some(target) => match target.nodes.iter().find(|node| node.id() == &answer.node) {
+                                Some(node) if node.is_question() => {}
+                                _ => refer(format!(
+                                    "`answer` names node {:?} of scenario {:?}, which is not a question there",
+                                    answer.node.as_str(),
+                                    other.as_str()
+                                )),
+                            },
+                        }
+                    }
+                }
+            }
             match node {
                 Node::FlexImage(card) => match by_id.get(card.starts.as_str()) {
                     None => problem(

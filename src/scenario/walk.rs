@@ -49,6 +49,8 @@ pub fn walk<'a>(
                 let index = arm(split).ok_or_else(|| WalkError::SplitWithoutUser(id.clone()))?;
                 split.arms.get(index).map(|arm| arm.next.clone())
             }
+            // Decided with the user's state, by the caller: the walk stops here.
+            Node::Branch(_) => None,
             Node::Survey(_)
             | Node::TextQuestion(_)
             | Node::DateQuestion(_)
@@ -114,6 +116,18 @@ fn every_way<'a>(
                 }
                 break outcome;
             }
+            // A branch is decided in the same chain: every way out of it
+            // counts with the messages before it.
+            Node::Branch(branch) => {
+                let mut outcome = Ok(());
+                for next in branch.targets() {
+                    outcome = every_way(lookup, next, path, messages, paths);
+                    if outcome.is_err() {
+                        break;
+                    }
+                }
+                break outcome;
+            }
             _ => None,
         };
     };
@@ -124,5 +138,6 @@ fn every_way<'a>(
 /// Whether a node produces a message (an end node without text and a wait node
 /// are silent).
 pub fn speaks(node: &Node) -> bool {
-    !matches!(node, Node::End(end) if end.text.is_none()) && !matches!(node, Node::Wait(_) | Node::Split(_))
+    !matches!(node, Node::End(end) if end.text.is_none())
+        && !matches!(node, Node::Wait(_) | Node::Split(_) | Node::Branch(_))
 }

@@ -58,6 +58,9 @@ pub(crate) struct AnswerRecord<'a> {
     /// The arm the user's run takes, for the marker: the question's, or the
     /// one the follow-up's split took.
     pub(crate) run_variant: Option<&'a str>,
+    /// `users/{id}` as a branch of the follow-up read it: the commit lands only
+    /// if the user's record is unchanged since.
+    pub(crate) user_read: Option<Expect>,
 }
 
 /// A guarded start (guards 2 and 3): recorded on the user's marker, conditional
@@ -112,6 +115,9 @@ pub(crate) struct EffectWrites<'a> {
     pub(crate) changes: Option<(&'a str, &'a UserChanges)>,
     /// The record of a notice these messages are, conditional on it as read.
     pub(crate) notice: Option<super::NoticeWrite<'a>>,
+    /// `users/{id}` as a branch of the messages read it: the commit lands only
+    /// if the user's record is unchanged since.
+    pub(crate) user_read: Option<Expect>,
 }
 
 /// How an effect commit ended.
@@ -210,7 +216,7 @@ impl Store {
                 Vec::new(),
             )?,
         ];
-        writes.extend(self.user_write(answer.user, &answer.changes, now)?);
+        writes.extend(self.user_change_writes(answer.user, &answer.changes, Some(now), answer.user_read)?);
         if let Some(message) = answer.message {
             writes.push(self.message_processed_write(message, Some(answer.answer_id))?);
             writes.push(self.forget_text_write(message));
@@ -312,7 +318,7 @@ impl Store {
             if let Some((_, later)) = effects.changes {
                 changes = changes.then(later);
             }
-            writes.extend(self.user_write(user, &changes, self.now())?);
+            writes.extend(self.user_change_writes(user, &changes, Some(self.now()), effects.user_read)?);
         }
         for (timer_id, doc) in effects.timers {
             writes.push(self.timer_write(timer_id, doc)?);
@@ -348,12 +354,6 @@ impl Store {
             &fields,
             Vec::new(),
         )?)
-    }
-
-    /// `users/{lineUserId}` seen now, with `changes`: first/last seen as epoch
-    /// milliseconds (min/max transforms are numeric only).
-    fn user_write(&self, user: &str, changes: &UserChanges, now: FirestoreInstant) -> Result<Vec<Write>, StoreError> {
-        self.user_change_writes(user, changes, Some(now), None)
     }
 
     /// `users/{lineUserId}`: tags added and removed by array transforms and

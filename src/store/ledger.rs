@@ -91,6 +91,17 @@ pub(crate) enum Recorded {
     },
     /// Recorded by an earlier call: the entry as it stands.
     Existing(Box<Stored<LedgerDoc>>),
+    /// The user's record changed since a branch of the messages read it:
+    /// nothing was recorded; decide again.
+    UserChanged,
+}
+
+/// What a manual send does to the user's record: `changes`, conditional on
+/// `read` when a branch of its messages read the record.
+pub(crate) struct UserWrite<'a> {
+    pub(crate) user: &'a str,
+    pub(crate) changes: &'a crate::values::UserChanges,
+    pub(crate) read: Option<super::Expect>,
 }
 
 /// What a new ledger entry records about its action.
@@ -222,8 +233,12 @@ impl Store {
         question: Option<&QuestionChange>,
         run: Option<&super::RunRecord<'_>>,
         timers: &[(String, super::TimerDoc)],
-        changes: Option<(&str, &crate::values::UserChanges)>,
+        user: Option<UserWrite<'_>>,
     ) -> Result<Recorded, StoreError> {
+        let (changes, user_read) = match user {
+            Some(user) => (Some((user.user, user.changes)), user.read),
+            None => (None, None),
+        };
         let mut last_error = None;
         for _ in 0..3 {
             // The entry first: its version is the first one the commit reports.
@@ -240,8 +255,10 @@ impl Store {
             }
             // With the ledger entry's create: applied once, however often the
             // send is asked for again.
-            if let Some((user, changes)) = changes.filter(|(_, changes)| !changes.is_empty()) {
-                writes.extend(self.user_change_writes(user, changes, None, None)?);
+            // A branch read the user's record: written (and expected
+            // unchanged) even when the messages change nothing.
+            if let Some((user, changes)) = changes.filter(|(_, changes)| !changes.is_empty() || user_read.is_some()) {
+                writes.extend(self.user_change_writes(user, changes, None, user_read)?);
             }
             match self.commit(writes).await {
                 CommitOutcome::Committed(versions) => {
@@ -256,10 +273,15 @@ impl Store {
                     if let Some(existing) = self.outbound(ledger_id).await? {
                         return Ok(Recorded::Existing(Box::new(existing)));
                     }
+                    // A user record read as absent exists now (also "already exists").
+                    if user_read == Some(super::Expect::Absent) {
+                        return Ok(Recorded::UserChanged);
+                    }
                     last_error = Some(StoreError::Unavailable(
                         "the ledger entry's create had no answer".into(),
                     ));
                 }
+                CommitOutcome::Changed if user_read.is_some() => return Ok(Recorded::UserChanged),
                 CommitOutcome::Changed => {
                     return Err(StoreError::Unavailable("unexpected precondition failure".into()));
                 }

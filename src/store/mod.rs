@@ -34,6 +34,7 @@ pub(crate) mod round_trips;
 mod settler;
 mod timeline;
 mod timers;
+mod user_state;
 mod users;
 mod versions;
 mod writes;
@@ -52,14 +53,15 @@ pub(crate) use export::{AnswerPage, EXPORT_PAGE, ListedAnswer};
 pub(crate) use idempotency::RequestCheck;
 pub(crate) use inbox::{Claim, InboxKey, NewEvent};
 pub(crate) use lease::{Stored, Swept};
-pub(crate) use ledger::{Attempted, NewAction, Recorded, SettleWrite, Settlement};
+pub(crate) use ledger::{Attempted, NewAction, Recorded, SettleWrite, Settlement, UserWrite};
 pub(crate) use messages::{MessageKey, UnsendOutcome};
 pub(crate) use notices::NoticeWrite;
 pub(crate) use questions::{OpenQuestionDoc, QuestionChange};
 pub(crate) use timeline::{UserAnswer, UserEvent, UserMarker, UserMessage, UserRecord};
 pub(crate) use timers::{ContextRequest, FiringWrites, TimerContext, TimerDoc, TimerEnd, TimerState, still_held};
 pub(crate) use versions::VersionCheck;
-pub(crate) use writes::CommitOutcome;
+
+pub(crate) use writes::{CommitOutcome, Expect};
 
 use crate::clock::Clock;
 use claimer::Claimer;

@@ -234,7 +234,7 @@ fn the_sample_transcripts_pass_and_a_wrong_one_fails_with_a_diff() {
     assert!(samples.status.success(), "{}", stdout(&samples));
     assert_eq!(
         stdout(&samples).lines().filter(|line| line.starts_with("ok ")).count(),
-        8
+        9
     );
 
     let tests = scenario_dir(&[(
@@ -283,6 +283,10 @@ fn the_shipped_schema_is_current() {
         "answer_tag",
         "split",
         "weight",
+        "branch",
+        "noneOf",
+        "answered_text",
+        "hint_text",
     ] {
         assert!(kinds.contains(kind), "{kind} is described");
     }

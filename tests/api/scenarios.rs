@@ -24,12 +24,14 @@ fn the_sample_scenarios_load_and_use_every_node_kind() {
                 Node::End(_) => "end".to_owned(),
                 Node::Wait(_) => "wait".to_owned(),
                 Node::Split(_) => "split".to_owned(),
+                Node::Branch(_) => "branch".to_owned(),
             });
         }
     }
     assert_eq!(
         kinds.into_iter().collect::<Vec<_>>(),
         [
+            "branch",
             "date_question:Date",
             "end",
             "flex_image",

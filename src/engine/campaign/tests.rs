@@ -216,10 +216,11 @@ fn a_campaign_sends_the_same_messages_in_one_run_and_refuses_per_user_state() {
         engine.campaign_start(&ScenarioId::parse("nope").expect("valid"), "c1"),
         Err(CampaignStartError::UnknownScenario(_))
     ));
-    // Every recipient gets the same messages: a split first cannot be taken.
-    let split = engine.campaign_start(&ScenarioId::parse("ja_vip").expect("valid"), "c1");
-    assert!(matches!(&split, Err(CampaignStartError::Splits(_))), "{split:?}");
-    assert!(split.is_err_and(|error| error.to_string().contains("POST /admin/scenarios/ja_vip/send")));
+    // Every recipient gets the same messages: a branch first (or a split, see
+    // the split tests) cannot be decided for all of them.
+    let branch = engine.campaign_start(&ScenarioId::parse("ja_vip").expect("valid"), "c1");
+    assert!(matches!(&branch, Err(CampaignStartError::Branches(_))), "{branch:?}");
+    assert!(branch.is_err_and(|error| error.to_string().contains("POST /admin/scenarios/ja_vip/send")));
 }
 
 #[test]
