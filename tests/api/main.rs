@@ -8,6 +8,7 @@ mod helpers;
 mod actions;
 mod admin;
 mod bad_input;
+mod branch;
 mod campaigns;
 mod cli;
 mod clock;
