@@ -56,7 +56,7 @@ async fn each_user_gets_the_offer_their_tags_imply_while_answers_change_them() {
     })
     .await;
     let users: Vec<String> = (0..200).map(|_| events::new_user()).collect();
-    let was_vip = |index: usize| index % 2 == 0;
+    let was_vip = |index: usize| index.is_multiple_of(2);
     for (index, user) in users.iter().enumerate() {
         if was_vip(index) {
             give_vip(&app, user).await;
