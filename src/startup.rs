@@ -12,6 +12,7 @@ use crate::outbound::{Courier, RetryPolicy};
 use crate::pipeline::campaigns::Campaigns;
 use crate::pipeline::ingest::Ingest;
 use crate::pipeline::manual_send::ManualSender;
+use crate::pipeline::personal::Personaliser;
 use crate::pipeline::replay::Replayer;
 use crate::pipeline::timer_cancel::TimerCancels;
 use crate::pipeline::{
@@ -94,6 +95,7 @@ impl Application {
         // Campaign chunks call LINE outside the ledger: they get the client itself,
         // not a way into the courier's.
         let campaign_line = client.clone();
+        let personal = Personaliser::new(store.clone(), client.clone(), clock.clone());
         let courier = Courier::new(client, store.clone(), policy.clone(), retries, clock.clone());
         let metrics = Arc::new(Metrics::default());
         let versions = Arc::new(Versions::new(engine.clone(), store.clone()));
@@ -107,6 +109,7 @@ impl Application {
             versions.clone(),
             store.clone(),
             sender.clone(),
+            personal.clone(),
             metrics.clone(),
             EventSettings {
                 retry_backoff: Duration::from_millis(500),
@@ -119,6 +122,7 @@ impl Application {
             versions.clone(),
             store.clone(),
             sender.clone(),
+            personal.clone(),
             metrics.clone(),
             clock.clone(),
         ));
@@ -178,7 +182,7 @@ impl Application {
             exporter: Exporter::new(engine.clone(), store.clone()),
             timelines: Timelines::new(store.clone()),
             user_profiles: crate::reports::users::UserProfiles::new(store.clone()),
-            manual_sender: ManualSender::new(engine, store.clone(), courier, clock.clone()),
+            manual_sender: ManualSender::new(engine, store.clone(), courier, personal, clock.clone()),
             campaigns,
             replayer,
             timer_cancels: TimerCancels::new(store.clone()),

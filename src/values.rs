@@ -185,3 +185,20 @@ mod tests {
         assert_eq!(parsed["d"], FieldValue::Text("x".into()));
     }
 }
+
+/// The values a step's placeholders render with (`{name}`, `{field.x}`,
+/// `{answer.n}`), decided with the step and kept on its ledger entry until the
+/// entry is settled, so a retry sends the same bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PersonalValues {
+    /// The user's LINE display name, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// User fields, as text.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub fields: std::collections::BTreeMap<String, String>,
+    /// Answers to this scenario's questions by node: a choice's label, a typed value.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub answers: std::collections::BTreeMap<String, String>,
+}

@@ -256,6 +256,10 @@ pub(crate) enum CampaignStartError {
         "scenario {0:?} reaches a branch before its first question or wait: a campaign sends every recipient the same messages; use POST /admin/scenarios/{0}/send"
     )]
     Branches(String),
+    #[error(
+        "scenario {0:?} has placeholders ({{name}}, {{field.x}}, {{answer.n}}) in its first messages: a campaign sends every recipient the same messages; use POST /admin/scenarios/{0}/send"
+    )]
+    Placeholders(String),
     #[error("scenario {0:?} cannot be rendered: {1}")]
     Broken(String, String),
 }
@@ -366,8 +370,14 @@ impl Engine {
         if !rendered.changes.is_empty() {
             return Err(CampaignStartError::ChangesUsers(scenario.to_string()));
         }
+        if !super::personal::needs(&rendered.messages).is_empty() {
+            return Err(CampaignStartError::Placeholders(scenario.to_string()));
+        }
+        // Rendered once for everyone: literal braces (`{{`) become braces.
+        let mut messages = rendered.messages;
+        super::personal::render(&mut messages, None);
         Ok(CampaignStart {
-            messages: rendered.messages,
+            messages,
             version: loaded.scenario.version,
             run,
             asks: rendered.asks,

@@ -6,6 +6,7 @@
 pub(crate) mod branch;
 pub(crate) mod campaign;
 mod notice;
+pub(crate) mod personal;
 mod render;
 pub(crate) mod results;
 mod start;

@@ -1,4 +1,5 @@
-//! HTTP client for the two send endpoints: reply and push.
+//! HTTP client for LINE's send endpoints (reply, push, multicast) and the
+//! user profile.
 //!
 //! In a dry run (`LINE_DRY_RUN`, or a local run against the emulator without an
 //! access token) nothing is sent: what the bot would say is printed to standard
@@ -141,6 +142,58 @@ impl LineClient {
             messages,
         )
         .await
+    }
+
+    /// The user's display name from `GET /v2/bot/profile/{userId}`: `Ok(None)`
+    /// when LINE has no profile for us (404: the user blocked the account or
+    /// never added it), `Err` when it could not be asked (the caller falls back).
+    /// A dry run knows no names. The name is personal data: never logged.
+    pub(crate) async fn display_name(&self, user: &str) -> Result<Option<String>, SendError> {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Profile {
+            #[serde(default)]
+            display_name: Option<String>,
+        }
+        let (http, base_url, access_token) = match &self.transport {
+            Transport::DryRun => return Ok(None),
+            Transport::Http {
+                http,
+                base_url,
+                access_token,
+            } => (http, base_url, access_token),
+        };
+        // A user id is `U` and hex (checked at ingest); encoded all the same.
+        let path = format!(
+            "/v2/bot/profile/{}",
+            percent_encoding::utf8_percent_encode(user, percent_encoding::NON_ALPHANUMERIC)
+        );
+        let started = std::time::Instant::now();
+        let response = http
+            .get(format!("{base_url}{path}"))
+            .bearer_auth(access_token)
+            .send()
+            .await;
+        let called = match &response {
+            Ok(response) => LineStatus::Http(response.status().as_u16()),
+            Err(error) if error.is_timeout() => LineStatus::Timeout,
+            Err(_) => LineStatus::Error,
+        };
+        series::line_call("/v2/bot/profile", called, started.elapsed());
+        let response = response.map_err(|error| SendError::NoAnswer(error.to_string()))?;
+        match response.status().as_u16() {
+            200 => match response.json::<Profile>().await {
+                Ok(profile) => Ok(profile.display_name),
+                Err(error) => Err(SendError::NoAnswer(format!("the profile could not be read: {error}"))),
+            },
+            404 => Ok(None),
+            429 => Err(SendError::RateLimited { retry_after: None }),
+            status @ 400..=499 => Err(SendError::Rejected {
+                status,
+                reason: line_error_message(response).await,
+            }),
+            status => Err(SendError::ServerError { status }),
+        }
     }
 
     async fn post<B: serde::Serialize>(

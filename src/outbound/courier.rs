@@ -194,7 +194,12 @@ impl Courier {
         origin: Origin,
     ) -> Option<(Turn, Version)> {
         let messages: Vec<Message> = match serde_json::from_str(&doc.messages) {
-            Ok(messages) => messages,
+            // Rendered with the values decided with the step: the same bytes on
+            // every attempt, whichever instance makes it.
+            Ok::<Vec<Message>, _>(mut messages) => {
+                crate::engine::personal::render(&mut messages, doc.personal.as_ref());
+                messages
+            }
             Err(error) => {
                 let turn = Turn {
                     settlement: Settlement::Failed(format!(

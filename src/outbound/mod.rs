@@ -91,6 +91,8 @@ pub(crate) struct OutboundAction {
     /// The question node the messages ask and the split arm they took: their
     /// counts rise with the entry's create.
     pub(crate) counts: crate::store::EntryCounts,
+    /// What the messages' placeholders render with (see `engine::personal`).
+    pub(crate) personal: Option<crate::values::PersonalValues>,
 }
 
 /// An action's ledger entry, built once: written by the effect's commit, then
@@ -144,6 +146,7 @@ impl OutboundAction {
             inbox_id: self.inbox_id.as_deref(),
             answer_id: self.answer_id.as_deref(),
             counts: self.counts.clone(),
+            personal: self.personal.clone(),
         });
         Ok(StagedAction {
             ledger_id,

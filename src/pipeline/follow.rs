@@ -10,7 +10,8 @@ impl EventWorker {
     /// A follow or an unfollow: recorded on the user first (idempotent, by event
     /// time); an unfollow then cancels the user's pending timers (a timer that
     /// fires before its cancel lands reads `following` and sends nothing); a
-    /// follow then starts the follow trigger's scenario, if any.
+    /// follow then caches the user's display name (LINE's profile) and starts
+    /// the follow trigger's scenario, if any.
     pub(super) async fn follow(&self, hold: &Hold, work: &Work, plan: &FollowPlan) -> Result<Processed, Failure> {
         let newest = self
             .store
@@ -24,6 +25,10 @@ impl EventWorker {
                 .cancel_user_timers(plan.user.as_str(), work.event_time_ms, "unfollowed")
                 .await?;
             tracing::info!(timers.cancelled = cancelled, "the user unfollowed");
+        }
+        // A friend's display name is fetched now, so the greeting can use it.
+        if plan.following && newest {
+            self.personal.refresh(&plan.user).await;
         }
         match &plan.start {
             Some(start) => self.start(hold, work, start).await,

@@ -26,6 +26,7 @@ pub(crate) struct ManualSender {
     engine: Engine,
     store: Store,
     courier: Courier,
+    personal: super::personal::Personaliser,
     /// When the timers a send schedules are due from, and when its question opens.
     clock: crate::clock::Clock,
 }
@@ -84,11 +85,18 @@ pub(crate) enum ManualSendError {
 }
 
 impl ManualSender {
-    pub(crate) fn new(engine: Engine, store: Store, courier: Courier, clock: crate::clock::Clock) -> Self {
+    pub(crate) fn new(
+        engine: Engine,
+        store: Store,
+        courier: Courier,
+        personal: super::personal::Personaliser,
+        clock: crate::clock::Clock,
+    ) -> Self {
         Self {
             engine,
             store,
             courier,
+            personal,
             clock,
         }
     }
@@ -143,7 +151,9 @@ impl ManualSender {
                 return result;
             }
         }
-        UserSend::RetryLater("the user's record kept changing under a branch".into())
+        // Nothing is recorded, so nothing retries it: the caller sends again
+        // (with the same key: what did go out is not sent twice).
+        UserSend::Failed("the user's record kept changing under a branch; send again".into())
     }
 
     /// One decision and record of the send; `None`: the user's record changed
@@ -167,7 +177,7 @@ impl ManualSender {
         .await
         {
             Ok(decided) => decided,
-            Err(error) => return Some(UserSend::RetryLater(error.to_string())),
+            Err(error) => return Some(UserSend::Failed(format!("{error}; send again"))),
         };
         let (rendered, user_read) = (decided.chain, decided.user_read);
         let now = self.clock.now();
@@ -202,6 +212,16 @@ impl ManualSender {
                 &crate::engine::Arms::of(&rendered),
                 now,
             ),
+            personal: None,
+        };
+        let step = super::branches::StepSoFar {
+            changes: rendered.changes.clone(),
+            answer: None,
+        };
+        let action = match self.personal.fill(Some(action), &self.engine, &step).await {
+            Ok(Some(action)) => action,
+            Ok(None) => return None,
+            Err(error) => return Some(UserSend::Failed(format!("{error}; send again"))),
         };
         let staged = match action.stage(&self.store) {
             Ok(staged) => staged,

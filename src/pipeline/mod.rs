@@ -27,6 +27,7 @@ mod hold;
 pub(crate) mod ingest;
 pub(crate) mod manual_send;
 mod notice;
+pub(crate) mod personal;
 mod processed;
 pub(crate) mod replay;
 mod retries;

@@ -41,17 +41,19 @@ impl EventWorker {
     ) -> Result<Noticed, Failure> {
         let id = notice.record_id(user);
         let messages = notice.messages();
-        let mut staged = work
-            .action(
-                ActionKey::event(hold.key.as_str()),
-                &hold.key,
-                &notice.scenario,
-                &messages,
-                self.sender.reply_is_fresh(work),
-                EntryCounts::default(),
-            )
-            .map(|action| action.stage(&self.store))
-            .transpose()?;
+        let action = work.action(
+            ActionKey::event(hold.key.as_str()),
+            &hold.key,
+            &notice.scenario,
+            &messages,
+            self.sender.reply_is_fresh(work),
+            EntryCounts::default(),
+        );
+        let action = self
+            .personal
+            .fill(action, self.versions.current(), &super::branches::StepSoFar::default())
+            .await?;
+        let mut staged = action.map(|action| action.stage(&self.store)).transpose()?;
         for _ in 0..ROUNDS {
             let read = self.store.notice(&id).await?;
             let last_ms = read.as_ref().map(|read| read.doc.last_event_at.as_millisecond());

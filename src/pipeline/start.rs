@@ -91,9 +91,17 @@ impl EventWorker {
     async fn carry_out(&self, hold: &Hold, work: &Work, starting: Starting<'_>) -> Result<Ended, Failure> {
         // A branch the start stopped at is decided now, from the user's state;
         // the commit expects the user's record unchanged since.
+        // The version the chain was rendered from decides the branch: a newer
+        // one deployed meanwhile may not have its nodes.
+        let engine = match starting.run_start.run_version {
+            Some(version) if starting.run_start.branch.is_some() => {
+                self.versions.engine_for(starting.scenario, version).await?
+            }
+            _ => self.versions.current().clone(),
+        };
         let decided = super::branches::decide(
             &self.store,
-            self.versions.current(),
+            &engine,
             starting.scenario,
             &starting.run_start.user,
             starting.run_start.chain(),
@@ -115,23 +123,26 @@ impl EventWorker {
             Some((marker_id, scenario, user)) => Some(self.store.scenario_progress(marker_id, scenario, user).await?),
             None => None,
         };
-        let mut staged = work
-            .action(
-                ActionKey::event(hold.key.as_str()),
-                &hold.key,
+        let action = work.action(
+            ActionKey::event(hold.key.as_str()),
+            &hold.key,
+            starting.scenario,
+            &starting.run_start.messages,
+            self.sender.reply_is_fresh(work),
+            asked_on(
+                self.versions.current(),
                 starting.scenario,
-                &starting.run_start.messages,
-                self.sender.reply_is_fresh(work),
-                asked_on(
-                    self.versions.current(),
-                    starting.scenario,
-                    starting.run_start.asks.as_ref(),
-                    &starting.run_start.arms,
-                    self.clock.now(),
-                ),
-            )
-            .map(|action| action.stage(&self.store))
-            .transpose()?;
+                starting.run_start.asks.as_ref(),
+                &starting.run_start.arms,
+                self.clock.now(),
+            ),
+        );
+        let step = super::branches::StepSoFar {
+            changes: starting.run_start.changes.clone(),
+            answer: None,
+        };
+        let action = self.personal.fill(action, &engine, &step).await?;
+        let mut staged = action.map(|action| action.stage(&self.store)).transpose()?;
         let timers = self
             .schedule(&starting.run_start.user, &starting.run_start.timers)
             .await?;

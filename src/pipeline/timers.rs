@@ -148,6 +148,7 @@ pub(crate) struct TimerFirer {
     versions: Arc<Versions>,
     store: Store,
     sender: Arc<OutboundSender>,
+    personal: super::personal::Personaliser,
     metrics: Arc<Metrics>,
     clock: Clock,
 }
@@ -157,6 +158,7 @@ impl TimerFirer {
         versions: Arc<Versions>,
         store: Store,
         sender: Arc<OutboundSender>,
+        personal: super::personal::Personaliser,
         metrics: Arc<Metrics>,
         clock: Clock,
     ) -> Self {
@@ -164,6 +166,7 @@ impl TimerFirer {
             versions,
             store,
             sender,
+            personal,
             metrics,
             clock,
         }
@@ -295,10 +298,18 @@ impl TimerFirer {
                         )
                         .await?;
                         if let Some(read) = decided.user_read {
-                            user_read = Some(match read {
+                            let read = match read {
                                 crate::store::Expect::At(version) => Some(version),
                                 crate::store::Expect::Absent => None,
-                            });
+                            };
+                            // The firing was decided on the context (whether the
+                            // user follows, ...): a record that moved on since
+                            // means reading the context again, never committing
+                            // on a newer version than the decision saw.
+                            if read != context.user_version {
+                                continue;
+                            }
+                            user_read = Some(read);
                         }
                         let chain = decided.chain;
                         let arms = crate::engine::Arms::of(&chain);
@@ -337,7 +348,13 @@ impl TimerFirer {
                 .filter(|sibling| ends_sibling(due.kind, sibling.doc.kind, sibling.doc.state == TimerState::Pending))
                 .map(|sibling| (sibling.id.as_str(), sibling.version));
             let asks = super::asked_on(&engine, &due.scenario, asks.as_ref(), &arms, now);
-            let staged = self.stage_timer_action(job, &due, &user, messages, asks)?;
+            let step = super::branches::StepSoFar {
+                changes: changes.clone(),
+                answer: None,
+            };
+            let staged = self
+                .stage_timer_action(job, &due, &user, messages, asks, (&engine, &step))
+                .await?;
             let end = TimerEnd {
                 state: TimerState::Done,
                 outcome,
@@ -384,13 +401,14 @@ impl TimerFirer {
 
     /// The push a firing records: keyed by the timer and its due time, so each
     /// firing (each reminder) is its own action and its retries share one key.
-    fn stage_timer_action(
+    async fn stage_timer_action(
         &self,
         job: &TimerJob,
         due: &DueTimer,
         user: &LineUserId,
         messages: Vec<crate::line::messages::Message>,
         counts: crate::store::EntryCounts,
+        (engine, step): (&crate::engine::Engine, &super::branches::StepSoFar<'_>),
     ) -> Result<Option<StagedAction>, crate::store::StoreError> {
         if messages.is_empty() {
             return Ok(None);
@@ -405,6 +423,11 @@ impl TimerFirer {
             inbox_id: None,
             answer_id: None,
             counts,
+            personal: None,
+        };
+        // Placeholders take the user's state at the firing.
+        let Some(action) = self.personal.fill(Some(action), engine, step).await? else {
+            return Ok(None);
         };
         let mut staged = action.stage(&self.store)?;
         staged.renew_lease(&self.store);

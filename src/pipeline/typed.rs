@@ -244,7 +244,7 @@ impl EventWorker {
         let (decided, user_read) = self.decide_follow_up(plan).await?;
         let plan = decided.as_ref().unwrap_or(plan);
         let change = answered(plan.user.as_str(), plan.opens.as_ref(), read, self.clock.now());
-        let mut follow_up = self.stage_follow_up(hold, work, plan)?;
+        let mut follow_up = self.stage_follow_up(hold, work, plan).await?;
         if let Some(staged) = follow_up.as_mut() {
             staged.renew_lease(&self.store);
         }
@@ -302,23 +302,26 @@ impl EventWorker {
         message: &MessageKey,
         reaction: Reaction<'_>,
     ) -> Result<Round, Failure> {
-        let mut staged = work
-            .action(
-                reaction.key,
-                &hold.key,
+        let action = work.action(
+            reaction.key,
+            &hold.key,
+            reaction.scenario,
+            reaction.messages,
+            self.sender.reply_is_fresh(work),
+            asked_on(
+                self.versions.current(),
                 reaction.scenario,
-                reaction.messages,
-                self.sender.reply_is_fresh(work),
-                asked_on(
-                    self.versions.current(),
-                    reaction.scenario,
-                    reaction.asks,
-                    &reaction.arms,
-                    self.clock.now(),
-                ),
-            )
-            .map(|action| action.stage(&self.store))
-            .transpose()?;
+                reaction.asks,
+                &reaction.arms,
+                self.clock.now(),
+            ),
+        );
+        let step = super::branches::StepSoFar {
+            changes: reaction.changes.cloned().unwrap_or_default(),
+            answer: None,
+        };
+        let action = self.personal.fill(action, self.versions.current(), &step).await?;
+        let mut staged = action.map(|action| action.stage(&self.store)).transpose()?;
         if let Some(staged) = staged.as_mut() {
             staged.renew_lease(&self.store);
         }
@@ -343,8 +346,15 @@ impl EventWorker {
                 self.sender.send_staged(staged.as_ref(), version).await;
                 return Ok(Round::Done(reaction.processed));
             }
-            // The message's mark exists: it was unsent first.
+            // The message's mark exists: it was unsent first. Or a user record
+            // the branch read as absent exists now (also "already exists"):
+            // read and decide again.
             Effect::AlreadyExists => {
+                if reaction.user_read == Some(crate::store::Expect::Absent)
+                    && !self.store.message_unsent(message).await?
+                {
+                    return Ok(Round::Again);
+                }
                 self.done_forgetting(hold, Some(message)).await?;
                 return Ok(Round::Done(Processed::Unsent));
             }
@@ -371,13 +381,15 @@ impl EventWorker {
     }
 
     /// The ledger entry of an answer's follow-up, staged (`None`: nothing to send).
-    pub(super) fn stage_follow_up(
+    /// The answer's follow-up, its placeholders filled with the user's state as
+    /// the answer leaves it, staged.
+    pub(super) async fn stage_follow_up(
         &self,
         hold: &Hold,
         work: &Work,
         plan: &AnswerPlan,
     ) -> Result<Option<StagedAction>, Failure> {
-        Ok(work
+        let action = work
             .action(
                 ActionKey::answer(&plan.answer_id),
                 &hold.key,
@@ -394,9 +406,14 @@ impl EventWorker {
             )
             .map(|mut action| {
                 action.answer_id = Some(plan.answer_id.clone());
-                action.stage(&self.store)
-            })
-            .transpose()?)
+                action
+            });
+        let step = super::branches::StepSoFar {
+            changes: plan.user_changes(),
+            answer: Some((&plan.scenario, &plan.node, &plan.value)),
+        };
+        let action = self.personal.fill(action, self.versions.current(), &step).await?;
+        Ok(action.map(|action| action.stage(&self.store)).transpose()?)
     }
 }
 

@@ -133,6 +133,7 @@ impl Work {
             inbox_id: Some(inbox.as_str().to_owned()),
             answer_id: None,
             counts,
+            personal: None,
         })
     }
 }

@@ -34,6 +34,8 @@ pub(crate) struct EventWorker {
     pub(super) versions: Arc<Versions>,
     pub(super) store: Store,
     pub(super) sender: Arc<OutboundSender>,
+    /// The values of personal texts (`{name}`, fields, answers).
+    pub(super) personal: super::personal::Personaliser,
     metrics: Arc<Metrics>,
     pub(super) settings: EventSettings,
     /// Raised when an event is released for a retry: the sweeper comes back soon.
@@ -46,6 +48,7 @@ impl EventWorker {
         versions: Arc<Versions>,
         store: Store,
         sender: Arc<OutboundSender>,
+        personal: super::personal::Personaliser,
         metrics: Arc<Metrics>,
         settings: EventSettings,
         sweep_soon: SweepSoon,
@@ -55,6 +58,7 @@ impl EventWorker {
             versions,
             store,
             sender,
+            personal,
             metrics,
             settings,
             sweep_soon,

@@ -7,8 +7,10 @@
 //! node closes it. See the README for the file format.
 
 pub mod branch;
-mod limits;
+pub mod limits;
 mod load;
+mod personal_texts;
+pub mod placeholders;
 pub mod postback;
 pub mod schedule;
 pub mod split;

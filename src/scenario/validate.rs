@@ -824,6 +824,11 @@ pub(super) fn check_set(scenarios: &[(&Scenario, &Path)]) -> Vec<ScenarioError> 
             ),
         );
     }
+    for &(scenario, file) in scenarios {
+        for (node, text) in super::personal_texts::problems(scenario, &field_names) {
+            problem(file, scenario.id.as_str(), Some(node), text);
+        }
+    }
     let mut claimed: HashMap<String, String> = HashMap::new();
     for &(scenario, file) in scenarios {
         for node in &scenario.nodes {

@@ -181,6 +181,11 @@ pub(crate) struct LedgerDoc {
     /// with this entry's create.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) split: Option<SplitDoc>,
+    /// What the messages' placeholders render with (the user's name, fields,
+    /// answers), decided with the step: kept while the action may be sent and
+    /// removed when it is settled, so no personal value stays at rest here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) personal: Option<crate::values::PersonalValues>,
     #[serde(with = "firestore::serialize_as_timestamp")]
     pub(crate) expire_at: FirestoreInstant,
 }

@@ -377,7 +377,10 @@ impl Store {
             #[serde(skip_serializing_if = "BTreeMap::is_empty")]
             fields: &'a BTreeMap<String, FieldValue>,
         }
-        let mut transforms = Vec::new();
+        // A step's write always moves the record's version, so a branch that
+        // read the record before it (conditional on that version) sees it,
+        // even when the step's tags and fields change nothing.
+        let mut transforms = vec![super::writes::commit_time("changedAt")];
         if let Some(now) = seen {
             let now_ms = now.as_millisecond();
             transforms.extend([minimum("firstSeenMs", now_ms), maximum("lastSeenMs", now_ms)]);

@@ -120,6 +120,8 @@ pub(crate) struct NewAction<'a> {
     /// What the entry counts: the question the messages ask and the split
     /// arm they took, with today in the scenario's zone.
     pub(crate) counts: super::EntryCounts,
+    /// What the messages' placeholders render with, until the entry is settled.
+    pub(crate) personal: Option<crate::values::PersonalValues>,
 }
 
 #[derive(Serialize)]
@@ -164,6 +166,7 @@ impl Store {
             answer_id: action.answer_id.map(str::to_owned),
             asks: action.counts.asks,
             split: action.counts.split,
+            personal: action.personal,
             expire_at: later(now, LEDGER_RETENTION),
         }
     }
@@ -340,11 +343,13 @@ impl Store {
             route: attempted.route,
             reply_outcome_unknown: attempted.reply_outcome_unknown,
         };
-        // A settled action will never be replied to again: drop the token.
+        // A settled action will never be replied to again: drop the token, and
+        // the personal values its messages rendered with (a replay of a parked
+        // action renders with the fallbacks).
         let delete_fields: &[&str] = if state == LedgerState::Pending {
             &[]
         } else {
-            &["replyToken"]
+            &["replyToken", "personal"]
         };
         let path = self.document_path(OUTBOUND_LEDGER, ledger_id);
         let settle = expecting(

@@ -131,6 +131,12 @@ pub(crate) struct UserRecord {
     pub(crate) tags: Vec<String>,
     #[serde(default)]
     pub(crate) fields: std::collections::BTreeMap<String, crate::values::FieldValue>,
+    /// The LINE display name cached for `{name}` (removed at unfollow).
+    #[serde(default)]
+    pub(crate) display_name: Option<String>,
+    /// When LINE's profile was last fetched (ms since the epoch).
+    #[serde(default)]
+    pub(crate) profile_fetched_ms: Option<i64>,
 }
 
 /// A user's scenario marker, as the user page shows it.

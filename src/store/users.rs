@@ -4,7 +4,7 @@
 //! newest of them wins whatever order they are processed in.
 
 use super::docs::collections::USERS;
-use super::writes::{CommitOutcome, Expect, expecting, maximum, merge, minimum};
+use super::writes::{CommitOutcome, Expect, expecting, maximum, merge_deleting, minimum};
 use super::{Store, StoreError};
 use firestore::FirestoreInstant;
 use serde::{Deserialize, Serialize};
@@ -100,7 +100,17 @@ impl Store {
             // First and last seen as the answers keep them: a campaign's audience
             // may ask who was first seen when.
             let seen = vec![minimum("firstSeenMs", event_ms), maximum("lastSeenMs", event_ms)];
-            let write = expecting(merge(self.document_path(USERS, user), &write, seen)?, expect);
+            // The newest unfollow also forgets the cached display name: it is
+            // personal data, kept only while the user is a friend.
+            let forget: &[&str] = if !following && newest {
+                &["displayName", "profileFetchedMs"]
+            } else {
+                &[]
+            };
+            let write = expecting(
+                merge_deleting(self.document_path(USERS, user), &write, forget, seen)?,
+                expect,
+            );
             match self.commit(vec![write]).await {
                 CommitOutcome::Committed(_) => return Ok(newest),
                 // Changed meanwhile (an answer's tags, another event), or the
@@ -110,5 +120,37 @@ impl Store {
             }
         }
         Err(StoreError::Unavailable("the user's record kept changing".into()))
+    }
+
+    /// Caches the user's LINE display name (for `{name}`), conditional on the
+    /// record as the caller read it: a record that changed meanwhile (an
+    /// unfollow forgetting the name) keeps what it has. `false` when it did
+    /// not land; the name is only a cache, so nothing retries it.
+    pub(crate) async fn cache_display_name(
+        &self,
+        user: &str,
+        name: Option<&str>,
+        fetched_ms: i64,
+        expect: Expect,
+    ) -> Result<bool, StoreError> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Profile<'a> {
+            line_user_id: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            display_name: Option<&'a str>,
+            profile_fetched_ms: i64,
+        }
+        let profile = Profile {
+            line_user_id: user,
+            display_name: name,
+            profile_fetched_ms: fetched_ms,
+        };
+        let forget: &[&str] = if name.is_none() { &["displayName"] } else { &[] };
+        let write = expecting(
+            merge_deleting(self.document_path(USERS, user), &profile, forget, Vec::new())?,
+            expect,
+        );
+        Ok(matches!(self.commit(vec![write]).await, CommitOutcome::Committed(_)))
     }
 }

@@ -179,6 +179,18 @@ pub(super) fn maximum(field: &str, value: i64) -> FieldTransform {
     }
 }
 
+/// Sets the field to the commit's time on the server: a write carrying it
+/// always changes the document (and its version), even when nothing else in
+/// it does.
+pub(super) fn commit_time(field: &str) -> FieldTransform {
+    FieldTransform {
+        field_path: field.to_owned(),
+        transform_type: Some(TransformType::SetToServerValue(
+            v1::document_transform::field_transform::ServerValue::RequestTime as i32,
+        )),
+    }
+}
+
 fn string_value(value: &str) -> v1::Value {
     v1::Value {
         value_type: Some(ValueType::StringValue(value.to_owned())),
