@@ -5,6 +5,12 @@ usage:
   scripts/send-event.py text "survey"            a text message
   scripts/send-event.py follow                    a follow (friend added)
   scripts/send-event.py postback 'v=1&k=a&...'    a postback (button or card tap)
+  scripts/send-event.py postback 'v=1&k=d&...' date=2027-03-14
+                                                  a date picker's answer: the
+                                                  picked value in postback.params
+                                                  (date=, time=HH:MM or
+                                                  datetime=YYYY-MM-DDTHH:MM)
+  scripts/send-event.py unfollow                  an unfollow (blocked)
 
 Environment: SERVICE_URL (default http://127.0.0.1:8080), LINE_CHANNEL_SECRET
 (default local-channel-secret, as scripts/run-local.sh uses), LINE_USER_ID
@@ -21,7 +27,21 @@ import urllib.request
 import uuid
 
 
-def event(kind, argument):
+PICKED = ("date", "time", "datetime")
+
+
+def picked(extra):
+    """`date=...`, `time=...` or `datetime=...` as LINE's postback.params."""
+    params = {}
+    for item in extra:
+        name, _, value = item.partition("=")
+        if name not in PICKED or not value:
+            sys.exit(f"{item!r} is not date=..., time=... or datetime=...\n\n{__doc__}")
+        params[name] = value
+    return params
+
+
+def event(kind, argument, extra=()):
     common = {
         "webhookEventId": uuid.uuid4().hex[:26].upper(),
         "deliveryContext": {"isRedelivery": False},
@@ -35,8 +55,14 @@ def event(kind, argument):
                 "message": {"type": "text", "id": str(uuid.uuid4().int >> 70), "quoteToken": "q", "text": argument}}
     if kind == "follow":
         return {**common, "type": "follow", "follow": {"isUnblocked": False}}
+    if kind == "unfollow":
+        return {key: value for key, value in {**common, "type": "unfollow"}.items() if key != "replyToken"}
     if kind == "postback":
-        return {**common, "type": "postback", "postback": {"data": argument}}
+        postback = {"data": argument}
+        params = picked(extra)
+        if params:
+            postback["params"] = params
+        return {**common, "type": "postback", "postback": postback}
     sys.exit(__doc__)
 
 
@@ -44,7 +70,7 @@ def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     kind, argument = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else "")
-    body = json.dumps({"destination": "U" + "d" * 32, "events": [event(kind, argument)]}).encode()
+    body = json.dumps({"destination": "U" + "d" * 32, "events": [event(kind, argument, sys.argv[3:])]}).encode()
     secret = os.environ.get("LINE_CHANNEL_SECRET", "local-channel-secret").encode()
     signature = base64.b64encode(hmac.new(secret, body, hashlib.sha256).digest()).decode()
     url = os.environ.get("SERVICE_URL", "http://127.0.0.1:8080") + "/webhook"

@@ -43,6 +43,9 @@ enum Command {
         /// A user field before the first line, `name=value` (repeatable).
         #[arg(long = "field", value_name = "NAME=VALUE", value_parser = cli::parse_field)]
         fields: Vec<(String, line_survey::values::FieldValue)>,
+        /// The user's LINE display name, for `{name}` (without it, the fallback).
+        #[arg(long = "name", value_name = "NAME")]
+        name: Option<String>,
     },
     /// Replays transcript files against the scenarios; exit status 1 on a difference.
     Test {
@@ -79,9 +82,15 @@ fn main() -> ExitCode {
             variants,
             tags,
             fields,
+            name,
         } => {
             let stdin = std::io::stdin().lock();
-            let given = cli::Given { tags, fields, variants };
+            let given = cli::Given {
+                tags,
+                fields,
+                variants,
+                name,
+            };
             match cli::simulate(&scenarios_dir(dir), &scenario, given, stdin, &mut stdout()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => failed(&error),

@@ -83,6 +83,8 @@ pub(crate) struct Conversation {
     first_seen_ms: i64,
     /// When each notice was last sent (simulated ms), by its record id.
     notices: HashMap<String, i64>,
+    /// The user's LINE display name, for `{name}`.
+    name: Option<String>,
 }
 
 /// What one user action did.
@@ -119,6 +121,7 @@ impl Conversation {
             arms: BTreeMap::new(),
             first_seen_ms: 1_767_225_600_000,
             notices: HashMap::new(),
+            name: None,
         }
     }
 
@@ -139,10 +142,34 @@ impl Conversation {
         &self.arms
     }
 
-    /// The user's tags and fields before the conversation begins.
-    pub(crate) fn given(&mut self, tags: Vec<String>, fields: Vec<(String, FieldValue)>) {
+    /// The user's tags, fields and display name before the conversation begins.
+    pub(crate) fn given(&mut self, tags: Vec<String>, fields: Vec<(String, FieldValue)>, name: Option<String>) {
         self.tags.extend(tags);
         self.fields.extend(fields);
+        self.name = name;
+    }
+
+    /// What placeholders render with now: the name given, the fields so far and
+    /// each answer's label or value, as the service decides them.
+    fn personal_values(&self) -> crate::values::PersonalValues {
+        let mut values = crate::values::PersonalValues {
+            name: self.name.clone(),
+            fields: self
+                .fields
+                .iter()
+                .map(|(name, value)| (name.clone(), value.as_text()))
+                .collect(),
+            answers: BTreeMap::new(),
+        };
+        for (scenario, node, value) in self.answers.values() {
+            let loaded = ScenarioId::parse(scenario.clone())
+                .ok()
+                .and_then(|id| self.engine.scenario(&id));
+            values
+                .answers
+                .insert(node.clone(), crate::engine::personal::answer_text(loaded, node, value));
+        }
+        values
     }
 
     /// The user's state as a branch reads it.
@@ -670,7 +697,8 @@ impl Conversation {
     }
 
     /// Renders messages as text, remembering what can be tapped.
-    fn say(&mut self, messages: Vec<Message>) -> Turn {
+    fn say(&mut self, mut messages: Vec<Message>) -> Turn {
+        crate::engine::personal::render(&mut messages, Some(&self.personal_values()));
         let mut turn = Turn::default();
         for message in messages {
             match message {

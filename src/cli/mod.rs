@@ -90,6 +90,8 @@ pub struct Given {
     pub fields: Vec<(String, crate::values::FieldValue)>,
     /// Split arms forced by label.
     pub variants: Vec<String>,
+    /// The LINE display name `{name}` renders (none: the fallback).
+    pub name: Option<String>,
 }
 
 /// `name=value` as `--field` takes it: a whole number, a number, `true` or
@@ -151,7 +153,7 @@ pub fn simulate(
         .manual_start(&id, &conversation::simulated_user())
         .map_err(|error| format!("scenario {scenario:?}: {error}"))?;
     let mut conversation = Conversation::new(engine, START_DEDUP);
-    conversation.given(given.tags, given.fields);
+    conversation.given(given.tags, given.fields, given.name);
     let io = |error: std::io::Error| error.to_string();
     writeln!(
         out,

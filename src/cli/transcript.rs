@@ -4,6 +4,9 @@
 //!
 //! ```toml
 //! scenario = "ja_profile"      # optional: begin with this scenario's start
+//! name = "太郎"                # optional: the LINE display name {name} renders
+//!                              # (also tags, fields and variants: the user's
+//!                              # state before the first step)
 //! [[steps]]
 //! send = "35"                  # or tap = "label", pick = "2027-03-14",
 //!                              # follow = true, tap_card = true
@@ -38,6 +41,9 @@ struct Transcript {
     /// The user's fields before the first step (`simulate --field`).
     #[serde(default)]
     fields: BTreeMap<String, crate::values::FieldValue>,
+    /// The user's LINE display name (`simulate --name`).
+    #[serde(default)]
+    name: Option<String>,
     steps: Vec<Step>,
 }
 
@@ -144,7 +150,11 @@ fn run_one(scenarios_dir: &Path, file: &Path) -> Result<Vec<String>, String> {
         None => None,
     };
     let mut conversation = Conversation::new(engine, START_DEDUP);
-    conversation.given(transcript.tags.clone(), transcript.fields.clone().into_iter().collect());
+    conversation.given(
+        transcript.tags.clone(),
+        transcript.fields.clone().into_iter().collect(),
+        transcript.name.clone(),
+    );
     if let Some((id, start)) = begin {
         conversation.begin(&id, start);
     }

@@ -154,6 +154,48 @@ text = "hi"
         assert!(report.contains(expected), "{expected:?} missing from:\n{report}");
     }
 
+    // Personal text: placeholders only in texts, known ones, of fields some
+    // scenario sets and of questions that come before.
+    let personal = scenario_dir(&[(
+        "p.toml",
+        r#"id = "p"
+[[nodes]]
+id = "q"
+kind = "survey"
+text = "{name|お客さま}さん、いかがでしたか"
+remind_after = "1d"
+remind_text = "{answer.q}"
+choices = [{ label = "{name}", value = "a", set = { plan = "gold" }, next = "done" }]
+[[nodes]]
+id = "done"
+kind = "end"
+text = "{answer.q} {field.plan} {field.shoe} {nickname}"
+"#,
+    )]);
+    let report = stdout(&run(&["check", personal.to_str().unwrap_or_default()], None));
+    for expected in [
+        r#"p.toml: scenario "p": node "q": choice 1 label: placeholders are not rendered in labels, display texts or titles"#,
+        r#"p.toml: scenario "p": node "q": remind_text: {answer.q} must name a question of this scenario that comes before this node"#,
+        r#"p.toml: scenario "p": node "done": text: unknown placeholder {nickname}"#,
+        "3 problem(s)",
+    ] {
+        assert!(report.contains(expected), "{expected:?} missing from:\n{report}");
+    }
+    let fields = scenario_dir(&[(
+        "p.toml",
+        r#"id = "p"
+[[nodes]]
+id = "m"
+kind = "message"
+text = "{field.shoe}"
+"#,
+    )]);
+    let report = stdout(&run(&["check", fields.to_str().unwrap_or_default()], None));
+    assert!(
+        report.contains(r#"node "m": text: {field.shoe} names a field no scenario sets"#),
+        "{report}"
+    );
+
     let empty = scenario_dir(&[]);
     let nothing = run(&["check", empty.to_str().unwrap_or_default()], None);
     assert_eq!(nothing.status.code(), Some(1));
@@ -213,6 +255,21 @@ fn simulate_through_a_pipe() {
         );
         assert!(forced.contains(text), "arm {label} sends its own opening:\n{forced}");
     }
+
+    // --name is the LINE display name {name|お客} renders; without it, the fallback.
+    let named = stdout(&run(
+        &["simulate", "ja_vip", "--dir", dir_arg, "--tag", "VIP", "--name", "山田"],
+        Some("/quit\n"),
+    ));
+    assert!(named.contains("bot: 【VIP会員さま限定】山田さま、今月は"), "{named}");
+    let unnamed = stdout(&run(
+        &["simulate", "ja_vip", "--dir", dir_arg, "--tag", "VIP"],
+        Some("/quit\n"),
+    ));
+    assert!(
+        unnamed.contains("bot: 【VIP会員さま限定】お客さま、今月は"),
+        "{unnamed}"
+    );
 
     let typo = run(&["simulate", "ja_vip", "--dir", dir_arg, "--variant", "C"], Some(""));
     assert_eq!(typo.status.code(), Some(2));

@@ -26,6 +26,7 @@ mod metrics;
 mod notices;
 mod outage;
 mod outbound;
+mod personal;
 mod recovery;
 mod results;
 mod round_trips;

@@ -628,3 +628,42 @@ async fn an_event_waits_for_the_users_previous_event_of_its_request_across_retri
     app.settled().await;
     assert!(app.firestore.list("dead_letters").await.is_empty());
 }
+
+/// `scripts/send-event.py postback DATA date=...` sends a date picker's
+/// answer as LINE does (the picked value in `postback.params`), signed with
+/// the channel secret: the service records it.
+#[tokio::test]
+async fn send_event_py_sends_a_date_pickers_answer() {
+    let app = app().await;
+    let user = events::new_user();
+    app.deliver(&text(&user, "profile")).await;
+    app.deliver(&text(&user, "35")).await;
+    app.deliver(&text(&user, "100-0001")).await;
+    let data = date_pick(&user, "profile", "visit", json!({}))["postback"]["data"]
+        .as_str()
+        .expect("postback data")
+        .to_owned();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/send-event.py");
+    let (address, who) = (app.address.clone(), user.clone());
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3")
+            .arg(script)
+            .args(["postback", &data, "date=2027-03-14"])
+            .env("SERVICE_URL", address)
+            .env("LINE_CHANNEL_SECRET", crate::helpers::CHANNEL_SECRET)
+            .env("LINE_USER_ID", who)
+            .output()
+            .expect("python3 runs")
+    })
+    .await
+    .expect("the script ran");
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "200", "{output:?}");
+    app.settled().await;
+    let visit = answers(&app, &user)
+        .await
+        .into_iter()
+        .find(|(node, _, _)| node == "visit")
+        .expect("the picked date is recorded");
+    assert_eq!(visit.1, json!({"stringValue": "2027-03-14"}));
+    assert_eq!(app.line.accepted_with_text("Profile saved."), 1);
+}

@@ -13,6 +13,12 @@
 //! - A multicast (up to 500 users, `customAggregationUnits` as LINE checks it)
 //!   keeps retry keys like a push: a repeat of an accepted key answers 409.
 //! - A wrong access token answers 401.
+//! - `GET /v2/bot/profile/{userId}` answers LINE's `UserProfileResponse` for the
+//!   users a test named ([`LineStandIn::set_profile`]), 404 for anyone else (a
+//!   user who blocked the account, or never added it); its faults are queued
+//!   ([`LineStandIn::fail_next_profiles`]: 500s, slow answers) or random
+//!   ([`LineStandIn::fail_profiles_randomly`]). Profile calls are counted
+//!   apart from the send calls.
 //! - A message over one of LINE's limits, counted as LINE counts them, answers
 //!   400 and delivers nothing (see `line_limits`).
 //!
@@ -105,6 +111,9 @@ pub enum Fault {
     MonthlyLimit,
     /// This status; nothing goes out.
     Refuse(u16),
+    /// 500 after this long; nothing goes out (a caller killed meanwhile never
+    /// learns the outcome).
+    FailSlowly(Duration),
 }
 
 impl Call {
@@ -164,6 +173,13 @@ struct State {
     reply_token_lifetime: Duration,
     /// Share of reply and push calls that fail with a random 500.
     random_failure_share: f64,
+    /// Display names by user id; anyone else is 404.
+    profiles: HashMap<String, String>,
+    profile_faults: VecDeque<Fault>,
+    /// Shares of profile calls answered 500 and answered after two seconds.
+    profile_random: (f64, f64),
+    /// The user id of every profile call, in arrival order.
+    profile_calls: Vec<String>,
 }
 
 impl Default for State {
@@ -179,6 +195,10 @@ impl Default for State {
             latency: Duration::ZERO,
             reply_token_lifetime: DEFAULT_REPLY_TOKEN_LIFETIME,
             random_failure_share: 0.0,
+            profiles: HashMap::new(),
+            profile_faults: VecDeque::new(),
+            profile_random: (0.0, 0.0),
+            profile_calls: Vec::new(),
         }
     }
 }
@@ -269,6 +289,11 @@ impl Respond for LineResponder {
                 serde_json::json!({"message": "Refused by the stand-in"}),
                 false,
             ),
+            (Some(Fault::FailSlowly(_)), true) => (
+                500,
+                serde_json::json!({"message": "Internal server error (stand-in)"}),
+                false,
+            ),
             (_, true) => match path.as_str() {
                 REPLY_PATH => match body["replyToken"].as_str() {
                     Some(token) if state.reply_token_is_valid(token) => {
@@ -293,7 +318,7 @@ impl Respond for LineResponder {
         }
         let mut template = ResponseTemplate::new(status).set_body_json(answer);
         let delay = match queued {
-            Some(Fault::AcceptSlowly(delay)) => delay,
+            Some(Fault::AcceptSlowly(delay) | Fault::FailSlowly(delay)) => delay,
             Some(Fault::RateLimit { retry_after_secs }) => {
                 if status == 429 {
                     template = template.insert_header("retry-after", retry_after_secs.to_string().as_str());
@@ -318,6 +343,57 @@ impl Respond for LineResponder {
             accepted,
         });
         template
+    }
+}
+
+const PROFILE_PATH: &str = "/v2/bot/profile/";
+
+/// `GET /v2/bot/profile/{userId}`.
+struct ProfileResponder {
+    state: Arc<Mutex<State>>,
+}
+
+impl Respond for ProfileResponder {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let user = request.url.path().trim_start_matches(PROFILE_PATH).to_owned();
+        let authorized = request
+            .headers
+            .get("authorization")
+            .and_then(|value| value.to_str().ok())
+            == Some(&format!("Bearer {ACCESS_TOKEN}"));
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.profile_calls.push(user.clone());
+        let fault = state.profile_faults.pop_front().or_else(|| {
+            let (failing, slow) = state.profile_random;
+            let draw = random_unit();
+            if draw < failing {
+                Some(Fault::Refuse(500))
+            } else if draw < failing + slow {
+                Some(Fault::AcceptSlowly(Duration::from_secs(2)))
+            } else {
+                None
+            }
+        });
+        let refused = match &fault {
+            Some(Fault::Refuse(status)) => Some(*status),
+            _ => None,
+        };
+        let answer = match (authorized, refused, state.profiles.get(&user)) {
+            (false, _, _) => {
+                ResponseTemplate::new(401).set_body_json(serde_json::json!({"message": "Authentication failed"}))
+            }
+            (true, Some(status), _) => {
+                ResponseTemplate::new(status).set_body_json(serde_json::json!({"message": "Refused by the stand-in"}))
+            }
+            (true, None, Some(name)) => ResponseTemplate::new(200).set_body_json(serde_json::json!({
+                "displayName": name, "userId": user, "language": "ja"
+            })),
+            (true, None, None) => ResponseTemplate::new(404).set_body_json(serde_json::json!({"message": "Not found"})),
+        };
+        match fault {
+            Some(Fault::AcceptSlowly(delay)) => answer.set_delay(delay),
+            _ => answer,
+        }
     }
 }
 
@@ -351,6 +427,11 @@ impl LineStandIn {
         let state = Arc::new(Mutex::new(State::default()));
         Mock::given(method("POST"))
             .respond_with(LineResponder { state: state.clone() })
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(wiremock::matchers::path_regex("^/v2/bot/profile/[^/]+$"))
+            .respond_with(ProfileResponder { state: state.clone() })
             .mount(&server)
             .await;
         Self { server, state }
@@ -488,6 +569,38 @@ impl LineStandIn {
             .iter()
             .filter(|call| call.messages().iter().any(|message| message["type"] == kind))
             .count()
+    }
+
+    /// `user`'s profile answers 200 with `name` as its display name.
+    pub fn set_profile(&self, user: &str, name: &str) {
+        self.state
+            .lock()
+            .unwrap()
+            .profiles
+            .insert(user.to_owned(), name.to_owned());
+    }
+
+    /// `user` blocked the account: their profile answers 404.
+    pub fn remove_profile(&self, user: &str) {
+        self.state.lock().unwrap().profiles.remove(user);
+    }
+
+    /// Faults for the next profile calls, in order (`Refuse(status)`,
+    /// `AcceptSlowly(delay)`).
+    pub fn fail_next_profiles(&self, faults: impl IntoIterator<Item = Fault>) {
+        self.state.lock().unwrap().profile_faults.extend(faults);
+    }
+
+    /// From now on each profile call, independently, answers 500 with
+    /// probability `failing` or takes two seconds with probability `slow`.
+    pub fn fail_profiles_randomly(&self, failing: f64, slow: f64) {
+        assert!(failing >= 0.0 && slow >= 0.0 && failing + slow <= 1.0);
+        self.state.lock().unwrap().profile_random = (failing, slow);
+    }
+
+    /// The user id of every profile call so far.
+    pub fn profile_calls(&self) -> Vec<String> {
+        self.state.lock().unwrap().profile_calls.clone()
     }
 
     /// Calls as `[{"method", "path", "body"}]`, the input of line_contract.py.
