@@ -16,8 +16,8 @@ use crate::pipeline::personal::Personaliser;
 use crate::pipeline::replay::Replayer;
 use crate::pipeline::timer_cancel::TimerCancels;
 use crate::pipeline::{
-    EventSettings, EventWorker, InHand, OutboundSender, Pipeline, PipelineParts, PipelineSettings, SweepSoon,
-    TimerFirer, Versions,
+    EventSettings, EventWorker, EventWorkerParts, InHand, OutboundSender, Pipeline, PipelineParts, PipelineSettings,
+    SweepSoon, TimerFirer, Versions,
 };
 use crate::reports::export::Exporter;
 use crate::reports::results::Results;
@@ -106,17 +106,19 @@ impl Application {
         let sweep_soon = SweepSoon::default();
         let sender = Arc::new(OutboundSender::new(courier.clone(), store.clone(), in_hand.clone()));
         let events = Arc::new(EventWorker::new(
-            versions.clone(),
-            store.clone(),
-            sender.clone(),
-            personal.clone(),
-            metrics.clone(),
+            EventWorkerParts {
+                versions: versions.clone(),
+                store: store.clone(),
+                sender: sender.clone(),
+                personal: personal.clone(),
+                metrics: metrics.clone(),
+                sweep_soon: sweep_soon.clone(),
+                clock: clock.clone(),
+            },
             EventSettings {
                 retry_backoff: Duration::from_millis(500),
                 start_dedup: config.start_dedup,
             },
-            sweep_soon.clone(),
-            clock.clone(),
         ));
         let timers = Arc::new(TimerFirer::new(
             versions.clone(),

@@ -45,7 +45,7 @@ pub(crate) use error::PipelineError;
 pub(crate) use sender::OutboundSender;
 pub(crate) use timers::TimerFirer;
 pub(crate) use versions::Versions;
-pub(crate) use worker::{EventSettings, EventWorker};
+pub(crate) use worker::{EventSettings, EventWorker, EventWorkerParts};
 
 use crate::metrics::Metrics;
 use crate::outbound::ScheduledRetry;

@@ -43,17 +43,28 @@ pub(crate) struct EventWorker {
     pub(super) clock: Clock,
 }
 
+/// The handles an event worker is built with.
+pub(crate) struct EventWorkerParts {
+    pub(crate) versions: Arc<Versions>,
+    pub(crate) store: Store,
+    pub(crate) sender: Arc<OutboundSender>,
+    pub(crate) personal: super::personal::Personaliser,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) sweep_soon: SweepSoon,
+    pub(crate) clock: Clock,
+}
+
 impl EventWorker {
-    pub(crate) fn new(
-        versions: Arc<Versions>,
-        store: Store,
-        sender: Arc<OutboundSender>,
-        personal: super::personal::Personaliser,
-        metrics: Arc<Metrics>,
-        settings: EventSettings,
-        sweep_soon: SweepSoon,
-        clock: Clock,
-    ) -> Self {
+    pub(crate) fn new(parts: EventWorkerParts, settings: EventSettings) -> Self {
+        let EventWorkerParts {
+            versions,
+            store,
+            sender,
+            personal,
+            metrics,
+            sweep_soon,
+            clock,
+        } = parts;
         Self {
             versions,
             store,

@@ -92,7 +92,7 @@ async fn a_new_friend_is_greeted_by_name_and_the_end_names_the_answer_and_the_fi
         ]
     );
     // Fetched once at the follow, then read from the cache.
-    assert_eq!(app.line.profile_calls(), [user.clone()]);
+    assert_eq!(app.line.profile_calls(), std::slice::from_ref(&user));
     let record = app.firestore.get("users", &user).await.expect("the user's record");
     assert_eq!(string_field(&record, "displayName").as_deref(), Some("太郎"));
     assert!(record["fields"].get("profileFetchedMs").is_some());
@@ -149,6 +149,60 @@ async fn a_profile_that_is_refused_failing_or_slow_renders_the_fallback() {
         app.line.profile_calls().iter().filter(|user| **user == blocked).count(),
         1
     );
+
+    // LINE failing 30% of profile calls and answering 20% too late, at random:
+    // each user gets one greeting, with their name or the fallback, and only
+    // the names that came are cached.
+    app.line.fail_profiles_randomly(0.3, 0.2);
+    let users: Vec<String> = (0..30).map(|_| events::new_user()).collect();
+    for (index, user) in users.iter().enumerate() {
+        app.line.set_profile(user, &format!("利用者{index:02}"));
+    }
+    let starts: Vec<Value> = users.iter().map(|user| text(user, "こんにちは")).collect();
+    assert!(
+        crate::helpers::storm::send_all(&starts, |_| app.address.clone())
+            .await
+            .is_empty()
+    );
+    app.settled().await;
+    let replies: HashMap<String, String> = starts
+        .iter()
+        .filter_map(|event| {
+            Some((
+                event["replyToken"].as_str()?.to_owned(),
+                event["source"]["userId"].as_str()?.to_owned(),
+            ))
+        })
+        .collect();
+    let mut greeted: HashMap<String, Vec<String>> = HashMap::new();
+    for call in app.line.accepted() {
+        let user = call
+            .to()
+            .map(str::to_owned)
+            .or_else(|| call.reply_token().and_then(|token| replies.get(token).cloned()));
+        if let Some(user) = user {
+            greeted.entry(user).or_default().push(all_texts(&call)[0].clone());
+        }
+    }
+    let mut named = 0;
+    for (index, user) in users.iter().enumerate() {
+        let name = format!("利用者{index:02}");
+        let got = greeted.get(user).cloned().unwrap_or_default();
+        assert_eq!(got.len(), 1, "{user}: one greeting, {got:?}");
+        let cached = app
+            .firestore
+            .get("users", user)
+            .await
+            .and_then(|record| string_field(&record, "displayName"));
+        if got[0] == format!("{name}さん、友だち追加ありがとうございます。") {
+            named += 1;
+            assert_eq!(cached.as_deref(), Some(name.as_str()));
+        } else {
+            assert_eq!(got[0], "お客さまさん、友だち追加ありがとうございます。");
+            assert_eq!(cached, None, "a failed fetch caches nothing");
+        }
+    }
+    assert!(named > 0 && named < 30, "some names came, some did not ({named} of 30)");
 }
 
 /// The push of a personalised message is made, and its process is killed while

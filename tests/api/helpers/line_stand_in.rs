@@ -580,11 +580,6 @@ impl LineStandIn {
             .insert(user.to_owned(), name.to_owned());
     }
 
-    /// `user` blocked the account: their profile answers 404.
-    pub fn remove_profile(&self, user: &str) {
-        self.state.lock().unwrap().profiles.remove(user);
-    }
-
     /// Faults for the next profile calls, in order (`Refuse(status)`,
     /// `AcceptSlowly(delay)`).
     pub fn fail_next_profiles(&self, faults: impl IntoIterator<Item = Fault>) {
