@@ -20,6 +20,11 @@
 # (GET /admin/scenarios/lunch/answers.csv): rows/s, the service's RSS while it
 # streams; exit status 1 unless every answer is in the file once.
 # Example: ./scripts/bench.sh --export 100000
+# --decisions [N] (default 500 users a round) compares the plain survey with the
+# same messages through a split, a branch on a tag and {name} (cached names), in
+# one release binary, rounds alternating: CPU per event, ack p99 and round trips
+# per decision, with the scenarios issue's targets (1.2x, one extra round trip).
+# Example: ./scripts/bench.sh --decisions 500
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/emulator.sh

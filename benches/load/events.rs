@@ -52,8 +52,13 @@ pub fn answer(user: &str) -> Value {
 
 /// A tap on `choice` of the lunch survey's question `node`.
 pub fn answer_with(user: &str, node: &str, choice: &str) -> Value {
+    answer_in(user, "lunch", node, choice)
+}
+
+/// A tap on `choice` of question `node` of `scenario`.
+pub fn answer_in(user: &str, scenario: &str, node: &str, choice: &str) -> Value {
     let data = Postback::Answer {
-        scenario: ScenarioId::parse("lunch").unwrap(),
+        scenario: ScenarioId::parse(scenario).unwrap(),
         node: NodeId::parse(node).unwrap(),
         choice: choice.to_owned(),
     };

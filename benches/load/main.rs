@@ -32,11 +32,16 @@
 //! `--export N` seeds N answers and downloads them as CSV from one release
 //! binary, reporting rows per second and the service's memory while it streams;
 //! it fails unless every answer is in the file exactly once (`export.rs`).
+//!
+//! `--decisions [N]` compares a plain survey with the same messages through a
+//! split, a branch and `{name}` (`decisions.rs`): CPU per event, ack p99 and
+//! round trips per decision, in one run.
 // Test and benchmark code may panic on what it set up itself.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod campaign;
 mod catalogue;
+mod decisions;
 mod driver;
 mod events;
 mod export;
@@ -73,9 +78,11 @@ struct Args {
     campaign: Option<usize>,
     /// `--export N`: download N seeded answers as CSV instead of the levels.
     export: Option<usize>,
+    /// `--decisions [N]`: plain against deciding scenarios, N users a round.
+    decisions: Option<usize>,
 }
 
-const USAGE: &str = "use --users N --in-flight 32,64 --set NAME=VALUE, or --soak [SECONDS] --rate N, or --timers N, or --campaign N, or --export N";
+const USAGE: &str = "use --users N --in-flight 32,64 --set NAME=VALUE, or --soak [SECONDS] --rate N, or --timers N, or --campaign N, or --export N, or --decisions [N]";
 
 fn args() -> Args {
     let mut args = Args {
@@ -87,6 +94,7 @@ fn args() -> Args {
         timers: None,
         campaign: None,
         export: None,
+        decisions: None,
     };
     let mut raw = std::env::args().skip(1).peekable();
     while let Some(arg) = raw.next() {
@@ -127,6 +135,10 @@ fn args() -> Args {
             "--export" => {
                 let count = raw.next().and_then(|n| n.parse().ok()).filter(|&n: &usize| n > 0);
                 args.export = Some(count.expect("--export N (answers, above 0)"));
+            }
+            "--decisions" => {
+                let users = raw.next_if(|n| n.parse::<usize>().is_ok()).map(|n| n.parse().unwrap());
+                args.decisions = Some(users.unwrap_or(500).max(1));
             }
             // `cargo bench` passes `--bench` to every benchmark.
             "--bench" => {}
@@ -501,6 +513,13 @@ async fn main() -> ExitCode {
     if let Some(count) = args.campaign {
         println!("one campaign to {count} tagged users, machine: {}", machine());
         return campaign::run(&emulator, &stand_in, &line_url, &args.settings, count).await;
+    }
+    if let Some(users) = args.decisions {
+        println!(
+            "plain against deciding scenarios, {users} users a round, machine: {}",
+            machine()
+        );
+        return decisions::run(&emulator, &stand_in, &line_url, &args.settings, users).await;
     }
     if let Some(count) = args.export {
         println!("CSV export of {count} answers, machine: {}", machine());

@@ -42,6 +42,11 @@ struct State {
     multicast: Multicasts,
     /// Multicasts each user received (`--campaign`).
     multicast_received: HashMap<String, u32>,
+    /// Profile calls (`GET /v2/bot/profile/{userId}`), answered 404.
+    profile_calls: u64,
+    /// Each user's follow-up text when it was personalised (not exactly
+    /// `FOLLOW_UP`): `--decisions` checks the name in it.
+    personal_follow_ups: HashMap<String, String>,
 }
 
 /// What the multicasts accepted so far add up to (`--campaign`).
@@ -99,6 +104,15 @@ impl StandIn {
         self.state.lock().unwrap().multicast_received.clone()
     }
 
+    pub fn profile_calls(&self) -> u64 {
+        self.state.lock().unwrap().profile_calls
+    }
+
+    /// The personalised follow-up text `user` received, if any.
+    pub fn personal_follow_up(&self, user: &str) -> Option<String> {
+        self.state.lock().unwrap().personal_follow_ups.get(user).cloned()
+    }
+
     pub fn accepted_calls(&self) -> u64 {
         self.state.lock().unwrap().accepted_calls
     }
@@ -129,6 +143,7 @@ impl StandIn {
                     App::new()
                         .app_data(state.clone())
                         .route("/v2/bot/message/{kind}", web::post().to(handle))
+                        .route("/v2/bot/profile/{user}", web::get().to(profile))
                 })
                 .workers(1)
                 .listen(listener)
@@ -140,6 +155,12 @@ impl StandIn {
         });
         url
     }
+}
+
+/// Every profile is unknown (404): a benchmark's names come from the cache.
+async fn profile(stand_in: web::Data<StandIn>) -> HttpResponse {
+    stand_in.state.lock().unwrap().profile_calls += 1;
+    HttpResponse::NotFound().json(serde_json::json!({"message": "Not found"}))
 }
 
 async fn handle(request: HttpRequest, body: web::Json<Value>, stand_in: web::Data<StandIn>) -> HttpResponse {
@@ -186,9 +207,19 @@ async fn handle(request: HttpRequest, body: web::Json<Value>, stand_in: web::Dat
     let follow_ups_before = received.follow_ups;
     for message in body["messages"].as_array().into_iter().flatten() {
         match (message["type"].as_str(), message["text"].as_str()) {
-            (Some("text"), Some(INTRO)) => received.starts += 1,
+            // Personalised texts end the same way (`--decisions`).
+            (Some("text"), Some(text)) if text.ends_with(INTRO) => received.starts += 1,
             (Some("text"), Some(NEWS)) => received.news += 1,
-            (Some("template"), _) if message["template"]["text"] == FOLLOW_UP => received.follow_ups += 1,
+            (Some("template"), _)
+                if message["template"]["text"]
+                    .as_str()
+                    .is_some_and(|text| text.ends_with(FOLLOW_UP)) =>
+            {
+                received.follow_ups += 1;
+                if let Some(text) = message["template"]["text"].as_str().filter(|text| *text != FOLLOW_UP) {
+                    state.personal_follow_ups.insert(user.clone(), text.to_owned());
+                }
+            }
             (Some("flex"), _) => received.cards += 1,
             (Some("text"), Some(crate::timers::STEP_TEXT)) => {
                 received.steps += 1;

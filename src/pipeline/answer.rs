@@ -34,9 +34,9 @@ impl EventWorker {
             return self.already_answered(hold, work, plan).await;
         }
         // A branch the follow-up stopped at is decided now, with this answer.
-        let (decided, user_read) = self.decide_follow_up(plan).await?;
+        let (decided, user_read, prior) = self.decide_follow_up(plan).await?;
         let plan = decided.as_ref().unwrap_or(plan);
-        let mut follow_up = self.stage_follow_up(hold, work, plan).await?;
+        let mut follow_up = self.stage_follow_up(hold, work, plan, prior).await?;
         let timers = self.schedule(&plan.user, &plan.timers).await?;
         for _ in 0..COMMIT_ROUNDS {
             // The question's own reminder and expiry: an expiry that fired

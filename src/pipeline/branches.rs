@@ -19,6 +19,18 @@ use crate::values::UserChanges;
 pub(crate) struct Decided {
     pub(crate) chain: Rendered,
     pub(crate) user_read: Option<Expect>,
+    /// What the branch read (with the answers the scenario's placeholders
+    /// name): personal text renders from it without reading again.
+    pub(crate) read: Option<PriorRead>,
+}
+
+/// The user's state as one read of the step found it.
+#[derive(Debug, Clone)]
+pub(crate) struct PriorRead {
+    pub(crate) record: Option<crate::store::UserRecord>,
+    pub(crate) expect: Expect,
+    /// Each answer read, by answer id (`None`: not answered).
+    pub(crate) answers: std::collections::HashMap<String, Option<AnswerValue>>,
 }
 
 /// What the step itself records before its chain: an answer being recorded
@@ -27,6 +39,8 @@ pub(crate) struct Decided {
 pub(crate) struct StepSoFar<'a> {
     pub(crate) changes: UserChanges,
     pub(crate) answer: Option<(&'a ScenarioId, &'a NodeId, &'a AnswerValue)>,
+    /// The step's read of the user, when a branch made one.
+    pub(crate) read: Option<PriorRead>,
 }
 
 impl super::worker::EventWorker {
@@ -36,14 +50,15 @@ impl super::worker::EventWorker {
     pub(super) async fn decide_follow_up(
         &self,
         plan: &crate::engine::AnswerPlan,
-    ) -> Result<(Option<crate::engine::AnswerPlan>, Option<Expect>), StoreError> {
+    ) -> Result<(Option<crate::engine::AnswerPlan>, Option<Expect>, Option<PriorRead>), StoreError> {
         if plan.follow_branch.is_none() {
-            return Ok((None, None));
+            return Ok((None, None, None));
         }
         let engine = self.versions.engine_for(&plan.scenario, plan.scenario_version).await?;
         let step = StepSoFar {
             changes: plan.user_changes(),
             answer: Some((&plan.scenario, &plan.node, &plan.value)),
+            read: None,
         };
         let decided = decide(
             &self.store,
@@ -55,7 +70,7 @@ impl super::worker::EventWorker {
             step,
         )
         .await?;
-        Ok((Some(plan.with_follow(decided.chain)), decided.user_read))
+        Ok((Some(plan.with_follow(decided.chain)), decided.user_read, decided.read))
     }
 }
 
@@ -72,17 +87,34 @@ pub(crate) async fn decide(
     step: StepSoFar<'_>,
 ) -> Result<Decided, StoreError> {
     let Some(at) = chain.branch.clone() else {
-        return Ok(Decided { chain, user_read: None });
+        return Ok(Decided {
+            chain,
+            user_read: None,
+            read: None,
+        });
     };
     let Some(loaded) = engine.scenario(scenario) else {
         return Err(StoreError::Unavailable(format!("scenario {scenario} is not loaded")));
     };
     let reads = loaded.branch_reads(&at);
-    let answers: Vec<(ScenarioId, NodeId)> = reads.answers.iter().cloned().collect();
+    let mut answers: Vec<(ScenarioId, NodeId)> = reads.answers.iter().cloned().collect();
+    // The answers the scenario's texts name, in the same read: the chain's
+    // personal text renders from it.
+    for node in &loaded.placeholder_answers {
+        let key = (scenario.clone(), node.clone());
+        if !answers.contains(&key) {
+            answers.push(key);
+        }
+    }
     let scenarios: Vec<ScenarioId> = reads.scenarios.iter().cloned().collect();
     let answer_ids: Vec<String> = answers.iter().map(|(s, n)| answer_id(s, n, user)).collect();
     let marker_ids: Vec<String> = scenarios.iter().map(|s| scenario_marker_id(s, user)).collect();
     let read = store.user_state(user.as_str(), &answer_ids, &marker_ids).await?;
+    let prior = PriorRead {
+        record: read.record.clone(),
+        expect: read.expect,
+        answers: answer_ids.iter().cloned().zip(read.answers.iter().cloned()).collect(),
+    };
     let mut state = UserState::default();
     if let Some(record) = &read.record {
         state.tags = record.tags.iter().cloned().collect();
@@ -122,5 +154,6 @@ pub(crate) async fn decide(
     Ok(Decided {
         chain,
         user_read: Some(read.expect),
+        read: Some(prior),
     })
 }

@@ -179,7 +179,7 @@ impl ManualSender {
             Ok(decided) => decided,
             Err(error) => return Some(UserSend::Failed(format!("{error}; send again"))),
         };
-        let (rendered, user_read) = (decided.chain, decided.user_read);
+        let (rendered, user_read, prior) = (decided.chain, decided.user_read, decided.read);
         let now = self.clock.now();
         let timers = super::timers::schedule(&self.engine, user, &rendered.timers, now);
         let marker_id = scenario_marker_id(scenario, user);
@@ -217,6 +217,7 @@ impl ManualSender {
         let step = super::branches::StepSoFar {
             changes: rendered.changes.clone(),
             answer: None,
+            read: prior,
         };
         let action = match self.personal.fill(Some(action), &self.engine, &step).await {
             Ok(Some(action)) => action,

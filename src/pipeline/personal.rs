@@ -71,7 +71,27 @@ impl Personaliser {
             .iter()
             .map(|node| answer_id(&action.scenario, node, user))
             .collect();
-        let read = self.store.user_state(user.as_str(), &answer_ids, &[]).await?;
+        // The branch's read of this step, when it took every answer named;
+        // else one read of our own.
+        let covered = step
+            .read
+            .as_ref()
+            .filter(|prior| answer_ids.iter().all(|id| prior.answers.contains_key(id)));
+        let read = match covered {
+            Some(prior) => super::branches::PriorRead {
+                record: prior.record.clone(),
+                expect: prior.expect,
+                answers: prior.answers.clone(),
+            },
+            None => {
+                let read = self.store.user_state(user.as_str(), &answer_ids, &[]).await?;
+                super::branches::PriorRead {
+                    answers: answer_ids.iter().cloned().zip(read.answers).collect(),
+                    record: read.record,
+                    expect: read.expect,
+                }
+            }
+        };
         let scenario = engine.scenario(&action.scenario);
         let mut values = PersonalValues::default();
         for name in &needs.fields {
@@ -81,12 +101,13 @@ impl Personaliser {
                 values.fields.insert(name.clone(), value.as_text());
             }
         }
-        for (node, stored) in nodes.iter().zip(&read.answers) {
+        for (node, id) in nodes.iter().zip(&answer_ids) {
             let own = step
                 .answer
                 .filter(|(scenario, answered, _)| *scenario == &action.scenario && *answered == node)
                 .map(|(_, _, value)| value);
-            if let Some(value) = own.or(stored.as_ref()) {
+            let stored = read.answers.get(id).and_then(Option::as_ref);
+            if let Some(value) = own.or(stored) {
                 values
                     .answers
                     .insert(node.to_string(), answer_text(scenario, node.as_str(), value));

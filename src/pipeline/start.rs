@@ -109,7 +109,7 @@ impl EventWorker {
             super::branches::StepSoFar::default(),
         )
         .await?;
-        let user_read = decided.user_read;
+        let (user_read, prior) = (decided.user_read, decided.read);
         let resolved = user_read.map(|_| starting.run_start.with_chain(decided.chain));
         let starting = Starting {
             run_start: resolved.as_ref().unwrap_or(starting.run_start),
@@ -140,6 +140,7 @@ impl EventWorker {
         let step = super::branches::StepSoFar {
             changes: starting.run_start.changes.clone(),
             answer: None,
+            read: prior,
         };
         let action = self.personal.fill(action, &engine, &step).await?;
         let mut staged = action.map(|action| action.stage(&self.store)).transpose()?;

@@ -254,6 +254,8 @@ impl TimerFirer {
             let now = self.clock.now();
             // `Some`: a branch read the user's record (at that version, or absent).
             let mut user_read: Option<Option<crate::store::Version>> = None;
+            // What that branch read: the chain's personal text renders from it.
+            let prior;
             let (messages, timers, opens, asks, arms, changes, closes, rearm, outcome) =
                 match engine.fire(&due, &seen, now) {
                     Firing::Skip(skip) => {
@@ -311,6 +313,7 @@ impl TimerFirer {
                             }
                             user_read = Some(read);
                         }
+                        prior = decided.read;
                         let chain = decided.chain;
                         let arms = crate::engine::Arms::of(&chain);
                         (
@@ -351,6 +354,7 @@ impl TimerFirer {
             let step = super::branches::StepSoFar {
                 changes: changes.clone(),
                 answer: None,
+                read: prior,
             };
             let staged = self
                 .stage_timer_action(job, &due, &user, messages, asks, (&engine, &step))

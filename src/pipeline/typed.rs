@@ -163,6 +163,7 @@ impl EventWorker {
                         changes: None,
                         arms: crate::engine::Arms::default(),
                         user_read: None,
+                        prior: None,
                     };
                     self.react(hold, work, message, outcome).await?
                 }
@@ -179,7 +180,7 @@ impl EventWorker {
                         super::branches::StepSoFar::default(),
                     )
                     .await?;
-                    let (then, user_read) = (decided.chain, decided.user_read);
+                    let (then, user_read, prior) = (decided.chain, decided.user_read, decided.read);
                     let change = answered(plan.user.as_str(), then.opens.as_ref(), version, self.clock.now());
                     let outcome = Reaction {
                         messages: &then.messages,
@@ -192,6 +193,7 @@ impl EventWorker {
                         changes: Some(&then.changes),
                         arms: crate::engine::Arms::of(&then),
                         user_read,
+                        prior,
                     };
                     self.react(hold, work, message, outcome).await?
                 }
@@ -241,10 +243,10 @@ impl EventWorker {
         read: Version,
     ) -> Result<Round, Failure> {
         // A branch the follow-up stopped at is decided now, with this answer.
-        let (decided, user_read) = self.decide_follow_up(plan).await?;
+        let (decided, user_read, prior) = self.decide_follow_up(plan).await?;
         let plan = decided.as_ref().unwrap_or(plan);
         let change = answered(plan.user.as_str(), plan.opens.as_ref(), read, self.clock.now());
-        let mut follow_up = self.stage_follow_up(hold, work, plan).await?;
+        let mut follow_up = self.stage_follow_up(hold, work, plan, prior).await?;
         if let Some(staged) = follow_up.as_mut() {
             staged.renew_lease(&self.store);
         }
@@ -319,6 +321,7 @@ impl EventWorker {
         let step = super::branches::StepSoFar {
             changes: reaction.changes.cloned().unwrap_or_default(),
             answer: None,
+            read: reaction.prior.clone(),
         };
         let action = self.personal.fill(action, self.versions.current(), &step).await?;
         let mut staged = action.map(|action| action.stage(&self.store)).transpose()?;
@@ -388,6 +391,7 @@ impl EventWorker {
         hold: &Hold,
         work: &Work,
         plan: &AnswerPlan,
+        prior: Option<super::branches::PriorRead>,
     ) -> Result<Option<StagedAction>, Failure> {
         let action = work
             .action(
@@ -411,6 +415,7 @@ impl EventWorker {
         let step = super::branches::StepSoFar {
             changes: plan.user_changes(),
             answer: Some((&plan.scenario, &plan.node, &plan.value)),
+            read: prior,
         };
         let action = self.personal.fill(action, self.versions.current(), &step).await?;
         Ok(action.map(|action| action.stage(&self.store)).transpose()?)
@@ -434,6 +439,8 @@ struct Reaction<'a> {
     arms: crate::engine::Arms,
     /// `users/{id}` as a branch of the chain read it.
     user_read: Option<crate::store::Expect>,
+    /// What that branch read: the chain's personal text renders from it.
+    prior: Option<super::branches::PriorRead>,
 }
 
 /// The answer as the store records it.

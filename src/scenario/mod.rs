@@ -945,6 +945,9 @@ pub struct LoadedScenario {
     pub content: String,
     /// Hex SHA-256 of the file's bytes as read (of `content`).
     pub content_hash: String,
+    /// The questions whose answers the scenario's texts name (`{answer.n}`):
+    /// a branch's read of the user takes them too.
+    pub placeholder_answers: Vec<NodeId>,
 }
 
 impl LoadedScenario {
@@ -1035,6 +1038,7 @@ impl LoadedScenario {
             use sha2::Digest;
             hex::encode(sha2::Sha256::digest(content.as_bytes()))
         };
+        let placeholder_answers = personal_texts::answer_nodes(&scenario);
         let loaded = Self {
             scenario,
             source,
@@ -1050,6 +1054,7 @@ impl LoadedScenario {
             variant_splits,
             content,
             content_hash,
+            placeholder_answers,
         };
         if let Err(problem) = walk::walk_every_way(|id| loaded.node(id), &loaded.start) {
             return Err(ScenarioError {

@@ -87,6 +87,21 @@ fn later_nodes(scenario: &Scenario) -> HashMap<&NodeId, HashSet<&NodeId>> {
     later
 }
 
+/// The nodes whose answers `scenario`'s texts name (`{answer.n}`).
+pub(super) fn answer_nodes(scenario: &Scenario) -> Vec<NodeId> {
+    let mut nodes = BTreeSet::new();
+    for node in &scenario.nodes {
+        for (_, text) in personal_texts(node) {
+            for placeholder in placeholders(text).unwrap_or_default() {
+                if let Key::Answer(asked) = placeholder.key {
+                    nodes.insert(asked);
+                }
+            }
+        }
+    }
+    nodes.into_iter().filter_map(|node| NodeId::parse(node).ok()).collect()
+}
+
 /// What is wrong with the placeholders of `scenario`'s texts, by node.
 /// `fields` are the field names any scenario sets.
 pub(super) fn problems<'a>(scenario: &'a Scenario, fields: &BTreeSet<&str>) -> Vec<(&'a NodeId, String)> {

@@ -54,3 +54,61 @@ async fn each_kind_of_event_costs_the_round_trips_of_its_target() {
     assert_eq!(app.line.accepted().len(), 4);
     assert_eq!(metrics["batchedSettles"]["writes"], 6, "{metrics}");
 }
+
+/// A split, a branch and `{name}` in the same messages cost one read more than
+/// the plain survey per decision: the branch's read of the user also takes what
+/// the placeholders need, and the display name comes from the cache.
+/// Scenarios: benches/load/scenarios (the benchmark's `plain` and `decide`).
+#[tokio::test]
+async fn a_branch_split_and_name_cost_one_extra_read_per_decision() {
+    let app = crate::helpers::spawn_app_with(crate::helpers::TestOptions {
+        adjust: |config| {
+            config.scenarios_dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/load/scenarios");
+        },
+        ..crate::helpers::TestOptions::default()
+    })
+    .await;
+    for scenario in ["plain", "decide"] {
+        let user = events::new_user();
+        app.firestore
+            .patch(
+                "users",
+                &user,
+                &[
+                    ("lineUserId", serde_json::json!({ "stringValue": user })),
+                    ("displayName", serde_json::json!({ "stringValue": "太郎" })),
+                    (
+                        "profileFetchedMs",
+                        serde_json::json!({ "integerValue": events::now_ms().to_string() }),
+                    ),
+                ],
+            )
+            .await;
+        let before: Value = app.get_admin("/admin/metrics").await.json().await.unwrap();
+        app.deliver(&text(&user, scenario)).await;
+        app.deliver(&postback(&user, &events::answer_data(scenario, "ask_food", "good")))
+            .await;
+        let after: Value = app.get_admin("/admin/metrics").await.json().await.unwrap();
+        let cost = |kind: &str| {
+            let trips = |metrics: &Value| metrics["kinds"][kind]["firestoreRoundTrips"].as_f64().unwrap_or(0.0);
+            trips(&after) - trips(&before)
+        };
+        let (start, answer) = (cost("text_trigger_unanswered_survey"), cost("first_answer"));
+        match scenario {
+            "plain" => assert_eq!((start, answer), (3.0, 2.0), "{after}"),
+            _ => assert_eq!((start, answer), (4.0, 3.0), "{after}"),
+        }
+    }
+    let questions: Vec<String> = app
+        .line
+        .accepted()
+        .iter()
+        .flat_map(|call| call.messages())
+        .filter_map(|message| message["template"]["text"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        questions.contains(&"太郎さん、Coffee or tea?".to_owned()),
+        "{questions:?}"
+    );
+    assert!(app.line.profile_calls().is_empty(), "the name came from the cache");
+}
