@@ -85,7 +85,9 @@ pub(crate) fn needs(messages: &[Message]) -> Needs {
     needs
 }
 
-/// `text` cut to `max` as `counting` counts, on a grapheme boundary.
+/// `text` cut to `max` as `counting` counts, on a grapheme boundary (on a
+/// character boundary when its first grapheme alone is over the limit, as a
+/// letter with hundreds of combining marks can be).
 fn cut(text: &str, max: usize, counting: Counting) -> String {
     if counting.count(text) <= max {
         return text.to_owned();
@@ -99,6 +101,16 @@ fn cut(text: &str, max: usize, counting: Counting) -> String {
         }
         length += more;
         kept.push_str(grapheme);
+    }
+    if kept.is_empty() {
+        for character in text.chars() {
+            let more = character.len_utf16();
+            if length + more > max {
+                break;
+            }
+            length += more;
+            kept.push(character);
+        }
     }
     kept
 }
@@ -119,7 +131,15 @@ pub(crate) fn render(messages: &mut [Message], values: Option<&PersonalValues>) 
     for message in messages {
         for (text, max, counting) in texts_mut(message) {
             if placeholders::has_braces(text) {
-                let rendered = placeholders::render(text, value);
+                let mut rendered = placeholders::render(text, value);
+                // LINE refuses an empty text (and with it every message of the
+                // call): the fallbacks, else the text as written.
+                if rendered.trim().is_empty() {
+                    rendered = placeholders::render(text, |_| None);
+                }
+                if rendered.trim().is_empty() {
+                    rendered.clone_from(text);
+                }
                 *text = cut(&rendered, max, counting);
             }
         }
@@ -220,6 +240,19 @@ mod tests {
         let mut without = vec![text("{name|お客さま}さん{{x}}")];
         render(&mut without, None);
         assert_eq!(without[0], text("お客さまさん{x}"));
+        // Never an empty text: LINE would refuse the call.
+        let mut empty = vec![text("{name}"), text(" {field.plan} ")];
+        render(&mut empty, Some(&PersonalValues::default()));
+        assert_eq!(empty, [text("{name}"), text(" {field.plan} ")]);
+        let mut blank = vec![text("{name}")];
+        render(
+            &mut blank,
+            Some(&PersonalValues {
+                name: Some("  ".into()),
+                ..PersonalValues::default()
+            }),
+        );
+        assert_eq!(blank, [text("{name}")]);
     }
 
     #[test]
@@ -266,5 +299,19 @@ mod tests {
             assert_eq!(found, expected, "{message:?}");
             assert!(texts(message).iter().all(|text| text.split(family).all(str::is_empty)));
         }
+        // One grapheme over the limit on its own: cut on a character boundary.
+        let zalgo = format!("a{}", "\u{301}".repeat(500));
+        let mut card = vec![buttons(None, "{name}")];
+        render(
+            &mut card,
+            Some(&PersonalValues {
+                name: Some(zalgo),
+                ..PersonalValues::default()
+            }),
+        );
+        let Message::Template { alt_text, .. } = &card[0] else {
+            panic!("a template");
+        };
+        assert_eq!(alt_text.encode_utf16().count(), 400);
     }
 }

@@ -36,7 +36,8 @@ impl EventWorker {
         // A branch the follow-up stopped at is decided now, with this answer.
         let (decided, user_read, prior) = self.decide_follow_up(plan).await?;
         let plan = decided.as_ref().unwrap_or(plan);
-        let mut follow_up = self.stage_follow_up(hold, work, plan, prior).await?;
+        let (mut follow_up, moved) = self.stage_follow_up(hold, work, plan, prior).await?;
+        let user_read = super::personal::Moved::applied(moved, user_read);
         let timers = self.schedule(&plan.user, &plan.timers).await?;
         for _ in 0..COMMIT_ROUNDS {
             // The question's own reminder and expiry: an expiry that fired

@@ -219,9 +219,9 @@ impl ManualSender {
             answer: None,
             read: prior,
         };
-        let action = match self.personal.fill(Some(action), &self.engine, &step).await {
-            Ok(Some(action)) => action,
-            Ok(None) => return None,
+        let (action, user_read) = match self.personal.fill(Some(action), &self.engine, &step).await {
+            Ok((Some(action), moved)) => (action, super::personal::Moved::applied(moved, user_read)),
+            Ok((None, _)) => return None,
             Err(error) => return Some(UserSend::Failed(format!("{error}; send again"))),
         };
         let staged = match action.stage(&self.store) {

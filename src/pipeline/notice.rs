@@ -52,7 +52,8 @@ impl EventWorker {
         let action = self
             .personal
             .fill(action, self.versions.current(), &super::branches::StepSoFar::default())
-            .await?;
+            .await?
+            .0;
         let mut staged = action.map(|action| action.stage(&self.store)).transpose()?;
         for _ in 0..ROUNDS {
             let read = self.store.notice(&id).await?;

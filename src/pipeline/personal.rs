@@ -7,7 +7,14 @@
 //!
 //! A profile that cannot be fetched (LINE failing, slow, or a user who blocked
 //! the account) gives no name: the placeholder's fallback renders, and the step
-//! waits at most one LINE timeout for it. Names are never logged.
+//! waits at most one LINE timeout for it: what LINE said (or that it failed) is
+//! remembered for a minute, so a follow and its greeting, or a step's retries,
+//! ask once. Names are never logged.
+//!
+//! The cache write is conditional on the record as read; a step whose commit is
+//! conditional on that same read (a branch, a timer's firing) takes the
+//! record's new version from [`Moved`]: the only change since its read is the
+//! name it renders with.
 
 use super::branches::StepSoFar;
 use crate::clock::Clock;
@@ -16,42 +23,81 @@ use crate::engine::personal::{Needs, answer_text, needs};
 use crate::ids::{LineUserId, NodeId, answer_id};
 use crate::line::client::LineClient;
 use crate::outbound::OutboundAction;
+use crate::store::Version;
 use crate::store::{Expect, Store, StoreError, UserRecord};
 use crate::values::PersonalValues;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// A cached display name is fetched again after this long.
 const PROFILE_MAX_AGE_MS: i64 = 7 * 24 * 60 * 60 * 1000;
+/// What a profile call said is reused for this long by this instance.
+const RECENT_MS: i64 = 60_000;
+/// At most this many recent outcomes are remembered (the oldest go first).
+const RECENT_MAX: usize = 10_000;
+
+/// One profile call's outcome: `Some(name or none)` when LINE answered,
+/// `None` when it could not be asked.
+type Outcome = Option<Option<String>>;
 
 #[derive(Clone)]
 pub(crate) struct Personaliser {
     store: Store,
     line: LineClient,
     clock: Clock,
+    /// Recent outcomes by user, with when they came (ms).
+    recent: Arc<Mutex<HashMap<String, (i64, Outcome)>>>,
+}
+
+/// The user's record moved from `from` (as the step read it) to `to` by the
+/// name's cache write alone.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Moved {
+    pub(crate) from: Expect,
+    pub(crate) to: Version,
+}
+
+impl Moved {
+    /// `expect` (a step's precondition on the record) after the cache write:
+    /// unchanged unless it named the version the cache write started from.
+    pub(crate) fn applied(moved: Option<Moved>, expect: Option<Expect>) -> Option<Expect> {
+        match (moved, expect) {
+            (Some(moved), Some(expect)) if expect == moved.from => Some(Expect::At(moved.to)),
+            (_, expect) => expect,
+        }
+    }
 }
 
 impl Personaliser {
     pub(crate) fn new(store: Store, line: LineClient, clock: Clock) -> Self {
-        Self { store, line, clock }
+        Self {
+            store,
+            line,
+            clock,
+            recent: Arc::default(),
+        }
     }
 
     /// `action` with the values its placeholders name. `step` is what the step
     /// records with it (its answer, the fields it sets): the messages see the
-    /// user as the step leaves them.
+    /// user as the step leaves them. With it, how the record moved if the name
+    /// was cached on it now.
     pub(crate) async fn fill(
         &self,
         action: Option<OutboundAction>,
         engine: &Engine,
         step: &StepSoFar<'_>,
-    ) -> Result<Option<OutboundAction>, StoreError> {
+    ) -> Result<(Option<OutboundAction>, Option<Moved>), StoreError> {
         let Some(mut action) = action else {
-            return Ok(None);
+            return Ok((None, None));
         };
         let needs = needs(&action.messages);
         if needs.is_empty() {
-            return Ok(Some(action));
+            return Ok((Some(action), None));
         }
-        action.personal = Some(self.values(&action.user, &action, &needs, engine, step).await?);
-        Ok(Some(action))
+        let (values, moved) = self.values(&action.user, &action, &needs, engine, step).await?;
+        action.personal = Some(values);
+        Ok((Some(action), moved))
     }
 
     async fn values(
@@ -61,7 +107,7 @@ impl Personaliser {
         needs: &Needs,
         engine: &Engine,
         step: &StepSoFar<'_>,
-    ) -> Result<PersonalValues, StoreError> {
+    ) -> Result<(PersonalValues, Option<Moved>), StoreError> {
         let nodes: Vec<NodeId> = needs
             .answers
             .iter()
@@ -113,52 +159,98 @@ impl Personaliser {
                     .insert(node.to_string(), answer_text(scenario, node.as_str(), value));
             }
         }
+        let mut moved = None;
         if needs.name {
-            values.name = self.name(user, read.record.as_ref(), read.expect).await;
+            (values.name, moved) = self.name(user, read.record.as_ref(), read.expect).await;
         }
-        Ok(values)
+        Ok((values, moved))
     }
 
     /// The display name: the cached one while it is fresh, else LINE's (cached
     /// for next time), else a stale cached one, else none.
-    async fn name(&self, user: &LineUserId, record: Option<&UserRecord>, read: Expect) -> Option<String> {
+    async fn name(
+        &self,
+        user: &LineUserId,
+        record: Option<&UserRecord>,
+        read: Expect,
+    ) -> (Option<String>, Option<Moved>) {
         let now = self.clock.now_ms();
         let cached = record.and_then(|record| record.display_name.clone());
         let fresh = record
             .and_then(|record| record.profile_fetched_ms)
             .is_some_and(|fetched| now.saturating_sub(fetched) < PROFILE_MAX_AGE_MS);
         if cached.is_some() && fresh {
-            return cached;
+            return (cached, None);
         }
-        self.fetch(user, read, now).await.unwrap_or(cached)
+        let (outcome, moved) = self.fetch(user, record, read, now).await;
+        (outcome.unwrap_or(cached), moved)
     }
 
-    /// Asks LINE for the name and caches what it said. `None`: LINE could not
-    /// be asked (the caller keeps what it has); `Some(None)`: LINE has no
-    /// profile for us (the user blocked the account).
-    async fn fetch(&self, user: &LineUserId, read: Expect, now: i64) -> Option<Option<String>> {
-        match self.line.display_name(user.as_str()).await {
+    /// What LINE says of the user's name (remembered for a minute), cached on
+    /// the record when the user follows; a 404 forgets a cached name.
+    async fn fetch(
+        &self,
+        user: &LineUserId,
+        record: Option<&UserRecord>,
+        read: Expect,
+        now: i64,
+    ) -> (Outcome, Option<Moved>) {
+        if let Some(outcome) = self.recently(user.as_str(), now) {
+            return (outcome, None);
+        }
+        let outcome = match self.line.display_name(user.as_str()).await {
             Ok(name) => {
                 tracing::info!(profile.found = name.is_some(), "profile fetched");
-                // Only a user who follows has a name worth keeping; a 404 is no cache.
-                if let Some(name) = &name {
-                    match self
-                        .store
-                        .cache_display_name(user.as_str(), Some(name), now, read)
-                        .await
-                    {
-                        Ok(true) => {}
-                        Ok(false) => tracing::info!("the user's record changed; the name is not cached"),
-                        Err(error) => tracing::warn!(error = %error, "could not cache the display name"),
-                    }
-                }
                 Some(name)
             }
             Err(error) => {
                 tracing::warn!(error = %error, "the profile could not be fetched; the fallback is used");
                 None
             }
+        };
+        self.remember(user.as_str(), now, &outcome);
+        let follows = record.is_none_or(|record| record.following != Some(false));
+        let cached = record.and_then(|record| record.display_name.as_deref());
+        let write = match &outcome {
+            // The same name again still moves its fetch time.
+            Some(Some(name)) if follows => Some(Some(name.as_str())),
+            Some(None) if cached.is_some() => Some(None),
+            _ => None,
+        };
+        let Some(name) = write else {
+            return (outcome, None);
+        };
+        let moved = match self.store.cache_display_name(user.as_str(), name, now, read).await {
+            Ok(Some(to)) => Some(Moved { from: read, to }),
+            Ok(None) => {
+                tracing::info!("the user's record changed; the profile is not cached");
+                None
+            }
+            Err(error) => {
+                tracing::warn!(error = %error, "could not cache the profile");
+                None
+            }
+        };
+        (outcome, moved)
+    }
+
+    fn recently(&self, user: &str, now: i64) -> Option<Outcome> {
+        let recent = self.recent.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        recent
+            .get(user)
+            .filter(|(at, _)| now.saturating_sub(*at) < RECENT_MS)
+            .map(|(_, outcome)| outcome.clone())
+    }
+
+    fn remember(&self, user: &str, now: i64, outcome: &Outcome) {
+        let mut recent = self.recent.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if recent.len() >= RECENT_MAX {
+            recent.retain(|_, (at, _)| now.saturating_sub(*at) < RECENT_MS);
+            if recent.len() >= RECENT_MAX {
+                recent.clear();
+            }
         }
+        recent.insert(user.to_owned(), (now, outcome.clone()));
     }
 
     /// At a follow: fetches and caches the name, so the greeting and later
@@ -167,7 +259,7 @@ impl Personaliser {
         match self.store.user_state(user.as_str(), &[], &[]).await {
             Ok(read) => {
                 let now = self.clock.now_ms();
-                let _ = self.fetch(user, read.expect, now).await;
+                let _ = self.fetch(user, read.record.as_ref(), read.expect, now).await;
             }
             Err(error) => tracing::warn!(error = %error, "could not read the user to cache the profile"),
         }

@@ -142,7 +142,8 @@ impl EventWorker {
             answer: None,
             read: prior,
         };
-        let action = self.personal.fill(action, &engine, &step).await?;
+        let (action, moved) = self.personal.fill(action, &engine, &step).await?;
+        let user_read = super::personal::Moved::applied(moved, user_read);
         let mut staged = action.map(|action| action.stage(&self.store)).transpose()?;
         let timers = self
             .schedule(&starting.run_start.user, &starting.run_start.timers)

@@ -356,9 +356,20 @@ impl TimerFirer {
                 answer: None,
                 read: prior,
             };
-            let staged = self
+            let (staged, moved) = self
                 .stage_timer_action(job, &due, &user, messages, asks, (&engine, &step))
                 .await?;
+            // The name cached just now moved the record the firing expects.
+            if let Some(moved) = moved {
+                let expected = user_read.unwrap_or(context.user_version);
+                let from = match moved.from {
+                    crate::store::Expect::At(version) => Some(version),
+                    crate::store::Expect::Absent => None,
+                };
+                if expected == from {
+                    user_read = Some(Some(moved.to));
+                }
+            }
             let end = TimerEnd {
                 state: TimerState::Done,
                 outcome,
@@ -413,9 +424,9 @@ impl TimerFirer {
         messages: Vec<crate::line::messages::Message>,
         counts: crate::store::EntryCounts,
         (engine, step): (&crate::engine::Engine, &super::branches::StepSoFar<'_>),
-    ) -> Result<Option<StagedAction>, crate::store::StoreError> {
+    ) -> Result<(Option<StagedAction>, Option<super::personal::Moved>), crate::store::StoreError> {
         if messages.is_empty() {
-            return Ok(None);
+            return Ok((None, None));
         }
         let action = OutboundAction {
             key: ActionKey::timer(&job.id, job.doc.due_at.as_millisecond()),
@@ -430,12 +441,12 @@ impl TimerFirer {
             personal: None,
         };
         // Placeholders take the user's state at the firing.
-        let Some(action) = self.personal.fill(Some(action), engine, step).await? else {
-            return Ok(None);
+        let (Some(action), moved) = self.personal.fill(Some(action), engine, step).await? else {
+            return Ok((None, None));
         };
         let mut staged = action.stage(&self.store)?;
         staged.renew_lease(&self.store);
-        Ok(Some(staged))
+        Ok((Some(staged), moved))
     }
 }
 

@@ -246,7 +246,8 @@ impl EventWorker {
         let (decided, user_read, prior) = self.decide_follow_up(plan).await?;
         let plan = decided.as_ref().unwrap_or(plan);
         let change = answered(plan.user.as_str(), plan.opens.as_ref(), read, self.clock.now());
-        let mut follow_up = self.stage_follow_up(hold, work, plan, prior).await?;
+        let (mut follow_up, moved) = self.stage_follow_up(hold, work, plan, prior).await?;
+        let user_read = super::personal::Moved::applied(moved, user_read);
         if let Some(staged) = follow_up.as_mut() {
             staged.renew_lease(&self.store);
         }
@@ -323,7 +324,8 @@ impl EventWorker {
             answer: None,
             read: reaction.prior.clone(),
         };
-        let action = self.personal.fill(action, self.versions.current(), &step).await?;
+        let (action, moved) = self.personal.fill(action, self.versions.current(), &step).await?;
+        let user_read = super::personal::Moved::applied(moved, reaction.user_read);
         let mut staged = action.map(|action| action.stage(&self.store)).transpose()?;
         if let Some(staged) = staged.as_mut() {
             staged.renew_lease(&self.store);
@@ -339,9 +341,9 @@ impl EventWorker {
             // expected unchanged) even when the chain changes nothing.
             changes: reaction
                 .changes
-                .filter(|changes| !changes.is_empty() || reaction.user_read.is_some())
+                .filter(|changes| !changes.is_empty() || user_read.is_some())
                 .map(|changes| (work.plan.user().as_str(), changes)),
-            user_read: reaction.user_read,
+            user_read,
             ..EffectWrites::default()
         };
         let found = match self.store.commit_effects(&hold.key, hold.version, &effects).await {
@@ -353,9 +355,7 @@ impl EventWorker {
             // the branch read as absent exists now (also "already exists"):
             // read and decide again.
             Effect::AlreadyExists => {
-                if reaction.user_read == Some(crate::store::Expect::Absent)
-                    && !self.store.message_unsent(message).await?
-                {
+                if user_read == Some(crate::store::Expect::Absent) && !self.store.message_unsent(message).await? {
                     return Ok(Round::Again);
                 }
                 self.done_forgetting(hold, Some(message)).await?;
@@ -392,7 +392,7 @@ impl EventWorker {
         work: &Work,
         plan: &AnswerPlan,
         prior: Option<super::branches::PriorRead>,
-    ) -> Result<Option<StagedAction>, Failure> {
+    ) -> Result<(Option<StagedAction>, Option<super::personal::Moved>), Failure> {
         let action = work
             .action(
                 ActionKey::answer(&plan.answer_id),
@@ -417,8 +417,8 @@ impl EventWorker {
             answer: Some((&plan.scenario, &plan.node, &plan.value)),
             read: prior,
         };
-        let action = self.personal.fill(action, self.versions.current(), &step).await?;
-        Ok(action.map(|action| action.stage(&self.store)).transpose()?)
+        let (action, moved) = self.personal.fill(action, self.versions.current(), &step).await?;
+        Ok((action.map(|action| action.stage(&self.store)).transpose()?, moved))
     }
 }
 

@@ -10,10 +10,7 @@ use super::{Node, Scenario};
 use crate::ids::NodeId;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-/// The texts of `node` that are rendered, by key, with whether the text is
-/// sent once the node's question was asked (`remind_text`, `invalid_text`,
-/// `answered_text`, `hint_text`: the node's own answer may be named there only
-/// by a later question, never by itself).
+/// The texts of `node` that are rendered, by key.
 fn personal_texts(node: &Node) -> Vec<(&'static str, &str)> {
     let mut texts: Vec<(&'static str, Option<&str>)> = Vec::new();
     match node {
@@ -124,6 +121,13 @@ pub(super) fn problems<'a>(scenario: &'a Scenario, fields: &BTreeSet<&str>) -> V
                     continue;
                 }
             };
+            // LINE refuses an empty text, and with it the whole call.
+            if !found.is_empty() && super::placeholders::render(text, |_| None).trim().is_empty() {
+                problems.push((
+                    node.id(),
+                    format!("{key}: renders empty when its values are missing; give a placeholder a fallback ({{name|お客さま}})"),
+                ));
+            }
             for placeholder in found {
                 match &placeholder.key {
                     Key::Name => {}
@@ -133,10 +137,13 @@ pub(super) fn problems<'a>(scenario: &'a Scenario, fields: &BTreeSet<&str>) -> V
                     )),
                     Key::Field(_) => {}
                     Key::Answer(asked) => {
-                        let before = later
-                            .iter()
-                            .find(|(question, _)| question.as_str() == asked)
-                            .is_some_and(|(_, after)| after.contains(node.id()));
+                        // A question's `answered_text` goes to a user who answered it.
+                        let own_answer = key == "answered_text" && node.id().as_str() == asked;
+                        let before = own_answer
+                            || later
+                                .iter()
+                                .find(|(question, _)| question.as_str() == asked)
+                                .is_some_and(|(_, after)| after.contains(node.id()));
                         if !before {
                             problems.push((
                                 node.id(),
@@ -167,7 +174,8 @@ id = "rating"
 kind = "survey"
 text = "{name|お客さま}、いかがでしたか"
 choices = [{ label = "良い", value = "good", next = "thanks", set = { plan = "gold" } }]
-remind_text = "{answer.rating}"
+remind_text = "前回: {answer.rating}"
+answered_text = "{answer.rating}でご回答済みです"
 
 [[nodes]]
 id = "thanks"
@@ -186,7 +194,10 @@ text = "{answer.rating}、{field.plan}、{{literal}}"
         // The reminder of `rating` is sent before its answer: it cannot name it.
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].0, "rating");
-        assert!(found[0].1.starts_with("remind_text: {answer.rating}"), "{found:?}");
+        assert!(
+            found[0].1.starts_with("remind_text: {answer.rating} must name"),
+            "{found:?}"
+        );
     }
 
     #[test]
@@ -197,6 +208,7 @@ text = "{answer.rating}、{field.plan}、{{literal}}"
             (r#"text = "{name""#, "is never closed"),
             (r#"text = "a }""#, "closes nothing"),
             (r#"text = "{answer.nowhere}""#, "must name a question of this scenario"),
+            (r#"text = " {name} ""#, "renders empty when its values are missing"),
         ];
         for (text, expected) in cases {
             let scenario = scenario(&format!("[[nodes]]\nid = \"m\"\nkind = \"message\"\n{text}\n"));

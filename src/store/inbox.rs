@@ -260,9 +260,16 @@ impl Store {
             lease_until: self.now(),
             last_error: &letter.reason,
         };
+        // A parked send will not be replied to, nor rendered with the values
+        // it was decided with: no token or personal value stays at rest.
+        let forget: &[&str] = if collection == OUTBOUND_LEDGER {
+            &["replyToken", "personal"]
+        } else {
+            &[]
+        };
         let writes = vec![
             expecting(
-                merge(self.document_path(collection, id), &change, Vec::new())?,
+                super::writes::merge_deleting(self.document_path(collection, id), &change, forget, Vec::new())?,
                 Expect::At(version),
             ),
             set(

@@ -124,15 +124,16 @@ impl Store {
 
     /// Caches the user's LINE display name (for `{name}`), conditional on the
     /// record as the caller read it: a record that changed meanwhile (an
-    /// unfollow forgetting the name) keeps what it has. `false` when it did
-    /// not land; the name is only a cache, so nothing retries it.
+    /// unfollow forgetting the name) keeps what it has. The record's new
+    /// version when it landed, `None` when it did not (the name is only a
+    /// cache: nothing retries it). `name` `None` forgets a cached one.
     pub(crate) async fn cache_display_name(
         &self,
         user: &str,
         name: Option<&str>,
         fetched_ms: i64,
         expect: Expect,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<super::Version>, StoreError> {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
         struct Profile<'a> {
@@ -151,6 +152,6 @@ impl Store {
             merge_deleting(self.document_path(USERS, user), &profile, forget, Vec::new())?,
             expect,
         );
-        Ok(matches!(self.commit(vec![write]).await, CommitOutcome::Committed(_)))
+        self.commit(vec![write]).await.first_version()
     }
 }

@@ -164,7 +164,7 @@ id = "q"
 kind = "survey"
 text = "{name|お客さま}さん、いかがでしたか"
 remind_after = "1d"
-remind_text = "{answer.q}"
+remind_text = "前回: {answer.q}"
 choices = [{ label = "{name}", value = "a", set = { plan = "gold" }, next = "done" }]
 [[nodes]]
 id = "done"

@@ -107,7 +107,8 @@ async fn a_new_friend_is_greeted_by_name_and_the_end_names_the_answer_and_the_fi
 
 /// A user who blocked the account (404), a profile call LINE fails (500) and
 /// one slower than LINE_TIMEOUT_MS: each gets the fallback, and the step goes
-/// on; nothing is cached, so the next step asks again.
+/// on; nothing is cached. What LINE said is remembered for a minute (a follow
+/// and its greeting ask once); after it, the next step asks again.
 #[tokio::test]
 async fn a_profile_that_is_refused_failing_or_slow_renders_the_fallback() {
     let app = spawn_app_with(TestOptions {
@@ -115,14 +116,28 @@ async fn a_profile_that_is_refused_failing_or_slow_renders_the_fallback() {
             personal_scenarios(config);
             config.line_timeout = Duration::from_millis(1500);
         },
+        test_clock: true,
         ..TestOptions::default()
     })
     .await;
     let blocked = events::new_user();
-    app.deliver(&text(&blocked, "こんにちは")).await;
+    app.deliver(&app.sent_now(&text(&blocked, "こんにちは"))).await;
     assert_eq!(
         received(&app.line, &blocked)[0],
         "お客さまさん、友だち追加ありがとうございます。"
+    );
+
+    // A follow whose profile call fails: the greeting does not ask again.
+    let friend = events::new_user();
+    app.line.set_profile(&friend, "次郎");
+    app.line.fail_next_profiles([Fault::Refuse(500)]);
+    let before = app.line.accepted().len();
+    app.deliver(&app.sent_now(&follow(&friend))).await;
+    let texts: Vec<String> = app.line.accepted()[before..].iter().flat_map(all_texts).collect();
+    assert_eq!(texts[0], "お客さまさん、友だち追加ありがとうございます。");
+    assert_eq!(
+        app.line.profile_calls().iter().filter(|user| **user == friend).count(),
+        1
     );
 
     for fault in [Fault::Refuse(500), Fault::AcceptSlowly(Duration::from_secs(4))] {
@@ -130,7 +145,7 @@ async fn a_profile_that_is_refused_failing_or_slow_renders_the_fallback() {
         app.line.set_profile(&user, "花子");
         app.line.fail_next_profiles([fault]);
         let before = app.line.accepted().len();
-        app.deliver(&text(&user, "こんにちは")).await;
+        app.deliver(&app.sent_now(&text(&user, "こんにちは"))).await;
         let texts: Vec<String> = app.line.accepted()[before..].iter().flat_map(all_texts).collect();
         assert_eq!(texts[0], "お客さまさん、友だち追加ありがとうございます。");
         let record = app.firestore.get("users", &user).await;
@@ -138,12 +153,21 @@ async fn a_profile_that_is_refused_failing_or_slow_renders_the_fallback() {
             record.is_none_or(|record| record["fields"].get("displayName").is_none()),
             "a failed fetch caches nothing"
         );
-        // The next step asks LINE again, and now gets the name.
+        // A minute later the next step asks LINE again, and now gets the name.
+        app.advance_clock(Duration::from_secs(61)).await;
         let before = app.line.accepted().len();
-        app.deliver(&postback(&user, &answer_data("greet", "plan", "silver")))
+        app.deliver(&app.sent_now(&postback(&user, &answer_data("greet", "plan", "silver"))))
             .await;
         let texts: Vec<String> = app.line.accepted()[before..].iter().flat_map(all_texts).collect();
         assert_eq!(texts, ["花子さん、シルバーですね（silver）。{またね}"]);
+        assert_eq!(
+            app.line
+                .profile_calls()
+                .iter()
+                .filter(|called| **called == user)
+                .count(),
+            2
+        );
     }
     assert_eq!(
         app.line.profile_calls().iter().filter(|user| **user == blocked).count(),
@@ -158,7 +182,10 @@ async fn a_profile_that_is_refused_failing_or_slow_renders_the_fallback() {
     for (index, user) in users.iter().enumerate() {
         app.line.set_profile(user, &format!("利用者{index:02}"));
     }
-    let starts: Vec<Value> = users.iter().map(|user| text(user, "こんにちは")).collect();
+    let starts: Vec<Value> = users
+        .iter()
+        .map(|user| app.sent_now(&text(user, "こんにちは")))
+        .collect();
     assert!(
         crate::helpers::storm::send_all(&starts, |_| app.address.clone())
             .await

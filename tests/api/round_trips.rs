@@ -103,7 +103,7 @@ async fn a_branch_split_and_name_cost_one_extra_read_per_decision() {
         .line
         .accepted()
         .iter()
-        .flat_map(|call| call.messages())
+        .flat_map(crate::helpers::line_stand_in::Call::messages)
         .filter_map(|message| message["template"]["text"].as_str().map(str::to_owned))
         .collect();
     assert!(
