@@ -252,7 +252,15 @@ impl ManualSender {
             }
             // Pending (an earlier call stopped half-way) or failed: push again; the
             // retry key makes LINE drop it if the earlier push did arrive.
-            Ok(Recorded::Existing(existing)) => (existing.doc, existing.version, Origin::Recovered),
+            // A failed entry dropped its personal values when it was settled:
+            // it renders with the ones just decided (not the fallbacks).
+            Ok(Recorded::Existing(existing)) => {
+                let mut doc = existing.doc;
+                if doc.personal.is_none() {
+                    doc.personal.clone_from(&staged.doc.personal);
+                }
+                (doc, existing.version, Origin::Recovered)
+            }
             Ok(Recorded::UserChanged) => return None,
             Err(error) => return Some(UserSend::Failed(error.to_string())),
         };

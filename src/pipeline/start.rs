@@ -89,6 +89,30 @@ impl EventWorker {
     }
 
     async fn carry_out(&self, hold: &Hold, work: &Work, starting: Starting<'_>) -> Result<Ended, Failure> {
+        // The guard first: a duplicate start ends here, before any branch or
+        // personal text reads the user.
+        let user = starting.run_start.user.as_str();
+        let marker = starting
+            .guard
+            .map(|guard| (guard.marker_id.as_str(), guard.scenario.as_str(), user));
+        let mut progress = match marker {
+            Some((marker_id, scenario, user)) => Some(self.store.scenario_progress(marker_id, scenario, user).await?),
+            None => None,
+        };
+        let verdict_of = |progress: Option<&crate::store::ScenarioProgress>| match progress {
+            Some(progress) => start_verdict(
+                progress.answered,
+                progress.last_started_ms,
+                work.event_time_ms,
+                self.settings.start_dedup,
+            ),
+            None => StartVerdict::Start,
+        };
+        let first = verdict_of(progress.as_ref());
+        if first != StartVerdict::Start && starting.tag.is_none() {
+            self.done_forgetting(hold, starting.forget_text).await?;
+            return Ok(Ended::Verdict(first));
+        }
         // A branch the start stopped at is decided now, from the user's state;
         // the commit expects the user's record unchanged since.
         // The version the chain was rendered from decides the branch: a newer
@@ -106,7 +130,14 @@ impl EventWorker {
             &starting.run_start.user,
             starting.run_start.chain(),
             starting.run_start.run.as_ref(),
-            super::branches::StepSoFar::default(),
+            // The card tap's own tag lands in the same commit: its branches see it.
+            super::branches::StepSoFar {
+                changes: crate::values::UserChanges {
+                    tag: starting.tag.map(str::to_owned).into_iter().collect(),
+                    ..crate::values::UserChanges::default()
+                },
+                ..super::branches::StepSoFar::default()
+            },
         )
         .await?;
         let (user_read, prior) = (decided.user_read, decided.read);
@@ -114,14 +145,6 @@ impl EventWorker {
         let starting = Starting {
             run_start: resolved.as_ref().unwrap_or(starting.run_start),
             ..starting
-        };
-        let user = starting.run_start.user.as_str();
-        let marker = starting
-            .guard
-            .map(|guard| (guard.marker_id.as_str(), guard.scenario.as_str(), user));
-        let mut progress = match marker {
-            Some((marker_id, scenario, user)) => Some(self.store.scenario_progress(marker_id, scenario, user).await?),
-            None => None,
         };
         let action = work.action(
             ActionKey::event(hold.key.as_str()),
@@ -156,15 +179,7 @@ impl EventWorker {
             .or_else(|| self.versions.current().current_version(starting.scenario))
             .unwrap_or_default();
         for _ in 0..ROUNDS {
-            let verdict = match &progress {
-                Some(progress) => start_verdict(
-                    progress.answered,
-                    progress.last_started_ms,
-                    work.event_time_ms,
-                    self.settings.start_dedup,
-                ),
-                None => StartVerdict::Start,
-            };
+            let verdict = verdict_of(progress.as_ref());
             let starts = verdict == StartVerdict::Start;
             if !starts && starting.tag.is_none() {
                 self.done_forgetting(hold, starting.forget_text).await?;
@@ -228,9 +243,10 @@ impl EventWorker {
                         self.done_forgetting(hold, starting.forget_text).await?;
                         return Ok(Ended::Unsent);
                     }
-                    if user_read.is_some() && starts {
-                        // The user's record may have changed under the branch:
-                        // this attempt ends, and the next reads and decides again.
+                    // The user's record may have changed under the branch: unless
+                    // the marker now says this is no start (a duplicate landed
+                    // first), this attempt ends, and the next reads and decides again.
+                    if user_read.is_some() && starts && verdict_of(seen.progress.as_ref()) == StartVerdict::Start {
                         return Err(PipelineError::Contention(
                             "the user's record or the marker changed under a branch".into(),
                         )

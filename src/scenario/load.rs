@@ -452,6 +452,22 @@ mod tests {
             ),
             (
                 scenario(
+                    r#"arms = [{ when = { answer = { node = "rating", min = 4 } }, next = "m" }]
+                else = "m""#,
+                    "",
+                ),
+                "its values are texts; compare them with `in`",
+            ),
+            (
+                scenario(
+                    r#"arms = [{ when = { answer = { node = "rating", in = ["5"] } }, next = "m" }]
+                else = "m""#,
+                    "",
+                ),
+                r#"`answer`: "5" is not a choice value of "rating""#,
+            ),
+            (
+                scenario(
                     r#"arms = [{ when = { answered = ["nope"] }, next = "m" }]
                 else = "m""#,
                     "",

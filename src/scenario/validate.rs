@@ -492,10 +492,53 @@ fn check_branch(scenario: &Scenario, report: &mut Report<'_>, branch: &super::Br
                     "`answer` names node {:?}, which is not a question",
                     answer.node.as_str()
                 )),
-                Some(_) => {}
+                Some(node) => {
+                    for text in answer_kind_problems(node, answer) {
+                        problem(text);
+                    }
+                }
             }
         }
     }
+}
+
+/// An `answer` condition that can never hold for the kind of question it
+/// names: `min`/`max` on a choice (its values are texts: use `in`), an `in`
+/// value that is no choice, a number bound on a date.
+pub(super) fn answer_kind_problems(node: &Node, answer: &super::branch::AnswerCondition) -> Vec<String> {
+    let mut problems = Vec::new();
+    let bounds = answer.min.iter().chain(&answer.max);
+    match node {
+        Node::Survey(survey) => {
+            if answer.min.is_some() || answer.max.is_some() {
+                problems.push(format!(
+                    "`answer` on choice question {:?}: its values are texts; compare them with `in`, not min/max",
+                    survey.id.as_str()
+                ));
+            }
+            for value in answer.one_of.iter().flatten() {
+                if survey.choice(value).is_none() {
+                    problems.push(format!(
+                        "`answer`: {value:?} is not a choice value of {:?}",
+                        survey.id.as_str()
+                    ));
+                }
+            }
+        }
+        Node::DateQuestion(question) => {
+            if bounds
+                .into_iter()
+                .any(|bound| !matches!(bound, crate::values::FieldValue::Text(_)))
+            {
+                problems.push(format!(
+                    "`answer` on date question {:?}: min/max are dates as text (\"2027-01-01\"), not numbers",
+                    question.id.as_str()
+                ));
+            }
+        }
+        _ => {}
+    }
+    problems
 }
 
 /// What is wrong with one `when`, scenario references aside.
@@ -856,7 +899,11 @@ pub(super) fn check_set(scenarios: &[(&Scenario, &Path)]) -> Vec<ScenarioError> 
                                 other.as_str()
                             )),
                             Some(target) => match target.nodes.iter().find(|node| node.id() == &answer.node) {
-                                Some(node) if node.is_question() => {}
+                                Some(node) if node.is_question() => {
+                                    for text in answer_kind_problems(node, answer) {
+                                        refer(text);
+                                    }
+                                }
                                 _ => refer(format!(
                                     "`answer` names node {:?} of scenario {:?}, which is not a question there",
                                     answer.node.as_str(),

@@ -21,6 +21,7 @@ mod docs;
 mod effects;
 mod export;
 mod guards;
+pub(crate) use guards::ScenarioProgress;
 mod idempotency;
 mod inbox;
 mod lease;
