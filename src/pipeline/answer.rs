@@ -36,6 +36,20 @@ impl EventWorker {
         // A branch the follow-up stopped at is decided now, with this answer.
         let (decided, user_read, prior) = self.decide_follow_up(plan).await?;
         let plan = decided.as_ref().unwrap_or(plan);
+        // A personal follow-up reads the user anyway: the same read says whether
+        // this answer is recorded already (a repeated tap), which then ends
+        // here, as its commit would have (with ALREADY_EXISTS), at no extra cost.
+        let prior = match prior {
+            None if !crate::engine::personal::needs(&plan.follow_up).is_empty() => {
+                let engine = self.versions.current();
+                let (read, answered) = self.personal.read_for_answer(engine, plan).await?;
+                if answered {
+                    return self.already_answered(hold, work, plan).await;
+                }
+                Some(read)
+            }
+            prior => prior,
+        };
         let (mut follow_up, moved) = self.stage_follow_up(hold, work, plan, prior).await?;
         let user_read = super::personal::Moved::applied(moved, user_read);
         let timers = self.schedule(&plan.user, &plan.timers).await?;

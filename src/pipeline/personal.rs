@@ -253,6 +253,35 @@ impl Personaliser {
         recent.insert(user.to_owned(), (now, outcome.clone()));
     }
 
+    /// For an answer whose follow-up holds placeholders: one read of the user,
+    /// the answer itself and the answers the scenario's texts name. `true`
+    /// with it when the answer is recorded already.
+    pub(crate) async fn read_for_answer(
+        &self,
+        engine: &Engine,
+        plan: &crate::engine::AnswerPlan,
+    ) -> Result<(super::branches::PriorRead, bool), StoreError> {
+        let mut ids = vec![plan.answer_id.clone()];
+        if let Some(loaded) = engine.scenario(&plan.scenario) {
+            for node in &loaded.placeholder_answers {
+                let id = answer_id(&plan.scenario, node, &plan.user);
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+        }
+        let read = self.store.user_state(plan.user.as_str(), &ids, &[]).await?;
+        let answered = read.answers.first().is_some_and(Option::is_some);
+        Ok((
+            super::branches::PriorRead {
+                answers: ids.into_iter().zip(read.answers).collect(),
+                record: read.record,
+                expect: read.expect,
+            },
+            answered,
+        ))
+    }
+
     /// At a follow: fetches and caches the name, so the greeting and later
     /// steps find it. Failures only cost the fallback later.
     pub(crate) async fn refresh(&self, user: &LineUserId) {

@@ -525,16 +525,15 @@ pub(super) fn answer_kind_problems(node: &Node, answer: &super::branch::AnswerCo
                 }
             }
         }
-        Node::DateQuestion(question) => {
+        Node::DateQuestion(question)
             if bounds
                 .into_iter()
-                .any(|bound| !matches!(bound, crate::values::FieldValue::Text(_)))
-            {
-                problems.push(format!(
-                    "`answer` on date question {:?}: min/max are dates as text (\"2027-01-01\"), not numbers",
-                    question.id.as_str()
-                ));
-            }
+                .any(|bound| !matches!(bound, crate::values::FieldValue::Text(_))) =>
+        {
+            problems.push(format!(
+                "`answer` on date question {:?}: min/max are dates as text (\"2027-01-01\"), not numbers",
+                question.id.as_str()
+            ));
         }
         _ => {}
     }
