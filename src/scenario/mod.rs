@@ -160,6 +160,8 @@ pub struct TriggerNode {
 #[serde(deny_unknown_fields)]
 pub struct MessageNode {
     pub id: NodeId,
+    /// May name the user: `{name|お客さま}`, `{field.plan}`, `{answer.node}` (a
+    /// fallback after `|`; `{{` and `}}` are literal braces).
     pub text: String,
     #[serde(default)]
     pub next: Option<NodeId>,
@@ -190,6 +192,8 @@ pub enum SurveyStyle {
 #[serde(deny_unknown_fields)]
 pub struct SurveyNode {
     pub id: NodeId,
+    /// May name the user: `{name|お客さま}`, `{field.plan}`, `{answer.node}` (a
+    /// fallback after `|`; `{{` and `}}` are literal braces).
     pub text: String,
     #[serde(default)]
     pub style: SurveyStyle,
@@ -274,6 +278,8 @@ pub struct Choice {
 #[serde(deny_unknown_fields)]
 pub struct TextQuestionNode {
     pub id: NodeId,
+    /// May name the user: `{name|お客さま}`, `{field.plan}`, `{answer.node}` (a
+    /// fallback after `|`; `{{` and `}}` are literal braces).
     pub text: String,
     /// Added to the user's tags when the answer is recorded.
     #[serde(default)]
@@ -386,6 +392,8 @@ pub enum DateMode {
 #[serde(deny_unknown_fields)]
 pub struct DateQuestionNode {
     pub id: NodeId,
+    /// May name the user: `{name|お客さま}`, `{field.plan}`, `{answer.node}` (a
+    /// fallback after `|`; `{{` and `}}` are literal braces).
     pub text: String,
     #[serde(default = "default_date_mode")]
     pub mode: DateMode,
@@ -543,6 +551,8 @@ pub struct WaitNode {
 #[serde(deny_unknown_fields)]
 pub struct EndNode {
     pub id: NodeId,
+    /// May name the user: `{name|お客さま}`, `{field.plan}`, `{answer.node}` (a
+    /// fallback after `|`; `{{` and `}}` are literal braces).
     #[serde(default)]
     pub text: Option<String>,
     /// Added to the user's tags when the scenario reaches this node.
