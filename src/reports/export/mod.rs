@@ -14,7 +14,7 @@
 
 mod format;
 
-pub(crate) use format::HEADER;
+pub(crate) use format::{Cells, HEADER};
 
 use crate::engine::Engine;
 use crate::engine::results::{DayRange, RangeError};
@@ -57,6 +57,8 @@ pub(crate) struct Export {
     first: AnswerPage,
     from: Option<NaiveDate>,
     to: Option<NaiveDate>,
+    /// How text cells are written.
+    cells: format::Cells,
 }
 
 impl Exporter {
@@ -66,11 +68,13 @@ impl Exporter {
 
     /// Checks the request and reads the first page. `from` and `to` are dates
     /// (`YYYY-MM-DD`, both included) in the scenario's time zone.
+    /// `cells`: formula-like text defused (the default) or raw.
     pub(crate) async fn start(
         &self,
         scenario: &str,
         from: Option<&str>,
         to: Option<&str>,
+        cells: format::Cells,
     ) -> Result<Export, ExportError> {
         let unknown = || ExportError::UnknownScenario(scenario.to_owned());
         let id = ScenarioId::parse(scenario).map_err(|_| unknown())?;
@@ -96,6 +100,7 @@ impl Exporter {
             first,
             from,
             to,
+            cells,
         })
     }
 }
@@ -120,7 +125,8 @@ impl Exporter {
             rows: page
                 .answers
                 .iter()
-                .map(|answer| format::row(answer, &labels, zone))
+                // On screen (HTML-escaped there), values as stored.
+                .map(|answer| format::row(answer, &labels, zone, format::Cells::Raw))
                 .collect(),
             next: page.next,
         })
@@ -232,7 +238,7 @@ impl Export {
                 let export = &progress.export;
                 let rows: Vec<&ListedAnswer> = page.answers.iter().filter(|a| export.wanted(a)).collect();
                 let count = rows.len() as u64;
-                let bytes = format::encode(head, rows, &export.labels, export.zone)?;
+                let bytes = format::encode(head, rows, &export.labels, export.zone, export.cells)?;
                 progress.rows += count;
                 if bytes.is_empty() {
                     // Nothing of this page is in the range: read on rather than
