@@ -11,7 +11,7 @@ use super::PipelineError;
 use super::hold::{Failure, Found, Hold};
 use super::notice::Noticed;
 use super::processed::Processed;
-use super::timers::{AskedTimers, OPERATOR_CANCEL};
+use super::timers::{ANSWERED_CANCEL, AskedTimers, OPERATOR_CANCEL};
 use super::typed::{answer_record, answered, open_question};
 use super::work::Work;
 use super::worker::EventWorker;
@@ -190,10 +190,12 @@ impl EventWorker {
             // given, whatever became of it since (still pending: it sends
             // `on_expire` when it fires; cancelled by an unfollow or given
             // up: the question closed all the same). Only an operator's
-            // cancel keeps the question open.
+            // cancel keeps the question open, and an answer's: the question
+            // was answered before it expired, so a later tap is a repeat (its
+            // commit finds the answer and the user gets `answered_text`).
             let expiry = timer.doc.kind == TimerKind::Expire;
             let due_before = timer.doc.due_at.as_millisecond() <= event_ms;
-            let kept_open = timer.doc.outcome.as_deref() == Some(OPERATOR_CANCEL);
+            let kept_open = matches!(timer.doc.outcome.as_deref(), Some(OPERATOR_CANCEL | ANSWERED_CANCEL));
             if expiry && (timer.doc.state == TimerState::Done || (due_before && !kept_open)) {
                 return Ok(AskedTimers::Expired);
             }

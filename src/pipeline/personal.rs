@@ -182,20 +182,23 @@ impl Personaliser {
         if cached.is_some() && fresh {
             return (cached, None);
         }
-        let (outcome, moved) = self.fetch(user, record, read, now).await;
+        let (outcome, moved) = self.fetch(user, record, read, now, true).await;
         (outcome.unwrap_or(cached), moved)
     }
 
     /// What LINE says of the user's name (remembered for a minute), cached on
     /// the record when the user follows; a 404 forgets a cached name.
+    /// `reuse`: a recent outcome will do (a follow asks afresh: the user may
+    /// have just unblocked the account).
     async fn fetch(
         &self,
         user: &LineUserId,
         record: Option<&UserRecord>,
         read: Expect,
         now: i64,
+        reuse: bool,
     ) -> (Outcome, Option<Moved>) {
-        if let Some(outcome) = self.recently(user.as_str(), now) {
+        if let Some(outcome) = self.recently(user.as_str(), now).filter(|_| reuse) {
             return (outcome, None);
         }
         let outcome = match self.line.display_name(user.as_str()).await {
@@ -246,8 +249,14 @@ impl Personaliser {
         let mut recent = self.recent.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if recent.len() >= RECENT_MAX {
             recent.retain(|_, (at, _)| now.saturating_sub(*at) < RECENT_MS);
-            if recent.len() >= RECENT_MAX {
-                recent.clear();
+            // Still full of fresh outcomes: the oldest goes.
+            if recent.len() >= RECENT_MAX
+                && let Some(oldest) = recent
+                    .iter()
+                    .min_by_key(|(_, (at, _))| *at)
+                    .map(|(user, _)| user.clone())
+            {
+                recent.remove(&oldest);
             }
         }
         recent.insert(user.to_owned(), (now, outcome.clone()));
@@ -288,7 +297,7 @@ impl Personaliser {
         match self.store.user_state(user.as_str(), &[], &[]).await {
             Ok(read) => {
                 let now = self.clock.now_ms();
-                let _ = self.fetch(user, read.record.as_ref(), read.expect, now).await;
+                let _ = self.fetch(user, read.record.as_ref(), read.expect, now, false).await;
             }
             Err(error) => tracing::warn!(error = %error, "could not read the user to cache the profile"),
         }

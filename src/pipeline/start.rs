@@ -123,23 +123,33 @@ impl EventWorker {
             }
             _ => self.versions.current().clone(),
         };
-        let decided = super::branches::decide(
-            &self.store,
-            &engine,
-            starting.scenario,
-            &starting.run_start.user,
-            starting.run_start.chain(),
-            starting.run_start.run.as_ref(),
-            // The card tap's own tag lands in the same commit: its branches see it.
-            super::branches::StepSoFar {
-                changes: crate::values::UserChanges {
-                    tag: starting.tag.map(str::to_owned).into_iter().collect(),
-                    ..crate::values::UserChanges::default()
+        // A duplicate card tap (it only adds its tag) decides nothing.
+        let may_start = first == StartVerdict::Start;
+        let decided = if may_start {
+            super::branches::decide(
+                &self.store,
+                &engine,
+                starting.scenario,
+                &starting.run_start.user,
+                starting.run_start.chain(),
+                starting.run_start.run.as_ref(),
+                // The card tap's own tag lands in the same commit: its branches see it.
+                super::branches::StepSoFar {
+                    changes: crate::values::UserChanges {
+                        tag: starting.tag.map(str::to_owned).into_iter().collect(),
+                        ..crate::values::UserChanges::default()
+                    },
+                    ..super::branches::StepSoFar::default()
                 },
-                ..super::branches::StepSoFar::default()
-            },
-        )
-        .await?;
+            )
+            .await?
+        } else {
+            super::branches::Decided {
+                chain: starting.run_start.chain(),
+                user_read: None,
+                read: None,
+            }
+        };
         let (user_read, prior) = (decided.user_read, decided.read);
         let resolved = user_read.map(|_| starting.run_start.with_chain(decided.chain));
         let starting = Starting {
@@ -165,7 +175,11 @@ impl EventWorker {
             answer: None,
             read: prior,
         };
-        let (action, moved) = self.personal.fill(action, &engine, &step).await?;
+        let (action, moved) = if may_start {
+            self.personal.fill(action, &engine, &step).await?
+        } else {
+            (None, None)
+        };
         let user_read = super::personal::Moved::applied(moved, user_read);
         let mut staged = action.map(|action| action.stage(&self.store)).transpose()?;
         let timers = self
@@ -181,6 +195,10 @@ impl EventWorker {
         for _ in 0..ROUNDS {
             let verdict = verdict_of(progress.as_ref());
             let starts = verdict == StartVerdict::Start;
+            if starts && !may_start {
+                // Decided as a duplicate, a start after all: decide it afresh.
+                return Err(PipelineError::Contention("a duplicate tap turned out to be a start".into()).into());
+            }
             if !starts && starting.tag.is_none() {
                 self.done_forgetting(hold, starting.forget_text).await?;
                 return Ok(Ended::Verdict(verdict));

@@ -38,6 +38,8 @@ pub(super) enum AskedTimers {
 
 /// The outcome of a timer an operator cancelled.
 pub(crate) const OPERATOR_CANCEL: &str = "cancelled_by_operator";
+/// The outcome an answer's commit gives the question's pending timers.
+pub(crate) const ANSWERED_CANCEL: &str = "answered";
 
 /// Read-decide-commit rounds per claim.
 const ROUNDS: usize = 3;

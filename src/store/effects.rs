@@ -225,6 +225,8 @@ impl Store {
             writes.push(self.question_write(change)?);
         }
         for (timer_id, read) in answer.cancels {
+            // The outcome the answer path reads back as "answered, not expired"
+            // (`pipeline::timers::ANSWERED_CANCEL`).
             writes.push(self.timer_cancel_write(timer_id, *read, "answered")?);
         }
         for (timer_id, doc) in answer.timers {

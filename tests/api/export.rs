@@ -252,14 +252,23 @@ async fn formula_like_answers_are_defused_unless_raw_is_asked() {
             "{formula:?} defused in {rows:?}"
         );
     }
-    assert!(rows.iter().any(|row| row[2] == "-5"), "a negative number stays a number");
+    assert!(
+        rows.iter().any(|row| row[2] == "-5"),
+        "a negative number stays a number"
+    );
 
     let raw = download(&app, "/admin/scenarios/export/answers.csv?raw=true", Some(ADMIN_TOKEN)).await;
     assert_eq!(raw.status, 200);
     let rows = csv_rows(&raw.body);
-    assert_eq!(sorted(rows.clone()), sorted(stored.iter().map(expected_raw_row).collect()));
+    assert_eq!(
+        sorted(rows.clone()),
+        sorted(stored.iter().map(expected_raw_row).collect())
+    );
     for formula in formulas {
-        assert!(rows.iter().any(|row| row[2] == formula), "{formula:?} exact with raw=true");
+        assert!(
+            rows.iter().any(|row| row[2] == formula),
+            "{formula:?} exact with raw=true"
+        );
     }
     let bad = download(&app, "/admin/scenarios/export/answers.csv?raw=maybe", Some(ADMIN_TOKEN)).await;
     assert_eq!(bad.status, 400, "raw is true or false");

