@@ -12,6 +12,9 @@ pub struct Config {
     /// `GET /metrics` on this port of its own, without a token (and not on
     /// `port`); `None`: on `port`, behind the admin token.
     pub metrics_port: Option<u16>,
+    /// The address `METRICS_PORT` binds: loopback unless `METRICS_HOST` says
+    /// otherwise (`0.0.0.0` for a scraper on a private network).
+    pub metrics_host: String,
     pub channel_secret: String,
     /// Required unless this is a dry run.
     pub channel_access_token: Option<String>,
@@ -60,6 +63,8 @@ pub struct Config {
     pub clock: ClockKind,
 }
 
+/// The shortest `ADMIN_TOKEN` start-up accepts.
+const MIN_ADMIN_TOKEN_CHARS: usize = 32;
 /// The longest console session allowed: a week.
 pub const MAX_CONSOLE_SESSION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
@@ -103,6 +108,7 @@ impl std::fmt::Debug for Config {
             .field("host", &self.host)
             .field("port", &self.port)
             .field("metrics_port", &self.metrics_port)
+            .field("metrics_host", &self.metrics_host)
             .field("channel_secret", &"<redacted>")
             .field(
                 "channel_access_token",
@@ -160,6 +166,7 @@ impl Config {
             metrics_port: get("METRICS_PORT")
                 .map(|_| parse(&get, "METRICS_PORT", 0u16))
                 .transpose()?,
+            metrics_host: get("METRICS_HOST").unwrap_or_else(|| "127.0.0.1".to_owned()),
             channel_secret: get("LINE_CHANNEL_SECRET").ok_or(ConfigError::Missing("LINE_CHANNEL_SECRET"))?,
             channel_access_token,
             line_dry_run,
@@ -288,6 +295,21 @@ impl Config {
                 "METRICS_PORT",
                 "must differ from PORT (unset it to serve /metrics on PORT)",
             );
+        }
+        // A short token falls to a scripted guesser; the admin routes and the
+        // console open with it.
+        if self
+            .admin_token
+            .as_ref()
+            .is_some_and(|token| token.chars().count() < MIN_ADMIN_TOKEN_CHARS)
+        {
+            return invalid(
+                "ADMIN_TOKEN",
+                &format!("must be at least {MIN_ADMIN_TOKEN_CHARS} characters (a random one: openssl rand -hex 32)"),
+            );
+        }
+        if self.metrics_host.parse::<std::net::IpAddr>().is_err() {
+            return invalid("METRICS_HOST", "must be an IP address such as 127.0.0.1 or 0.0.0.0");
         }
         if self.console_session.is_zero() || self.console_session > MAX_CONSOLE_SESSION {
             return invalid("CONSOLE_SESSION_MINUTES", "must be 1 to 10080 (a week)");
@@ -532,11 +554,23 @@ mod tests {
         let ok = config(&[
             ("LINE_CHANNEL_SECRET", "topsecret"),
             ("GOOGLE_CLOUD_PROJECT", "p"),
-            ("ADMIN_TOKEN", "admintoken"),
+            ("ADMIN_TOKEN", "admintoken-admintoken-admintoken-0"),
             ("LINE_CHANNEL_ACCESS_TOKEN", "accesstoken"),
         ])
         .unwrap();
         let shown = format!("{ok:?}");
         assert!(!shown.contains("topsecret") && !shown.contains("admintoken") && !shown.contains("accesstoken"));
+        let short = deployed(&[("ADMIN_TOKEN", "dev-token")]).unwrap_err();
+        assert_eq!(
+            short.to_string(),
+            "ADMIN_TOKEN is invalid: must be at least 32 characters (a random one: openssl rand -hex 32)"
+        );
+        assert!(deployed(&[("ADMIN_TOKEN", &"x".repeat(32))]).is_ok());
+        assert_eq!(deployed(&[]).unwrap().metrics_host, "127.0.0.1", "loopback by default");
+        assert_eq!(
+            deployed(&[("METRICS_HOST", "0.0.0.0")]).unwrap().metrics_host,
+            "0.0.0.0"
+        );
+        assert!(deployed(&[("METRICS_HOST", "scraper.local")]).is_err());
     }
 }

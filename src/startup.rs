@@ -202,7 +202,7 @@ impl Application {
         let max_body_bytes = config.max_body_bytes;
         let admin_enabled = config.admin_token.is_some();
         let metrics_server = match config.metrics_port {
-            Some(metrics_port) => Some(metrics_server(&config.host, metrics_port, state.clone())?),
+            Some(metrics_port) => Some(metrics_server(&config.metrics_host, metrics_port, state.clone())?),
             None => None,
         };
         // With a metrics port of its own, the main port does not serve /metrics.
@@ -274,8 +274,8 @@ impl Application {
 /// worker): a scraper on a private network reaches it, the webhook's port does not
 /// serve it.
 fn metrics_server(host: &str, port: u16, state: web::Data<AppState>) -> anyhow::Result<(u16, Server)> {
-    let listener =
-        TcpListener::bind((host, port)).with_context(|| format!("cannot listen on {host}:{port} (METRICS_PORT)"))?;
+    let listener = TcpListener::bind((host, port))
+        .with_context(|| format!("cannot listen on {host}:{port} (METRICS_HOST, METRICS_PORT)"))?;
     let port = listener.local_addr()?.port();
     let server = HttpServer::new(move || App::new().app_data(state.clone()).configure(routes::metrics_port))
         .workers(1)

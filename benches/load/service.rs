@@ -4,7 +4,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub const CHANNEL_SECRET: &str = "bench-channel-secret";
-pub const ADMIN_TOKEN: &str = "bench-admin-token";
+pub const ADMIN_TOKEN: &str = "bench-admin-token-0123456789abcdef";
 
 pub struct Service {
     child: Child,

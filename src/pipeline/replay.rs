@@ -61,6 +61,12 @@ impl Replayer {
     }
 
     pub(crate) async fn replay(&self, letter_id: &str) -> Result<Replayed, ReplayError> {
+        // Dead letter ids are `{kind}-{hex id}`: anything else (a path
+        // character, a reserved `__x__` id) names none, and never reaches
+        // Firestore as a document path.
+        if !is_letter_id(letter_id) {
+            return Err(ReplayError::UnknownLetter(letter_id.to_owned()));
+        }
         let store = &self.store;
         let letter = store
             .dead_letter(letter_id)
@@ -160,4 +166,13 @@ impl Replayer {
             Delivery::NotSettled => Err(ReplayError::NotParked("pending")),
         }
     }
+}
+/// Whether `id` has the shape of a dead letter id: 1 to 200 ASCII letters,
+/// digits, `-` and `_`, not starting with `__`.
+fn is_letter_id(id: &str) -> bool {
+    (1..=200).contains(&id.len())
+        && !id.starts_with("__")
+        && id
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_'))
 }

@@ -205,6 +205,12 @@ async fn a_refused_push_is_parked_and_a_replay_sends_it_once() {
     assert_eq!(app.firestore.count("dead_letters").await, 0);
     let unknown = app.post_admin(&format!("/admin/dead-letters/{id}/replay")).await;
     assert_eq!(unknown.status(), 404);
+    // Ids with path characters, or Firestore's reserved ones, name no dead
+    // letter: 404, never a Firestore error (503).
+    for bad in ["a%2Fb", "..", "__x__", "a%00b", "x%20y", &"a".repeat(300)] {
+        let response = app.post_admin(&format!("/admin/dead-letters/{bad}/replay")).await;
+        assert_eq!(response.status(), 404, "{bad}");
+    }
 }
 
 #[tokio::test]

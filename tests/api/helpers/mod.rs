@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 pub const CHANNEL_SECRET: &str = "test-channel-secret";
-pub const ADMIN_TOKEN: &str = "test-admin-token";
+pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789abcdef";
 
 /// The emulator the test command started (`scripts/test.sh`).
 pub fn emulator_host() -> String {
