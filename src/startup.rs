@@ -194,6 +194,7 @@ impl Application {
             channel_secret: config.channel_secret.clone(),
             admin_token: config.admin_token.clone(),
             console_session: config.console_session,
+            guesses: crate::http::guesses::Guesses::new(clock.clone()),
             clock: clock.clone(),
         });
         let listener = TcpListener::bind((config.host.as_str(), config.port))

@@ -6,6 +6,7 @@
 pub(crate) mod admin;
 pub(crate) mod clock;
 pub(crate) mod console;
+pub(crate) mod guesses;
 pub(crate) mod health;
 pub(crate) mod prometheus;
 pub(crate) mod routes;
@@ -48,6 +49,8 @@ pub(crate) struct AppState {
     /// The service's clock: console sessions expire by it, and with
     /// `CLOCK=test` `POST /__clock` moves it.
     pub(crate) clock: crate::clock::Clock,
+    /// Wrong tokens per client address (admin, metrics, console login).
+    pub(crate) guesses: guesses::Guesses,
 }
 
 /// The JSON error body every route uses: `{"error": "..."}`.

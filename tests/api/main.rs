@@ -20,6 +20,7 @@ mod errors;
 mod export;
 mod faults;
 mod guards;
+mod guesses;
 mod inbox;
 mod indexes;
 mod metrics;

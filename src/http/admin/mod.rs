@@ -51,6 +51,9 @@ pub(crate) enum AdminError {
     Internal(String),
     #[error("Firestore is unavailable; try again: {0}")]
     Store(#[from] StoreError),
+    /// Too many wrong tokens from this address (see `http::guesses`).
+    #[error("too many wrong tokens from this address; try again later")]
+    TooManyAttempts(std::time::Duration),
 }
 
 impl ResponseError for AdminError {
@@ -68,6 +71,7 @@ impl ResponseError for AdminError {
             AdminError::Upstream(_) => StatusCode::BAD_GATEWAY,
             AdminError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             AdminError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AdminError::TooManyAttempts(_) => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
@@ -75,6 +79,9 @@ impl ResponseError for AdminError {
         let mut response = HttpResponse::build(self.status_code());
         if matches!(self, AdminError::Unauthorized) {
             response.insert_header(("WWW-Authenticate", "Bearer"));
+        }
+        if let AdminError::TooManyAttempts(wait) = self {
+            response.insert_header(("Retry-After", crate::http::guesses::retry_after_secs(*wait).to_string()));
         }
         let mut body = error_body(self);
         if let AdminError::Conflict { state, .. } = self {
@@ -156,10 +163,22 @@ pub(crate) async fn metrics(
 /// Lets the request through only with the right bearer token.
 pub(crate) fn require_admin(request: &HttpRequest, state: &AppState) -> Result<(), AdminError> {
     let expected = state.admin_token.as_deref().ok_or(AdminError::Unauthorized)?;
+    let client = crate::http::guesses::Guesses::client(request);
+    if let Some(blocked) = state.guesses.blocked(&client) {
+        return Err(AdminError::TooManyAttempts(blocked.retry_after));
+    }
     if authorized(request, expected) {
         Ok(())
     } else {
         tracing::warn!(outcome = "rejected", "admin call with a missing or wrong token");
+        if let Some(blocked) = state.guesses.failed(&client) {
+            tracing::warn!(
+                client.address = %client,
+                blocked_secs = blocked.retry_after.as_secs(),
+                outcome = "blocked",
+                "too many wrong tokens from one address: it gets 429 for a while"
+            );
+        }
         Err(AdminError::Unauthorized)
     }
 }

@@ -177,6 +177,24 @@ async fn login_form(request: HttpRequest, state: web::Data<AppState>) -> HttpRes
 async fn login(request: HttpRequest, state: web::Data<AppState>, body: web::Bytes) -> HttpResponse {
     let keys = keys(&state);
     let now = now(&state);
+    let client = crate::http::guesses::Guesses::client(&request);
+    if let Some(blocked) = state.guesses.blocked(&client) {
+        let mut response = login_page(
+            &request,
+            &keys,
+            now,
+            StatusCode::TOO_MANY_REQUESTS,
+            Some("Too many wrong tokens from this address. Please wait and try again."),
+        );
+        if let Ok(value) = actix_web::http::header::HeaderValue::from_str(
+            &crate::http::guesses::retry_after_secs(blocked.retry_after).to_string(),
+        ) {
+            response
+                .headers_mut()
+                .insert(actix_web::http::header::RETRY_AFTER, value);
+        }
+        return response;
+    }
     let form = form(&body);
     let paired = request
         .cookie(LOGIN_COOKIE)
@@ -193,6 +211,14 @@ async fn login(request: HttpRequest, state: web::Data<AppState>, body: web::Byte
     }
     if !keys.is_admin_token(&form.token) {
         tracing::warn!(outcome = "rejected", "console login with a wrong token");
+        if let Some(blocked) = state.guesses.failed(&client) {
+            tracing::warn!(
+                client.address = %client,
+                blocked_secs = blocked.retry_after.as_secs(),
+                outcome = "blocked",
+                "too many wrong console logins from one address: it gets 429 for a while"
+            );
+        }
         return login_page(
             &request,
             &keys,
