@@ -179,7 +179,13 @@ impl Application {
         );
         scrape.spawn_upkeep(shutdown.clone());
         let state = web::Data::new(AppState {
-            ingest: Ingest::new(versions, store.clone(), pipeline.clone(), metrics.clone()),
+            ingest: Ingest::new(
+                versions,
+                store.clone(),
+                pipeline.clone(),
+                metrics.clone(),
+                clock.clone(),
+            ),
             results: Results::new(engine.clone(), store.clone()),
             exporter: Exporter::new(engine.clone(), store.clone()),
             timelines: Timelines::new(store.clone()),

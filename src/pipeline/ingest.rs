@@ -33,10 +33,16 @@ pub(crate) struct Ingest {
     /// when LINE's redelivery finds the record, this instance takes it up at once
     /// instead of leaving it until its lease runs out.
     unanswered_claims: Arc<Mutex<HashSet<String>>>,
+    /// Event times are judged against it (an old signed body is ignored).
+    clock: crate::clock::Clock,
 }
 
 /// Bounds the memory of unanswered claims; beyond it they wait for their leases.
 const MAX_UNANSWERED_CLAIMS: usize = 10_000;
+
+/// The oldest event time (before now) an event may have to be processed: the
+/// inbox's retention less a day.
+const OLDEST_EVENT_MS: i64 = (crate::store::INBOX_RETENTION.as_secs() as i64 - 24 * 60 * 60) * 1000;
 
 /// Some events could not be stored; LINE should deliver the request again.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +57,7 @@ impl Ingest {
         store: Store,
         pipeline: Arc<Pipeline>,
         metrics: Arc<Metrics>,
+        clock: crate::clock::Clock,
     ) -> Self {
         Self {
             versions,
@@ -58,6 +65,7 @@ impl Ingest {
             pipeline,
             metrics,
             unanswered_claims: Arc::default(),
+            clock,
         }
     }
 
@@ -135,6 +143,18 @@ impl Ingest {
         turn: super::Turn,
         after: Option<&InboxKey>,
     ) -> Result<Option<InboxKey>, PipelineError> {
+        // An event older than the inbox keeps its records (less a day) may be a
+        // captured body sent again after its record expired: it must not run
+        // again. LINE itself redelivers for far less long.
+        if event.timestamp < self.clock.now_ms().saturating_sub(OLDEST_EVENT_MS) {
+            series::webhook_event(&event.type_name, "ignored");
+            tracing::warn!(
+                event.time_ms = event.timestamp,
+                outcome = "too_old",
+                "event acknowledged and ignored: older than the inbox keeps records"
+            );
+            return Ok(None);
+        }
         let engine = match self.engine_for(&event).await {
             Ok(engine) => engine,
             Err(error) => {

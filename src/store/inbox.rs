@@ -25,7 +25,7 @@ use std::time::Duration;
 
 /// LINE does not say how long it keeps redelivering; a week is well past any
 /// retry window seen, and the TTL policy (README) clears records after that.
-const INBOX_RETENTION: Duration = Duration::from_secs(8 * 24 * 60 * 60);
+pub(crate) const INBOX_RETENTION: Duration = Duration::from_secs(8 * 24 * 60 * 60);
 
 /// The inbox id of one event of one channel.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -52,7 +52,7 @@ pub(crate) use docs::{
 pub(crate) use effects::{AnswerRecord, Effect, EffectWrites, RunRecord, StartRecord};
 pub(crate) use export::{AnswerPage, EXPORT_PAGE, ListedAnswer};
 pub(crate) use idempotency::RequestCheck;
-pub(crate) use inbox::{Claim, InboxKey, NewEvent};
+pub(crate) use inbox::{Claim, INBOX_RETENTION, InboxKey, NewEvent};
 pub(crate) use lease::{Stored, Swept};
 pub(crate) use ledger::{Attempted, NewAction, Recorded, SettleWrite, Settlement, UserWrite};
 pub(crate) use messages::{MessageKey, UnsendOutcome};

@@ -305,3 +305,31 @@ async fn an_unsend_after_its_message_was_processed_changes_nothing_and_no_text_i
     assert_eq!(string_field(&marks[0], "state").as_deref(), Some("processed"));
     assert!(!app.firestore.dump().await.contains("private words"));
 }
+
+/// A signed body whose event is older than the inbox keeps its records (less
+/// a day: 7 days) may be a captured request sent again after its record
+/// expired: it is acknowledged and changes nothing. A 6-day-old event (LINE
+/// redelivering late) is still processed.
+#[tokio::test]
+async fn an_event_older_than_the_inbox_keeps_records_is_acknowledged_and_ignored() {
+    let app = spawn_app().await;
+    let user = events::new_user();
+    const DAY_MS: i64 = 24 * 60 * 60 * 1000;
+    let captured = events::with_timestamp(&events::text(&user, "lunch"), events::now_ms() - 7 * DAY_MS - 60_000);
+    app.deliver(&captured).await;
+    assert_eq!(app.firestore.count("webhook_inbox").await, 0, "nothing stored");
+    assert!(app.line.calls().is_empty(), "nothing sent");
+    assert!(
+        app.firestore.get("users", &user).await.is_none(),
+        "the user was not touched"
+    );
+
+    let late = events::with_timestamp(&events::text(&user, "lunch"), events::now_ms() - 6 * DAY_MS);
+    app.deliver(&late).await;
+    assert_eq!(app.firestore.count("webhook_inbox").await, 1);
+    assert_eq!(
+        app.line.accepted().len(),
+        1,
+        "the survey starts (by push: its token is long gone)"
+    );
+}
