@@ -466,7 +466,9 @@ impl Engine {
         if !matches!(source, Source::User { .. }) {
             return Err(Ignored::NotOneToOne);
         }
-        let user = LineUserId::parse(user).map_err(|_| Ignored::InvalidUser)?;
+        // Only a LINE user id (`U` + 32 lower-case hex) becomes part of a
+        // document path or id: anything else gets no effect and no document.
+        let user = LineUserId::parse_line_shaped(user).map_err(|_| Ignored::InvalidUser)?;
         // A start begins a run; its id comes from the event, so a redelivery of
         // the event begins the same run.
         let run = RunId::begun_by(&event.webhook_event_id);

@@ -109,6 +109,29 @@ fn each_reason_to_ignore_an_event() {
             Ignored::InvalidUser,
         ),
         (
+            "user id with a path character",
+            with(
+                text("survey"),
+                "source",
+                json!({"type": "user", "userId": "U0123456789abcdef0123456789abcd/f"}),
+            ),
+            Ignored::InvalidUser,
+        ),
+        (
+            "user id that is not LINE's shape",
+            with(text("survey"), "source", json!({"type": "user", "userId": "__users__"})),
+            Ignored::InvalidUser,
+        ),
+        (
+            "user id in upper case",
+            with(
+                text("survey"),
+                "source",
+                json!({"type": "user", "userId": "U0123456789ABCDEF0123456789ABCDEF"}),
+            ),
+            Ignored::InvalidUser,
+        ),
+        (
             "beacon",
             event(json!({"type": "beacon", "beacon": {"hwid": "x", "type": "enter"}})),
             Ignored::UnhandledType,

@@ -204,3 +204,34 @@ async fn a_firestore_stalled_at_start_up_delays_the_start_and_records_each_versi
     app.deliver(&text(&user, "lunch")).await;
     assert_eq!(app.line.accepted().len(), 1, "the service works once started");
 }
+
+/// Only LINE's user id shape (`U` + 32 lower-case hex) becomes part of a
+/// document path: any other source `userId` gets 200, no effect and no
+/// document, and the admin routes taking a user id answer 400.
+#[tokio::test]
+async fn user_ids_that_are_not_lines_get_no_effect_and_no_document() {
+    let app = spawn_app().await;
+    let strangers = [
+        "U0123456789ABCDEF0123456789ABCDEF",
+        "U0123456789abcdef0123456789abcd/f",
+        "__users__",
+        "U1",
+        "U0123456789abcdef0123456789abcdef0",
+    ];
+    for stranger in strangers {
+        app.deliver(&text(stranger, "lunch")).await;
+        app.deliver(&postback(stranger, &events::answer_data("lunch", "ask_food", "good")))
+            .await;
+    }
+    assert_nothing_stored(&app).await;
+    assert!(app.line.calls().is_empty());
+    for path in [
+        "/admin/users/U0123456789ABCDEF0123456789ABCDEF/timers",
+        "/admin/users/__users__/timers",
+        "/admin/users/U1",
+        "/admin/users/U1/timeline",
+    ] {
+        let response = app.get_admin(path).await;
+        assert_eq!(response.status(), 400, "{path}");
+    }
+}

@@ -58,7 +58,7 @@ impl From<Stored<TimerDoc>> for Listed {
 }
 
 fn user_id(raw: String) -> Result<LineUserId, AdminError> {
-    LineUserId::parse(raw).map_err(|problem| AdminError::BadRequest(format!("the user id {problem}")))
+    LineUserId::parse_line_shaped(raw).map_err(|shape| AdminError::BadRequest(shape.to_owned()))
 }
 
 pub(crate) async fn list(
