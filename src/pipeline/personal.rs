@@ -123,19 +123,17 @@ impl Personaliser {
             .read
             .as_ref()
             .filter(|prior| answer_ids.iter().all(|id| prior.answers.contains_key(id)));
+        let own;
         let read = match covered {
-            Some(prior) => super::branches::PriorRead {
-                record: prior.record.clone(),
-                expect: prior.expect,
-                answers: prior.answers.clone(),
-            },
+            Some(prior) => prior,
             None => {
                 let read = self.store.user_state(user.as_str(), &answer_ids, &[]).await?;
-                super::branches::PriorRead {
+                own = super::branches::PriorRead {
                     answers: answer_ids.iter().cloned().zip(read.answers).collect(),
                     record: read.record,
                     expect: read.expect,
-                }
+                };
+                &own
             }
         };
         let scenario = engine.scenario(&action.scenario);

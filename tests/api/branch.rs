@@ -83,25 +83,8 @@ async fn each_user_gets_the_offer_their_tags_imply_while_answers_change_them() {
     deliver_like_line(&race, |_| address.clone(), LIMIT).await;
     app.firestore.settled(LIMIT).await;
 
-    let tokens: HashMap<String, String> = race
-        .iter()
-        .filter_map(|event| {
-            Some((
-                event["replyToken"].as_str()?.to_owned(),
-                event["source"]["userId"].as_str()?.to_owned(),
-            ))
-        })
-        .collect();
     let mut offers: HashMap<String, Vec<String>> = HashMap::new();
-    for call in app.line.accepted() {
-        // Offers answer the event by reply; a push would name its user.
-        let Some(user) = call
-            .reply_token()
-            .and_then(|token| tokens.get(token).cloned())
-            .or_else(|| call.to().map(str::to_owned))
-        else {
-            continue;
-        };
+    for (user, call) in app.line.accepted_by_user(&race) {
         for text in call.texts().into_iter().filter(|text| text.ends_with("offer")) {
             offers.entry(user.clone()).or_default().push(text);
         }

@@ -92,6 +92,34 @@ async fn stored_funnel(app: &TestApp, node: &str) -> (usize, usize) {
     (sent, answered)
 }
 
+/// The console's login form as a client without a browser gets it: the
+/// `Set-Cookie` header of the form's pairing cookie, that cookie as a request
+/// sends it back (`name=value`), and the form's CSRF token.
+pub(crate) struct LoginForm {
+    pub(crate) set_cookie: String,
+    pub(crate) pair: String,
+    pub(crate) csrf: String,
+}
+
+pub(crate) async fn login_form(client: &reqwest::Client, address: &str) -> LoginForm {
+    let page = client
+        .get(format!("{address}/console/login"))
+        .send()
+        .await
+        .expect("service reachable");
+    assert_eq!(page.status(), 200);
+    let set_cookie = page.headers()["set-cookie"].to_str().expect("a cookie").to_owned();
+    let pair = set_cookie.split(';').next().unwrap_or_default().to_owned();
+    let body = page.text().await.expect("the form");
+    let csrf = body
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the form's token")
+        .to_owned();
+    LoginForm { set_cookie, pair, csrf }
+}
+
 async fn log_in(browser: &Browser, address: &str, token: &str) {
     browser.goto(&format!("{address}/console/login")).await;
     browser.fill("#token", token).await;
@@ -345,23 +373,13 @@ async fn the_console_is_off_without_an_admin_token_and_sets_strict_cookies() {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
-    let page = client
-        .get(format!("{}/console/login", app.address))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(page.status(), 200);
-    let login_cookie = page.headers()["set-cookie"].to_str().unwrap().to_owned();
+    let LoginForm {
+        set_cookie: login_cookie,
+        pair,
+        csrf,
+    } = login_form(&client, &app.address).await;
     assert!(login_cookie.contains("HttpOnly") && login_cookie.contains("SameSite=Strict"));
     assert!(!login_cookie.contains("Secure"), "on localhost: {login_cookie}");
-    let body = page.text().await.unwrap();
-    let csrf = body
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("the form's token")
-        .to_owned();
-    let pair = login_cookie.split(';').next().unwrap().to_owned();
     let form = |token: &str, csrf: &str| format!("token={token}&csrf={csrf}");
 
     // Under another host name the cookies are Secure.

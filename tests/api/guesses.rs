@@ -79,25 +79,7 @@ async fn wrong_console_logins_count_and_block_the_login() {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
-    let page = client
-        .get(format!("{}/console/login", app.address))
-        .send()
-        .await
-        .unwrap();
-    let pair = page.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
-    let body = page.text().await.unwrap();
-    let csrf = body
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("the form's token")
-        .to_owned();
+    let crate::console::LoginForm { pair, csrf, .. } = crate::console::login_form(&client, &app.address).await;
     let login = |token: String| {
         client
             .post(format!("{}/console/login", app.address))

@@ -192,24 +192,9 @@ async fn a_profile_that_is_refused_failing_or_slow_renders_the_fallback() {
             .is_empty()
     );
     app.settled().await;
-    let replies: HashMap<String, String> = starts
-        .iter()
-        .filter_map(|event| {
-            Some((
-                event["replyToken"].as_str()?.to_owned(),
-                event["source"]["userId"].as_str()?.to_owned(),
-            ))
-        })
-        .collect();
     let mut greeted: HashMap<String, Vec<String>> = HashMap::new();
-    for call in app.line.accepted() {
-        let user = call
-            .to()
-            .map(str::to_owned)
-            .or_else(|| call.reply_token().and_then(|token| replies.get(token).cloned()));
-        if let Some(user) = user {
-            greeted.entry(user).or_default().push(all_texts(&call)[0].clone());
-        }
+    for (user, call) in app.line.accepted_by_user(&starts) {
+        greeted.entry(user).or_default().push(all_texts(&call)[0].clone());
     }
     let mut named = 0;
     for (index, user) in users.iter().enumerate() {

@@ -464,24 +464,9 @@ fn the_line_stand_in_refuses_content_over_lines_limits() {
 /// Which user each accepted call reached: pushes name them, replies through
 /// the reply tokens of `events`.
 fn texts_received(app: &TestApp, events: &[Value]) -> std::collections::HashMap<String, Vec<String>> {
-    let tokens: std::collections::HashMap<String, String> = events
-        .iter()
-        .filter_map(|event| {
-            Some((
-                event["replyToken"].as_str()?.to_owned(),
-                event["source"]["userId"].as_str()?.to_owned(),
-            ))
-        })
-        .collect();
     let mut received: std::collections::HashMap<String, Vec<String>> = std::collections::HashMap::new();
-    for call in app.line.accepted() {
-        let user = match call.to() {
-            Some(to) => Some(to.to_owned()),
-            None => call.reply_token().and_then(|token| tokens.get(token)).cloned(),
-        };
-        if let Some(user) = user {
-            received.entry(user).or_default().extend(call.texts());
-        }
+    for (user, call) in app.line.accepted_by_user(events) {
+        received.entry(user).or_default().extend(call.texts());
     }
     received
 }

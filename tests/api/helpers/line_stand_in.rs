@@ -555,6 +555,26 @@ impl LineStandIn {
         self.calls().into_iter().filter(Call::is_accepted).collect()
     }
 
+    /// Accepted calls with the user each reached: a push names its user, a
+    /// reply is matched to its user through the reply tokens of `events`
+    /// (calls matching neither are left out).
+    pub fn accepted_by_user(&self, events: &[Value]) -> Vec<(String, Call)> {
+        let users: HashMap<&str, &str> = events
+            .iter()
+            .filter_map(|event| Some((event["replyToken"].as_str()?, event["source"]["userId"].as_str()?)))
+            .collect();
+        self.accepted()
+            .into_iter()
+            .filter_map(|call| {
+                let user = call
+                    .to()
+                    .or_else(|| call.reply_token().and_then(|token| users.get(token).copied()))?
+                    .to_owned();
+                Some((user, call))
+            })
+            .collect()
+    }
+
     /// Accepted calls that carried `text` in one of their messages.
     pub fn accepted_with_text(&self, text: &str) -> usize {
         self.accepted()
