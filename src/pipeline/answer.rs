@@ -16,7 +16,7 @@ use super::typed::{answer_record, answered, open_question};
 use super::work::Work;
 use super::worker::EventWorker;
 use crate::engine::AnswerPlan;
-use crate::ids::{LineUserId, NodeId, RunId, ScenarioId, TimerKind, timer_id};
+use crate::ids::{TimerKind, timer_id};
 use crate::outbound::StagedAction;
 use crate::store::{AnswerRecord, Effect, TimerState};
 
@@ -56,17 +56,7 @@ impl EventWorker {
         for _ in 0..COMMIT_ROUNDS {
             // The question's own reminder and expiry: an expiry that fired
             // first closed it; the answer cancels the pending ones.
-            let cancels = match self
-                .question_timers(
-                    &plan.scenario,
-                    plan.scenario_version,
-                    &plan.node,
-                    &plan.user,
-                    plan.run.as_ref(),
-                    work.event_time_ms,
-                )
-                .await?
-            {
+            let cancels = match self.question_timers(plan, work.event_time_ms).await? {
                 AskedTimers::Pending(pending) => pending,
                 AskedTimers::Expired => {
                     self.done_without_effect(hold)?;
@@ -164,17 +154,14 @@ impl EventWorker {
     /// question expired before the answer.
     pub(super) async fn question_timers(
         &self,
-        scenario: &ScenarioId,
-        version: u32,
-        node: &NodeId,
-        user: &LineUserId,
-        run: Option<&RunId>,
+        plan: &AnswerPlan,
         event_ms: i64,
     ) -> Result<AskedTimers, crate::store::StoreError> {
-        let Some(run) = run else {
+        let (scenario, node, user) = (&plan.scenario, &plan.node, &plan.user);
+        let Some(run) = plan.run.as_ref() else {
             return Ok(AskedTimers::Pending(Vec::new()));
         };
-        let engine = self.versions.engine_for(scenario, version).await?;
+        let engine = self.versions.engine_for(scenario, plan.scenario_version).await?;
         let asks_timers = engine
             .scenario(scenario)
             .and_then(|loaded| loaded.question_timers(node))

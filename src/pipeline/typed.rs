@@ -9,6 +9,7 @@
 
 use super::hold::{Failure, Found, Hold};
 use super::processed::Processed;
+use super::timers::AskedTimers;
 use super::work::Work;
 use super::worker::EventWorker;
 use super::{PipelineError, asked_on};
@@ -252,10 +253,21 @@ impl EventWorker {
             staged.renew_lease(&self.store);
         }
         let timers = self.schedule(&plan.user, &plan.timers).await?;
+        // As for a tap: an expiry due before the text was sent closed the
+        // question (whether or not it has fired yet), and the answer cancels the
+        // question's pending reminder and expiry in its own commit.
+        let cancels = match self.question_timers(plan, work.event_time_ms).await? {
+            AskedTimers::Pending(pending) => pending,
+            AskedTimers::Expired => {
+                self.done_forgetting(hold, Some(message)).await?;
+                return Ok(Round::Done(Processed::QuestionExpired));
+            }
+        };
         let record = AnswerRecord {
             question: Some(change),
             message: Some(message),
             timers: &timers,
+            cancels: &cancels,
             user_read,
             ..answer_record(work, plan, self.versions.current(), self.clock.now())
         };

@@ -621,6 +621,16 @@ mod tests {
                 r#"min "1/1/2026" is not in the Date format"#,
             ),
             (
+                QUESTIONS.replace(r#"next = "when""#, "next = \"when\"\nexpire_after = \"2d\""),
+                r#"node "age": expire_after of 2days is longer than the answer_window of 1day"#,
+            ),
+            (
+                QUESTIONS
+                    .replace(r#"id = "profile""#, "id = \"profile\"\nanswer_window = \"2h\"")
+                    .replace(r#"min = "2026-01-01""#, "min = \"2026-01-01\"\nexpire_after = \"3h\""),
+                r#"node "when": expire_after of 3h is longer than the answer_window of 2h"#,
+            ),
+            (
                 QUESTIONS.replace(r#"id = "profile""#, "id = \"profile\"\nanswer_window = \"soon\""),
                 r#"answer_window "soon" is not a duration"#,
             ),
@@ -1169,7 +1179,7 @@ mod tests {
 
     #[test]
     fn the_sample_scenarios_load() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let dir = crate::repo_path("scenarios");
         let scenarios = load_dir(&dir).unwrap_or_else(|error| panic!("{error}"));
         assert_eq!(scenarios.len(), 8);
         for loaded in scenarios.iter() {

@@ -5,8 +5,8 @@ use super::limits::*;
 use super::postback::Postback;
 use super::walk::{WalkError, walk_every_way};
 use super::{
-    Node, Scenario, SurveyNode, SurveyStyle, TriggerOn, effective_start, normalize_keyword, parse_duration,
-    parse_quiet_hours, parse_time_zone,
+    DEFAULT_ANSWER_WINDOW, Node, QuestionTimers, Scenario, SurveyNode, SurveyStyle, TriggerOn, effective_start,
+    normalize_keyword, parse_duration, parse_quiet_hours, parse_time_zone,
 };
 use crate::ids::{NodeId, check_id};
 use std::collections::{HashMap, HashSet};
@@ -320,10 +320,16 @@ fn check_node(scenario: &Scenario, node: &Node, report: &mut Report<'_>) {
     check_answer_field(report, node);
     check_notices(report, node);
     if let Some(spec) = node.timer_spec() {
-        if let Err(problems) = spec.compile() {
-            for problem in problems {
-                report.node_problem(node.id(), problem);
+        match spec.compile() {
+            Err(problems) => {
+                for problem in problems {
+                    report.node_problem(node.id(), problem);
+                }
             }
+            Ok(Some(timers)) if matches!(node, Node::TextQuestion(_) | Node::DateQuestion(_)) => {
+                check_expiry_within_window(scenario, node, &timers, report);
+            }
+            Ok(_) => {}
         }
         if let Some(text) = spec.remind_text {
             report.text(node.id(), "remind_text", text, MAX_TEXT_MESSAGE_CHARS);
@@ -981,4 +987,31 @@ pub(super) fn check_set(scenarios: &[(&Scenario, &Path)]) -> Vec<ScenarioError> 
 
 fn utf16(text: &str) -> usize {
     Counting::Utf16.count(text)
+}
+
+/// A text or date question answers only within the scenario's answer window, so
+/// an expiry later than the window would leave the question open (no `on_expire`
+/// yet) while every answer is already refused.
+fn check_expiry_within_window(scenario: &Scenario, node: &Node, timers: &QuestionTimers, report: &mut Report<'_>) {
+    let Some(expire) = timers.expire_after else {
+        return;
+    };
+    let window = match scenario.answer_window.as_deref().map(parse_duration) {
+        None => DEFAULT_ANSWER_WINDOW,
+        Some(Ok(window)) => window,
+        // Reported on its own above.
+        Some(Err(_)) => return,
+    };
+    if expire > window {
+        report.node_problem(
+            node.id(),
+            format!(
+                "expire_after of {} is longer than the answer_window of {}: \
+                 an answer typed after the window is refused while the question has not expired; \
+                 shorten expire_after or set a longer answer_window",
+                humantime::format_duration(expire),
+                humantime::format_duration(window)
+            ),
+        );
+    }
 }

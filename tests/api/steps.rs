@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 fn steps_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/steps")
+    crate::helpers::repo_path("tests/fixtures/steps")
 }
 
 fn step_scenarios(config: &mut Config) {
@@ -278,6 +278,33 @@ async fn a_typed_question_expires_and_a_late_text_is_not_its_answer() {
     app.deliver(&app.sent_now(&text(&user, "Taro"))).await;
     assert_eq!(app.firestore.count("survey_responses").await, 0);
     assert_eq!(app.line.accepted_with_text("Nice name!"), 0);
+}
+
+#[tokio::test]
+async fn a_text_sent_after_the_expiry_is_due_records_nothing_even_before_the_expiry_fires() {
+    let app = app().await;
+    let user = events::new_user();
+    app.deliver(&text(&user, "nickname")).await;
+    assert!(is_about(scheduled_delay(&app.firestore, &user, "ask").await, HOUR));
+    // LINE's timestamp says the text came after the expiry was due; the service's
+    // clock has not reached it, so the expiry has not fired yet.
+    let late = i64::try_from((HOUR + A_LITTLE).as_millis()).unwrap();
+    app.deliver(&events::with_timestamp(&text(&user, "Taro"), app.now_ms() + late))
+        .await;
+    app.firestore.settled(Duration::from_secs(20)).await;
+    assert_eq!(
+        app.firestore.count("survey_responses").await,
+        0,
+        "no answer after expiry"
+    );
+    assert_eq!(app.line.accepted_with_text("Nice name!"), 0);
+    // The expiry still fires once, with its own message.
+    app.advance_clock(HOUR + A_LITTLE).await;
+    wait_until(Duration::from_secs(20), || {
+        pushes_with(&app.line, &user, "Too late for a nickname.").len() == 1
+    })
+    .await;
+    assert_eq!(app.firestore.count("survey_responses").await, 0);
 }
 
 #[tokio::test]
