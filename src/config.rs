@@ -1,6 +1,7 @@
 //! Every setting, read from the environment once at start. A missing or invalid
 //! required setting stops start-up with a message that names the variable.
 
+use crate::log_ids::LogUserIds;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -31,6 +32,9 @@ pub struct Config {
     pub admin_token: Option<String>,
     pub legacy_answer_lookup: bool,
     pub log_format: LogFormat,
+    /// How LINE user ids appear in the log (`LOG_USER_IDS`: `hashed`, the
+    /// default, or `plain`).
+    pub log_user_ids: LogUserIds,
     pub max_body_bytes: usize,
     pub firestore_timeout: Duration,
     /// Upper bound for one page of a background or admin scan (audiences,
@@ -184,6 +188,16 @@ impl Config {
                     return Err(ConfigError::Invalid {
                         name: "LOG_FORMAT",
                         problem: format!("{other:?} is not json or pretty"),
+                    });
+                }
+            },
+            log_user_ids: match get("LOG_USER_IDS").as_deref() {
+                None | Some("hashed") => LogUserIds::Hashed,
+                Some("plain") => LogUserIds::Plain,
+                Some(other) => {
+                    return Err(ConfigError::Invalid {
+                        name: "LOG_USER_IDS",
+                        problem: format!("{other:?} is not hashed or plain"),
                     });
                 }
             },
@@ -535,6 +549,30 @@ mod tests {
         assert_eq!(refused_setting(built.validate().map(|()| built.clone())), "CLOCK");
         assert_eq!(deployed(&[]).unwrap().clock, ClockKind::System, "the default");
         assert_eq!(deployed(&[("CLOCK", "system")]).unwrap().clock, ClockKind::System);
+    }
+
+    #[test]
+    fn user_ids_are_hashed_in_the_log_unless_plain_is_asked_for() {
+        let cases = [
+            (None, Ok(LogUserIds::Hashed)),
+            (Some("hashed"), Ok(LogUserIds::Hashed)),
+            (Some("plain"), Ok(LogUserIds::Plain)),
+            (
+                Some("Plain"),
+                Err("LOG_USER_IDS is invalid: \"Plain\" is not hashed or plain"),
+            ),
+            (
+                Some("clear"),
+                Err("LOG_USER_IDS is invalid: \"clear\" is not hashed or plain"),
+            ),
+        ];
+        for (value, expected) in cases {
+            let settings: Vec<(&str, &str)> = value.map(|value| ("LOG_USER_IDS", value)).into_iter().collect();
+            let got = deployed(&settings)
+                .map(|config| config.log_user_ids)
+                .map_err(|error| error.to_string());
+            assert_eq!(got, expected.map_err(str::to_owned), "LOG_USER_IDS={value:?}");
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@ use crate::engine::Engine;
 use crate::http::AppState;
 use crate::http::routes::{self, MainRoutes};
 use crate::line::client::LineClient;
+use crate::log_ids::UserIdHasher;
 use crate::metrics::Metrics;
 use crate::outbound::{Courier, RetryPolicy};
 use crate::pipeline::campaigns::Campaigns;
@@ -46,6 +47,10 @@ pub struct Application {
 impl Application {
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         config.validate()?;
+        // Before anything logs a user: ids in the log are a keyed hash unless
+        // LOG_USER_IDS=plain (the timeline shows the same hash).
+        let user_ids = UserIdHasher::new(&config.channel_secret);
+        crate::log_ids::install(config.log_user_ids, &user_ids);
         let scenarios = load_dir(&config.scenarios_dir).map_err(|error| anyhow::anyhow!("{error}"))?;
         // One clock for every service, so a move of the test clock is seen by all.
         let clock = match config.clock {
@@ -188,7 +193,7 @@ impl Application {
             ),
             results: Results::new(engine.clone(), store.clone()),
             exporter: Exporter::new(engine.clone(), store.clone()),
-            timelines: Timelines::new(store.clone()),
+            timelines: Timelines::new(store.clone(), user_ids),
             user_profiles: crate::reports::users::UserProfiles::new(store.clone()),
             manual_sender: ManualSender::new(engine, store.clone(), courier, personal, clock.clone()),
             campaigns,

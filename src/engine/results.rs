@@ -405,7 +405,7 @@ mod tests {
     }
 
     fn engine() -> Engine {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let dir = crate::repo_path("scenarios");
         let scenarios = crate::scenario::load_dir(&dir).expect("the samples load");
         Engine::new(std::sync::Arc::new(scenarios))
     }

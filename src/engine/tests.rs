@@ -6,12 +6,11 @@ use crate::line::webhook::EventParse;
 use crate::scenario::load_dir;
 use crate::scenario::typed::AnswerValue;
 use serde_json::{Value, json};
-use std::path::Path;
 
 const USER: &str = "U0123456789abcdef0123456789abcdef";
 
 fn engine() -> Engine {
-    let scenarios = load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")).expect("the samples load");
+    let scenarios = load_dir(&crate::repo_path("scenarios")).expect("the samples load");
     Engine::new(Arc::new(scenarios))
 }
 
@@ -437,7 +436,7 @@ fn a_reminder_renews_the_answer_window_not_the_asking() {
 
 #[test]
 fn an_answer_plans_its_question_choice_field_and_follow_up_actions_in_order() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/actions");
+    let dir = crate::repo_path("tests/fixtures/actions");
     let engine = Engine::new(Arc::new(load_dir(&dir).expect("the actions fixture loads")));
     let parsed = |raw: &Value| match Event::parse(raw) {
         EventParse::Parsed(event) => engine.decide(&event),

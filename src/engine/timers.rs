@@ -317,11 +317,10 @@ fn still_asked(node: &Node, timer: &DueTimer, seen: &FiringSeen) -> Result<(), S
 mod tests {
     use super::*;
     use crate::scenario::load_dir;
-    use std::path::Path;
     use std::sync::Arc;
 
     fn engine() -> Engine {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let dir = crate::repo_path("scenarios");
         Engine::new(Arc::new(load_dir(&dir).expect("the samples load")))
     }
 

@@ -180,7 +180,7 @@ impl LineClient {
             Err(_) => LineStatus::Error,
         };
         series::line_call("/v2/bot/profile", called, started.elapsed());
-        let response = response.map_err(|error| SendError::NoAnswer(error.to_string()))?;
+        let response = response.map_err(|error| SendError::NoAnswer(error.without_url().to_string()))?;
         match response.status().as_u16() {
             200 => match response.json::<Profile>().await {
                 Ok(profile) => Ok(profile.display_name),
@@ -237,9 +237,9 @@ impl LineClient {
         series::line_call(path, called, started.elapsed());
         let response = response.map_err(|error| {
             if error.is_connect() {
-                SendError::Unreachable(error.to_string())
+                SendError::Unreachable(error.without_url().to_string())
             } else {
-                SendError::NoAnswer(error.to_string())
+                SendError::NoAnswer(error.without_url().to_string())
             }
         })?;
         let status = response.status().as_u16();

@@ -115,7 +115,7 @@ impl Courier {
     /// Makes one call for the action and records the outcome, conditional on
     /// `version` (the version this sender holds). Store errors while recording are logged: the lease then runs out
     /// and the sweeper settles the entry again.
-    #[tracing::instrument(skip_all, fields(ledger.id = ledger_id, user.id = %doc.line_user_id))]
+    #[tracing::instrument(skip_all, fields(ledger.id = ledger_id, user.id = %crate::log_ids::logged(&doc.line_user_id)))]
     pub(crate) async fn deliver(&self, ledger_id: &str, doc: &LedgerDoc, version: Version, origin: Origin) -> Delivery {
         let Some((Turn { settlement, attempted }, version)) = self.turn(ledger_id, doc, version, origin).await else {
             tracing::info!(

@@ -119,7 +119,7 @@ impl Ingest {
                 event.id = %event.webhook_event_id,
                 event.kind = %event.type_name,
                 event.redelivery = event.delivery_context.is_redelivery,
-                user.id = event.user_id().unwrap_or("-"),
+                user.id = %crate::log_ids::logged(event.user_id().unwrap_or("-")),
             );
             match self
                 .store_event(destination, event, turn, previous.as_ref())

@@ -129,7 +129,7 @@ impl ManualSender {
         let results = futures::stream::iter(users.iter().zip(keys))
             .map(|(user, key)| async move {
                 let result = self.send_one(key, scenario, user).await;
-                tracing::info!(scenario.id = %scenario, user.id = %user, send.result = result.as_str(), "manual send");
+                tracing::info!(scenario.id = %scenario, user.id = %crate::log_ids::logged(user.as_str()), send.result = result.as_str(), "manual send");
                 (user.clone(), result)
             })
             .buffered(SEND_CONCURRENCY)

@@ -55,7 +55,7 @@ impl TimerCancels {
                 .end_timer(id, timer.version, TimerState::Cancelled, OPERATOR_CANCEL)
                 .await?
             {
-                tracing::info!(timer.id = %id, user.id = %user, outcome = "cancelled", "timer cancelled by an operator");
+                tracing::info!(timer.id = %id, user.id = %crate::log_ids::logged(user.as_str()), outcome = "cancelled", "timer cancelled by an operator");
                 return Ok(());
             }
         }

@@ -182,7 +182,7 @@ impl TimerFirer {
             "timer",
             timer.id = %job.id,
             timer.kind = job.doc.kind.as_str(),
-            user.id = %job.doc.line_user_id,
+            user.id = %crate::log_ids::logged(&job.doc.line_user_id),
             scenario.id = %job.doc.scenario_id,
         );
         self.fire_claimed(job).instrument(span).await;

@@ -272,6 +272,6 @@ pub(super) fn event_span(work: &Work, inbox_id: &str) -> tracing::Span {
         event.id = %work.webhook_event_id,
         event.kind = %work.event_type,
         inbox.id = inbox_id,
-        user.id = %work.plan.user(),
+        user.id = %crate::log_ids::logged(work.plan.user().as_str()),
     )
 }

@@ -4,6 +4,7 @@
 //! the answer it recorded and the message that answer sent (or see why none was).
 
 use crate::ids::LineUserId;
+use crate::log_ids::UserIdHasher;
 use crate::scenario::typed::AnswerValue;
 use crate::store::{
     DeadLetterDoc, OpenQuestionDoc, Store, StoreError, TimerDoc, UserAnswer, UserEvent, UserMessage, UserRecord,
@@ -28,6 +29,9 @@ pub(crate) const MAX_ENTRIES: usize = 500;
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Timeline {
     pub(crate) user_id: String,
+    /// What the log shows for this user (`LOG_USER_IDS=hashed`, the default):
+    /// search the log for it to find the user's lines.
+    pub(crate) user_id_hash: String,
     /// `users/{id}`; absent when the service never saw the user.
     pub(crate) user: Option<UserSummary>,
     pub(crate) open_question: Option<OpenQuestion>,
@@ -156,11 +160,12 @@ pub(crate) struct Caused {
 #[derive(Clone)]
 pub(crate) struct Timelines {
     store: Store,
+    user_ids: UserIdHasher,
 }
 
 impl Timelines {
-    pub(crate) fn new(store: Store) -> Self {
-        Self { store }
+    pub(crate) fn new(store: Store, user_ids: UserIdHasher) -> Self {
+        Self { store, user_ids }
     }
 
     /// The story of `user`, newest first, at most `limit` entries.
@@ -215,6 +220,7 @@ impl Timelines {
         let (entries, cut) = newest_first(entries, limit);
         Ok(Timeline {
             user_id: user.as_str().to_owned(),
+            user_id_hash: self.user_ids.hash(user.as_str()),
             user: records.user.map(summary),
             open_question: records.open_question.map(open_question),
             entries,

@@ -7,13 +7,12 @@ use crate::helpers::tcp_proxy::TcpProxy;
 use crate::helpers::{TestApp, TestOptions, emulator_host, events, sorted, spawn_app_with};
 use line_survey::config::Config;
 use serde_json::{Value, json};
-use std::path::PathBuf;
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(120);
 
 fn actions_scenarios(config: &mut Config) {
-    config.scenarios_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/actions");
+    config.scenarios_dir = crate::helpers::repo_path("tests/fixtures/actions");
 }
 
 fn options() -> TestOptions {

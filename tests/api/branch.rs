@@ -10,13 +10,12 @@ use crate::helpers::{TestApp, TestOptions, spawn_app_with};
 use line_survey::config::Config;
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(180);
 
 fn branch_scenarios(config: &mut Config) {
-    config.scenarios_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/branch");
+    config.scenarios_dir = crate::helpers::repo_path("tests/fixtures/branch");
 }
 
 async fn give_vip(app: &TestApp, user: &str) {

@@ -2,13 +2,13 @@
 //! them (the built binary, no Firestore, no LINE).
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_line-survey");
 
 fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+    crate::helpers::repo_path(path)
 }
 
 fn run(args: &[&str], stdin: Option<&str>) -> Output {

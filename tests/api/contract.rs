@@ -9,10 +9,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn shared_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("LINE_SHARED_DIR").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"),
-        PathBuf::from,
-    );
+    let dir = std::env::var_os("LINE_SHARED_DIR").map_or_else(|| crate::helpers::repo_path("../shared"), PathBuf::from);
     if !(dir.join("line-openapi/messaging-api.yml").exists() && dir.join("tools/line_contract.py").exists()) {
         println!("NOTICE: {} has no LINE schemas; contract check skipped", dir.display());
         return None;
@@ -42,7 +39,7 @@ fn run_python(args: &[&std::ffi::OsStr]) -> (bool, String) {
 #[test]
 fn webhook_fixtures_match_the_webhook_schema() {
     let Some(shared) = shared_dir() else { return };
-    let checker = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/contract/check_webhook.py");
+    let checker = crate::helpers::repo_path("tests/contract/check_webhook.py");
     let mut fixtures: Vec<PathBuf> = std::fs::read_dir(events::fixture_path(""))
         .unwrap()
         .map(|entry| entry.unwrap().path())
@@ -61,7 +58,7 @@ fn webhook_fixtures_match_the_webhook_schema() {
 fn the_checker_catches_a_broken_event() {
     // Guards against a checker that passes everything.
     let Some(shared) = shared_dir() else { return };
-    let checker = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/contract/check_webhook.py");
+    let checker = crate::helpers::repo_path("tests/contract/check_webhook.py");
     let mut broken = events::fixture("text_message.json");
     broken["events"][0].as_object_mut().unwrap().remove("deliveryContext");
     broken["events"][0]["message"]

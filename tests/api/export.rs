@@ -9,7 +9,6 @@ use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use line_survey::config::Config;
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 const ZONE: chrono_tz::Tz = chrono_tz::Asia::Kolkata;
@@ -25,7 +24,7 @@ const HEADER: [&str; 8] = [
 ];
 
 pub fn export_scenarios(config: &mut Config) {
-    config.scenarios_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/export");
+    config.scenarios_dir = crate::helpers::repo_path("tests/fixtures/export");
 }
 
 async fn app() -> TestApp {

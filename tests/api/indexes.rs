@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 fn indexes() -> Value {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("firestore.indexes.json");
+    let path = crate::helpers::repo_path("firestore.indexes.json");
     serde_json::from_str(&std::fs::read_to_string(path).expect("firestore.indexes.json exists")).expect("it is JSON")
 }
 

@@ -23,6 +23,7 @@ mod guards;
 mod guesses;
 mod inbox;
 mod indexes;
+mod logs;
 mod metrics;
 mod notices;
 mod outage;

@@ -8,7 +8,6 @@ use crate::helpers::storm::send_all;
 use crate::helpers::{TestApp, TestOptions, spawn_app_with};
 use line_survey::config::Config;
 use serde_json::{Value, json};
-use std::path::PathBuf;
 use std::time::Duration;
 
 const ANSWERED: &str = "ご回答済みです。ありがとうございました。";
@@ -16,7 +15,7 @@ const HINT: &str = "下のボタンから日付を選んでください。";
 const PICKED: &str = "日付は登録済みです。";
 
 fn notice_scenarios(config: &mut Config) {
-    config.scenarios_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/notices");
+    config.scenarios_dir = crate::helpers::repo_path("tests/fixtures/notices");
 }
 
 async fn app() -> TestApp {

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 fn personal_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/personal")
+    crate::helpers::repo_path("tests/fixtures/personal")
 }
 
 fn personal_scenarios(config: &mut Config) {

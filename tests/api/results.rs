@@ -8,7 +8,6 @@ use crate::helpers::storm::send_all;
 use crate::helpers::{TestApp, TestOptions, spawn_app, spawn_app_with};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 async fn results(app: &TestApp, scenario: &str, query: &str) -> Value {
     let response = app
@@ -135,7 +134,7 @@ async fn the_totals_equal_the_answer_documents_after_a_duplicate_storm() {
 async fn a_free_text_question_lists_its_latest_answers_newest_first() {
     let app = spawn_app_with(TestOptions {
         adjust: |config| {
-            config.scenarios_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/typed");
+            config.scenarios_dir = crate::helpers::repo_path("tests/fixtures/typed");
         },
         ..TestOptions::default()
     })

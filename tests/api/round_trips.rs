@@ -64,7 +64,7 @@ async fn each_kind_of_event_costs_the_round_trips_of_its_target() {
 async fn a_branch_split_and_name_cost_one_extra_read_per_decision() {
     let app = crate::helpers::spawn_app_with(crate::helpers::TestOptions {
         adjust: |config| {
-            config.scenarios_dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/load/scenarios");
+            config.scenarios_dir = crate::helpers::repo_path("benches/load/scenarios");
         },
         ..crate::helpers::TestOptions::default()
     })

@@ -28,7 +28,7 @@ async fn with_the_rules_loaded_an_unauthenticated_client_can_neither_read_nor_wr
         .await;
     assert_eq!(open, StatusCode::OK);
 
-    let rules = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/firestore.rules")).unwrap();
+    let rules = std::fs::read_to_string(crate::helpers::repo_path("firestore.rules")).unwrap();
     firestore.load_rules(&rules).await;
 
     for collection in [

@@ -3,11 +3,10 @@
 use crate::helpers::{TestOptions, line_stand_in::LineStandIn, test_config};
 use line_survey::scenario::{Node, Validation, load_dir};
 use line_survey::startup::Application;
-use std::path::Path;
 
 #[test]
 fn the_sample_scenarios_load_and_use_every_node_kind() {
-    let scenarios = load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")).expect("samples are valid");
+    let scenarios = load_dir(&crate::helpers::repo_path("scenarios")).expect("samples are valid");
     let mut kinds = std::collections::BTreeSet::new();
     for scenario in scenarios.iter() {
         for node in &scenario.scenario.nodes {

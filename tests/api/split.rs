@@ -13,13 +13,12 @@ use line_survey::config::Config;
 use serde_json::Value;
 use sha2::Digest;
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(240);
 
 fn split_scenarios(config: &mut Config) {
-    config.scenarios_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/split");
+    config.scenarios_dir = crate::helpers::repo_path("tests/fixtures/split");
 }
 
 /// The arm the README documents: SHA-256 of `ab`, NUL, `opening`, NUL, the

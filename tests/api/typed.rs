@@ -8,7 +8,6 @@ use crate::helpers::storm::post_event;
 use crate::helpers::{TestApp, TestOptions, spawn_app_with};
 use line_survey::config::Config;
 use serde_json::{Value, json};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 const AGE: &str = "How old are you?";
@@ -21,7 +20,7 @@ const DEFAULT_INVALID: &str =
     "入力内容を確認して、もう一度送ってください。(Please check your answer and send it again.)";
 
 fn typed_scenarios(config: &mut Config) {
-    config.scenarios_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/typed");
+    config.scenarios_dir = crate::helpers::repo_path("tests/fixtures/typed");
 }
 
 /// The typed scenarios, on a clock the test can move (answer windows).
@@ -628,7 +627,7 @@ async fn send_event_py_sends_a_date_pickers_answer() {
         .as_str()
         .expect("postback data")
         .to_owned();
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/send-event.py");
+    let script = crate::helpers::repo_path("scripts/send-event.py");
     let (address, who) = (app.address.clone(), user.clone());
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new("python3")

@@ -1,11 +1,10 @@
 use super::*;
 use crate::scenario::load_dir;
 use serde_json::json;
-use std::path::Path;
 use std::sync::Arc;
 
 fn engine() -> Engine {
-    let scenarios = load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")).expect("the samples load");
+    let scenarios = load_dir(&crate::repo_path("scenarios")).expect("the samples load");
     Engine::new(Arc::new(scenarios))
 }
 

@@ -297,6 +297,9 @@ pub(crate) fn user(nav: &Nav, query: &str, story: Option<&serde_json::Value>, er
             @if let Some(story) = story {
                 section id="timeline" {
                     h2 { (story["userId"].as_str().unwrap_or_default()) }
+                    p id="log-hash" class="muted" {
+                        "In the log: " code { (story["userIdHash"].as_str().unwrap_or_default()) }
+                    }
                     p class="muted" {
                         @match story["user"]["following"].as_bool() {
                             Some(true) => "Following",

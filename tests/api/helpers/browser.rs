@@ -172,10 +172,8 @@ impl Browser {
 
     /// Saves a PNG of the page as `target/console-screenshots/{name}.png`.
     pub async fn screenshot(&self, name: &str) {
-        let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"),
-            PathBuf::from,
-        );
+        let target =
+            std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| crate::helpers::repo_path("target"), PathBuf::from);
         let dir = target.join("console-screenshots");
         std::fs::create_dir_all(&dir).expect("the screenshot folder");
         let png = self.client.screenshot().await.expect("a screenshot");

@@ -42,9 +42,10 @@ impl DedicatedEmulator {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         // A cold emulator is slow for its first operations: warm it up.
-        let warm = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/warm_emulator.py");
+        let warm = crate::helpers::repo_path("scripts/warm_emulator.py");
         let status = Command::new("python3")
-            .args([warm, &emulator.host, "400"])
+            .arg(warm)
+            .args([&emulator.host, "400"])
             .status()
             .unwrap();
         assert!(status.success());

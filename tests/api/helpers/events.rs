@@ -17,9 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub const DESTINATION: &str = "Ud000000000000000000000000000000d";
 
 pub fn fixture_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/webhook")
-        .join(name)
+    crate::helpers::repo_path("tests/fixtures/webhook").join(name)
 }
 
 pub fn fixture(name: &str) -> Value {

@@ -77,8 +77,18 @@ pub struct TestApp {
     clock_offset_ms: AtomicI64,
 }
 
+/// A path inside the checkout. Read from the environment at run time (cargo and
+/// nextest set `CARGO_MANIFEST_DIR` for the tests they run), not baked in at
+/// compile time: CI's target directory outlives the clone, and a build made in
+/// another checkout must not point the tests at that one's files.
+pub fn repo_path(relative: &str) -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+        .join(relative)
+}
+
 pub fn fixture_scenarios() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/scenarios")
+    crate::helpers::repo_path("tests/fixtures/scenarios")
 }
 
 pub fn test_config(project_id: &str, line_uri: &str, options: &TestOptions) -> Config {
