@@ -64,16 +64,15 @@ impl EventWorker {
                 }
             };
             let question = match &plan.closes {
-                None => plan
-                    .opens
-                    .as_ref()
-                    .map(|opens| super::typed::opening(plan.user.as_str(), opens, None, self.clock.now())),
+                None => plan.opens.as_ref().map(|opens| {
+                    super::typed::opening(plan.user.as_str(), opens, None, work.line_now(self.clock.now()))
+                }),
                 Some(closes) => match self.still_open(plan, closes, work.event_time_ms).await? {
                     Some(read) => Some(answered(
                         plan.user.as_str(),
                         plan.opens.as_ref(),
                         read,
-                        self.clock.now(),
+                        work.line_now(self.clock.now()),
                     )),
                     // A picker tapped after its question was answered gets the
                     // question's answered_text (one read, only when it has one).

@@ -221,7 +221,7 @@ impl Ingest {
             tracing::warn!(outcome = "ignored", reason = "unusable event id", "event acknowledged");
             return Ok(None);
         };
-        let work = Work::new(destination, event, plan, after);
+        let work = Work::new(destination, event, plan, after, self.clock.now_ms());
         let plan = work
             .encode()
             .map_err(|error| PipelineError::Encoding(format!("the plan cannot be encoded: {error}")))?;

@@ -27,7 +27,7 @@ impl OutboundSender {
 
     /// Whether the event's reply token is still worth a reply.
     pub(super) fn reply_is_fresh(&self, work: &Work) -> bool {
-        work.reply_token.is_some() && self.courier.reply_is_fresh(work.event_time_ms)
+        work.reply_token.is_some() && self.courier.reply_is_fresh(work.reply_issued_ms())
     }
 
     /// Sends an action a commit of this instance recorded. Without the entry's

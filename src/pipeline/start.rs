@@ -232,7 +232,7 @@ impl EventWorker {
                     .opens
                     .as_ref()
                     .filter(|_| starts)
-                    .map(|opens| opening(user, opens, None, self.clock.now())),
+                    .map(|opens| opening(user, opens, None, work.line_now(self.clock.now()))),
                 timers: if starts { &timers } else { &[] },
                 action: action.map(StagedAction::entry),
                 // With a branch decided, the user's record is written (and

@@ -182,7 +182,12 @@ impl EventWorker {
                     )
                     .await?;
                     let (then, user_read, prior) = (decided.chain, decided.user_read, decided.read);
-                    let change = answered(plan.user.as_str(), then.opens.as_ref(), version, self.clock.now());
+                    let change = answered(
+                        plan.user.as_str(),
+                        then.opens.as_ref(),
+                        version,
+                        work.line_now(self.clock.now()),
+                    );
                     let outcome = Reaction {
                         messages: &then.messages,
                         change,
@@ -246,7 +251,12 @@ impl EventWorker {
         // A branch the follow-up stopped at is decided now, with this answer.
         let (decided, user_read, prior) = self.decide_follow_up(plan).await?;
         let plan = decided.as_ref().unwrap_or(plan);
-        let change = answered(plan.user.as_str(), plan.opens.as_ref(), read, self.clock.now());
+        let change = answered(
+            plan.user.as_str(),
+            plan.opens.as_ref(),
+            read,
+            work.line_now(self.clock.now()),
+        );
         let (mut follow_up, moved) = self.stage_follow_up(hold, work, plan, prior).await?;
         let user_read = super::personal::Moved::applied(moved, user_read);
         if let Some(staged) = follow_up.as_mut() {

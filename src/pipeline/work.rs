@@ -9,7 +9,12 @@ use crate::line::messages::Message;
 use crate::line::webhook::{Event, EventKind, MessageContent};
 use crate::outbound::{ActionKey, OutboundAction, ReplyContext};
 use crate::store::{InboxKey, MessageKey};
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+
+/// The largest difference between LINE's clock and the service's that
+/// [`Work::line_now`] takes for skew (with the event's delivery time).
+pub(crate) const MAX_SKEW_MS: i64 = 60_000;
 
 /// The decisions that have effects to carry out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -62,6 +67,10 @@ pub(crate) struct Work {
     pub(crate) event_time_ms: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) reply_token: Option<String>,
+    /// When the service stored it, by the service's clock (ms); absent in
+    /// records stored before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) received_ms: Option<i64>,
     /// For a text message: its mark, which an unsend races for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) message: Option<MessageKey>,
@@ -73,7 +82,13 @@ pub(crate) struct Work {
 }
 
 impl Work {
-    pub(crate) fn new(destination: &str, event: &Event, plan: Plan, after: Option<&InboxKey>) -> Self {
+    pub(crate) fn new(
+        destination: &str,
+        event: &Event,
+        plan: Plan,
+        after: Option<&InboxKey>,
+        received_ms: i64,
+    ) -> Self {
         let message = match &event.kind {
             EventKind::Message {
                 message: MessageContent::Text { id, .. },
@@ -85,10 +100,39 @@ impl Work {
             event_type: event.type_name.clone(),
             event_time_ms: event.timestamp,
             reply_token: event.reply_token.clone(),
+            received_ms: Some(received_ms),
             message,
             after: after.map(|key| key.as_str().to_owned()),
             plan,
         }
+    }
+
+    /// Now on LINE's clock, as this event tells it: LINE's timestamp plus how long
+    /// the service has held the event (a difference on the service's own clock),
+    /// so the skew between the two clocks cancels out. A question opened for the
+    /// event is stamped with it, since later answers are judged by their LINE
+    /// timestamps. An event that reached the service more than [`MAX_SKEW_MS`]
+    /// away from its timestamp is a late delivery (or a clock far off), not skew:
+    /// then the service's clock is the better guess.
+    pub(crate) fn line_now(&self, now: DateTime<Utc>) -> DateTime<Utc> {
+        let Some(received) = self.received_ms else {
+            return now;
+        };
+        if received.abs_diff(self.event_time_ms) > MAX_SKEW_MS.unsigned_abs() {
+            return now;
+        }
+        let held = now.timestamp_millis().saturating_sub(received).max(0);
+        DateTime::from_timestamp_millis(self.event_time_ms.saturating_add(held)).unwrap_or(now)
+    }
+
+    /// When the reply token was issued, as the service's clock read then: the
+    /// earlier of LINE's timestamp and the service's receipt, so a token never
+    /// looks younger than it is, whichever clock runs ahead (a service clock
+    /// ahead of LINE's makes tokens look older by the skew: a push instead of a
+    /// reply, never a stale reply).
+    pub(crate) fn reply_issued_ms(&self) -> i64 {
+        self.received_ms
+            .map_or(self.event_time_ms, |received| received.min(self.event_time_ms))
     }
 
     pub(crate) fn encode(&self) -> Result<String, serde_json::Error> {
@@ -126,7 +170,7 @@ impl Work {
             messages: messages.to_vec(),
             reply: self.reply_token.as_ref().filter(|_| reply).map(|token| ReplyContext {
                 token: token.clone(),
-                event_time_ms: self.event_time_ms,
+                event_time_ms: self.reply_issued_ms(),
             }),
             scenario: scenario.clone(),
             webhook_event_id: Some(self.webhook_event_id.clone()),
@@ -146,6 +190,34 @@ mod tests {
     /// card tap, and a text whose keyword starts a scenario.
     const CARD_TAP: &str = r#"{"webhookEventId":"01HX","eventType":"postback","eventTimeMs":1700000000000,"plan":{"kind":"card_tap","user":"Uaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","card_scenario":"cards","card_node":"card","guard":{"scenario":"satisfaction","marker_id":"m1"},"messages":[{"type":"text","text":"hello"}],"opens":{"scenario":"satisfaction","version":2,"node":"name","run":"0123456789abcdef"},"run":"0123456789abcdef","run_version":2,"timers":[{"kind":"remind","scenario":"satisfaction","version":2,"run":"0123456789abcdef","node":"name"}],"asks":"name"}}"#;
     const KEYWORD: &str = r#"{"webhookEventId":"01HY","eventType":"message","eventTimeMs":1700000000000,"plan":{"kind":"text","user":"Uaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","keyword":{"user":"Uaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","scenario":"hours","guard":null,"messages":[{"type":"text","text":"9-17"}]}}}"#;
+
+    #[test]
+    fn line_now_and_the_reply_tokens_age_cancel_the_clocks_skew() {
+        let Ok(mut work) = Work::decode(KEYWORD) else {
+            panic!("a stored text plan reads")
+        };
+        let at = |ms: i64| DateTime::from_timestamp_millis(ms).unwrap_or_default();
+        let event = work.event_time_ms;
+        // (received by the service's clock, now by the service's clock,
+        //  expected LINE now, expected reply token issue time)
+        let cases = [
+            // Clocks agree, held 300 ms.
+            (Some(event + 100), event + 400, event + 300, event),
+            // The service's clock 20 s ahead of LINE's.
+            (Some(event + 20_100), event + 20_400, event + 300, event),
+            // The service's clock 20 s behind.
+            (Some(event - 19_900), event - 19_600, event + 300, event - 19_900),
+            // Delivered 10 minutes late (a redelivery): the service's clock.
+            (Some(event + 600_000), event + 600_300, event + 600_300, event),
+            // A record from before the receipt was kept: the service's clock.
+            (None, event + 20_400, event + 20_400, event),
+        ];
+        for (received, now, line_now, issued) in cases {
+            work.received_ms = received;
+            assert_eq!(work.line_now(at(now)), at(line_now), "received {received:?}, now {now}");
+            assert_eq!(work.reply_issued_ms(), issued, "received {received:?}");
+        }
+    }
 
     #[test]
     fn plans_stored_before_the_shared_run_start_read_and_keep_their_shape() {

@@ -307,6 +307,69 @@ async fn a_text_sent_after_the_expiry_is_due_records_nothing_even_before_the_exp
     assert_eq!(app.firestore.count("survey_responses").await, 0);
 }
 
+/// LINE's clock is 20 s apart from the service's: `ahead_ms` is how far LINE's
+/// timestamps run ahead of the service's clock (negative: the service's clock is
+/// ahead). The stand-in's reply tokens live by LINE's clock.
+const SKEW_MS: i64 = 20_000;
+
+/// A text from `user` as LINE stamps it, `ahead_ms` ahead of the service's clock.
+fn text_at(app: &TestApp, user: &str, words: &str, ahead_ms: i64) -> Value {
+    events::with_timestamp(&text(user, words), app.now_ms() + ahead_ms)
+}
+
+/// The reply calls LINE accepted that used `event`'s token.
+fn replies_to(app: &TestApp, event: &Value) -> usize {
+    let token = event["replyToken"].as_str().unwrap_or_default();
+    app.line
+        .accepted()
+        .into_iter()
+        .filter(|call| call.reply_token() == Some(token))
+        .count()
+}
+
+#[tokio::test]
+async fn a_service_clock_20_s_ahead_of_line_still_takes_a_prompt_typed_answer_and_replies() {
+    let app = app().await;
+    // The service's clock runs 20 s ahead of LINE's (the test's real clock).
+    app.advance_clock(Duration::from_millis(SKEW_MS as u64)).await;
+    let user = events::new_user();
+    let ask = text_at(&app, &user, "nickname", -SKEW_MS);
+    app.deliver(&ask).await;
+    assert_eq!(replies_to(&app, &ask), 1, "the question is a reply");
+    // Typed a moment after the question arrived, by LINE's clock: 20 s before
+    // the service's clock says the question was asked.
+    let answer = text_at(&app, &user, "Taro", -SKEW_MS);
+    app.deliver(&answer).await;
+    assert_eq!(app.firestore.count("survey_responses").await, 1, "the answer counts");
+    assert_eq!(replies_to(&app, &answer), 1, "its follow-up is a reply, not a push");
+    assert_eq!(app.line.accepted_with_text("Nice name!"), 1);
+}
+
+#[tokio::test]
+async fn a_service_clock_20_s_behind_line_still_refuses_a_text_sent_before_the_question() {
+    let app = app().await;
+    let user = events::new_user();
+    // LINE's timestamps run 20 s ahead of the service's clock.
+    let ask = text_at(&app, &user, "nickname", SKEW_MS);
+    app.deliver(&ask).await;
+    assert_eq!(replies_to(&app, &ask), 1, "the question is a reply");
+    // Sent together with the keyword (the same LINE time), before the question
+    // was asked: not its answer, though it is 20 s after the service's clock
+    // stamped the question.
+    let early = events::with_timestamp(&text(&user, "Too early"), ask["timestamp"].as_i64().unwrap());
+    app.deliver(&early).await;
+    assert_eq!(
+        app.firestore.count("survey_responses").await,
+        0,
+        "sent before the question: no answer"
+    );
+    // A prompt answer counts, and its follow-up is a reply.
+    let answer = text_at(&app, &user, "Taro", SKEW_MS);
+    app.deliver(&answer).await;
+    assert_eq!(app.firestore.count("survey_responses").await, 1);
+    assert_eq!(replies_to(&app, &answer), 1, "its follow-up is a reply, not a push");
+}
+
 #[tokio::test]
 async fn unfollow_cancels_the_users_steps_and_follow_is_tracked() {
     let app = app().await;
