@@ -25,6 +25,11 @@
 # one release binary, rounds alternating: CPU per event, ack p99 and round trips
 # per decision, with the scenarios issue's targets (1.2x, one extra round trip).
 # Example: ./scripts/bench.sh --decisions 500
+# --overflow [N] (default 4000) sends a burst of N survey starts (64 in flight) to
+# one release binary with QUEUE_CAPACITY=16 (unless --set names another), so most
+# are stored for any sweeper rather than queued, and reports the time from the
+# last acknowledgement until every user got their start (target 60 s); exit
+# status 1 unless each got exactly one. Example: ./scripts/bench.sh --overflow 4000
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/emulator.sh

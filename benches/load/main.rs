@@ -33,6 +33,10 @@
 //! binary, reporting rows per second and the service's memory while it streams;
 //! it fails unless every answer is in the file exactly once (`export.rs`).
 //!
+//! `--overflow [N]` (default 4,000) sends a burst of N survey starts to one
+//! binary whose queue holds 16 jobs (`QUEUE_CAPACITY`, unless `--set`), and
+//! reports the drain of what overflowed (`overflow.rs`).
+//!
 //! `--decisions [N]` compares a plain survey with the same messages through a
 //! split, a branch and `{name}` (`decisions.rs`): CPU per event, ack p99 and
 //! round trips per decision, in one run.
@@ -45,6 +49,7 @@ mod decisions;
 mod driver;
 mod events;
 mod export;
+mod overflow;
 mod raw;
 mod service;
 mod soak;
@@ -80,9 +85,11 @@ struct Args {
     export: Option<usize>,
     /// `--decisions [N]`: plain against deciding scenarios, N users a round.
     decisions: Option<usize>,
+    /// `--overflow [N]`: a burst of N starts into a 16-job queue, and its drain.
+    overflow: Option<usize>,
 }
 
-const USAGE: &str = "use --users N --in-flight 32,64 --set NAME=VALUE, or --soak [SECONDS] --rate N, or --timers N, or --campaign N, or --export N, or --decisions [N]";
+const USAGE: &str = "use --users N --in-flight 32,64 --set NAME=VALUE, or --soak [SECONDS] --rate N, or --timers N, or --campaign N, or --export N, or --decisions [N], or --overflow [N]";
 
 fn args() -> Args {
     let mut args = Args {
@@ -95,6 +102,7 @@ fn args() -> Args {
         campaign: None,
         export: None,
         decisions: None,
+        overflow: None,
     };
     let mut raw = std::env::args().skip(1).peekable();
     while let Some(arg) = raw.next() {
@@ -139,6 +147,10 @@ fn args() -> Args {
             "--decisions" => {
                 let users = raw.next_if(|n| n.parse::<usize>().is_ok()).map(|n| n.parse().unwrap());
                 args.decisions = Some(users.unwrap_or(500).max(1));
+            }
+            "--overflow" => {
+                let count = raw.next_if(|n| n.parse::<usize>().is_ok()).map(|n| n.parse().unwrap());
+                args.overflow = Some(count.unwrap_or(4000).max(1));
             }
             // `cargo bench` passes `--bench` to every benchmark.
             "--bench" => {}
@@ -520,6 +532,10 @@ async fn main() -> ExitCode {
             machine()
         );
         return decisions::run(&emulator, &stand_in, &line_url, &args.settings, users).await;
+    }
+    if let Some(count) = args.overflow {
+        println!("a burst of {count} starts into a small queue, machine: {}", machine());
+        return overflow::run(&emulator, &stand_in, &line_url, &args.settings, count).await;
     }
     if let Some(count) = args.export {
         println!("CSV export of {count} answers, machine: {}", machine());

@@ -78,6 +78,14 @@ impl Sweeper {
     pub(super) async fn run(self: Arc<Self>, shutdown: CancellationToken) {
         let base = self.settings.sweep_interval;
         let mut wait = base;
+        // The last event sweep took all it had room for, so more may be waiting
+        // (events stored while the queue was full, or many leases run out at
+        // once): events are swept again as soon as workers free up, not once
+        // per interval. Sends are still swept once per interval meanwhile.
+        let mut backlog = false;
+        let mut sends_swept = std::time::Instant::now()
+            .checked_sub(base)
+            .unwrap_or_else(std::time::Instant::now);
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
@@ -94,7 +102,8 @@ impl Sweeper {
             // Sends first, into their own queue that workers take from first: a
             // reply's retries run against its token's clock, and each is one call.
             let sends = self.queues.send_room().min(BATCH);
-            if sends > 0 {
+            if sends > 0 && (!backlog || sends_swept.elapsed() >= base) {
+                sends_swept = std::time::Instant::now();
                 match self.sweep_outbound(sends).await {
                     Ok(found) => busy |= found > 0,
                     Err(error) => {
@@ -106,14 +115,20 @@ impl Sweeper {
             let events = self.queues.idle_workers().min(BATCH);
             if events > 0 {
                 match self.sweep_events(events).await {
-                    Ok(found) => busy |= found > 0,
+                    Ok(swept) => {
+                        busy |= swept.found > 0;
+                        backlog = swept.taken >= events;
+                    }
                     Err(error) => {
                         busy = true;
+                        backlog = false;
                         tracing::warn!(error = %error, "sweep of expired events failed");
                     }
                 }
             }
-            wait = if busy {
+            wait = if backlog {
+                BACKLOG_POLL
+            } else if busy {
                 base
             } else {
                 started
@@ -177,6 +192,18 @@ impl Sweeper {
     }
 }
 
+/// What an event sweep found and took.
+struct EventSweep {
+    /// Expired events the query returned (this instance's own among them).
+    found: usize,
+    /// Taken over and queued.
+    taken: usize,
+}
+
+/// Between event sweeps while a backlog drains: a worker frees up within tens of
+/// milliseconds, and a poll with no idle worker reads nothing.
+const BACKLOG_POLL: std::time::Duration = std::time::Duration::from_millis(25);
+
 /// What the sweeper did with one record.
 enum Step {
     Took,
@@ -216,12 +243,12 @@ where
 }
 
 impl Sweeper {
-    /// Takes over up to `budget` expired events; how many were due.
-    async fn sweep_events(&self, budget: usize) -> Result<usize, StoreError> {
+    /// Takes over up to `budget` expired events.
+    async fn sweep_events(&self, budget: usize) -> Result<EventSweep, StoreError> {
         let records = self.store.expired_events(self.query_limit(budget)).await?;
         let found = records.len();
-        sweep(records, budget, |swept| self.take_event(swept)).await;
-        Ok(found)
+        let taken = sweep(records, budget, |swept| self.take_event(swept)).await;
+        Ok(EventSweep { found, taken })
     }
 
     async fn take_event(&self, swept: Swept<InboxDoc>) -> Result<Step, StoreError> {
