@@ -133,7 +133,7 @@ impl Application {
             metrics.clone(),
             clock.clone(),
         ));
-        let replayer = Replayer::new(events.clone(), sender.clone(), store.clone());
+        let replayer = Replayer::new(events.clone(), sender.clone(), store.clone(), clock.clone());
         let pipeline = Pipeline::start(
             PipelineParts {
                 events,

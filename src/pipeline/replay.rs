@@ -12,6 +12,7 @@ use super::hold::{Failure, Hold};
 use super::processed::Processed;
 use super::work::Work;
 use super::worker::{EventWorker, event_span};
+use crate::clock::Clock;
 use crate::outbound::Delivery;
 use crate::store::{DeadLetterKind, InboxKey, InboxState, LedgerState, RouteDoc, Settlement, Store, StoreError};
 use std::sync::Arc;
@@ -24,6 +25,7 @@ pub(crate) struct Replayer {
     /// Sends a revived action.
     sender: Arc<OutboundSender>,
     store: Store,
+    clock: Clock,
 }
 
 /// What a replay did.
@@ -45,6 +47,10 @@ pub(crate) enum ReplayError {
     /// The letter parks something a replay cannot send again.
     #[error("{0}")]
     NotReplayable(&'static str),
+    /// Sending it again may send it twice: the caller must confirm
+    /// (`{"force": true}`) after reading why.
+    #[error("{}", .0.explain())]
+    NeedsForce(ReplayRisk),
     /// It failed again and was parked again, with a new letter.
     #[error("the replay failed again and was parked: {0}")]
     FailedAgain(String),
@@ -52,15 +58,80 @@ pub(crate) enum ReplayError {
     Store(#[from] StoreError),
 }
 
+/// Why replaying a parked message may deliver it twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReplayRisk {
+    /// A push first tried more than [`RETRY_KEY_TRUST`] ago: LINE may have
+    /// delivered it, and no longer remembers its retry key to refuse a second.
+    RetryKeyExpired,
+    /// A reply whose outcome is unknown: it may have arrived, and the replay is a
+    /// push LINE cannot tell from it.
+    ReplyOutcomeUnknown,
+}
+
+impl ReplayRisk {
+    /// The `reason` of the 409.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ReplayRisk::RetryKeyExpired => "retry_key_expired",
+            ReplayRisk::ReplyOutcomeUnknown => "reply_outcome_unknown",
+        }
+    }
+
+    pub(crate) fn explain(self) -> &'static str {
+        match self {
+            ReplayRisk::RetryKeyExpired => {
+                "this message was first sent over 23 hours ago: it may have reached the user, and LINE no longer \
+                 remembers its retry key, so a replay may deliver it twice; replay with {\"force\": true} to send it anyway"
+            }
+            ReplayRisk::ReplyOutcomeUnknown => {
+                "LINE may have delivered this reply (its answer never came): a replay is a push and may deliver it \
+                 twice; replay with {\"force\": true} to send it anyway"
+            }
+        }
+    }
+}
+
+/// How long LINE is trusted to remember a push's retry key: it keeps them 24
+/// hours; an hour less leaves room for clock differences and the time a replay
+/// takes.
+pub(crate) const RETRY_KEY_TRUST: std::time::Duration = std::time::Duration::from_secs(23 * 60 * 60);
+
+/// What the facts of a parked message say about replaying it. `first_sent_ms`
+/// is when its entry was recorded, just before its first call.
+fn replay_risk(
+    uncertain_reply: bool,
+    pushed: bool,
+    attempts: u32,
+    first_sent_ms: i64,
+    now_ms: i64,
+) -> Option<ReplayRisk> {
+    let trusted_ms = i64::try_from(RETRY_KEY_TRUST.as_millis()).unwrap_or(i64::MAX);
+    if uncertain_reply {
+        Some(ReplayRisk::ReplyOutcomeUnknown)
+    } else if pushed && attempts > 0 && now_ms.saturating_sub(first_sent_ms) >= trusted_ms {
+        Some(ReplayRisk::RetryKeyExpired)
+    } else {
+        None
+    }
+}
+
 /// How long a replay waits for its batched marks before it answers.
 const FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 impl Replayer {
-    pub(crate) fn new(events: Arc<EventWorker>, sender: Arc<OutboundSender>, store: Store) -> Self {
-        Self { events, sender, store }
+    pub(crate) fn new(events: Arc<EventWorker>, sender: Arc<OutboundSender>, store: Store, clock: Clock) -> Self {
+        Self {
+            events,
+            sender,
+            store,
+            clock,
+        }
     }
 
-    pub(crate) async fn replay(&self, letter_id: &str) -> Result<Replayed, ReplayError> {
+    /// Replays a dead letter. `force`: the operator read why a message's replay
+    /// may deliver it twice ([`ReplayError::NeedsForce`]) and sends it anyway.
+    pub(crate) async fn replay(&self, letter_id: &str, force: bool) -> Result<Replayed, ReplayError> {
         // Dead letter ids are `{kind}-{hex id}`: anything else (a path
         // character, a reserved `__x__` id) names none, and never reaches
         // Firestore as a document path.
@@ -78,7 +149,7 @@ impl Replayer {
                 self.replay_event(letter_id, &key).await.map(Replayed::Event)
             }
             DeadLetterKind::Outbound | DeadLetterKind::UncertainReply => self
-                .replay_outbound(letter_id, &letter.doc.target_id)
+                .replay_outbound(letter_id, &letter.doc.target_id, force)
                 .await
                 .map(Replayed::Outbound),
             // LINE refused the chunk's request as it stands; sending it again
@@ -141,7 +212,7 @@ impl Replayer {
         }
     }
 
-    async fn replay_outbound(&self, letter_id: &str, ledger_id: &str) -> Result<Settlement, ReplayError> {
+    async fn replay_outbound(&self, letter_id: &str, ledger_id: &str, force: bool) -> Result<Settlement, ReplayError> {
         let store = &self.store;
         let record = store
             .outbound(ledger_id)
@@ -149,6 +220,24 @@ impl Replayer {
             .ok_or_else(|| ReplayError::UnknownLetter(letter_id.to_owned()))?;
         if !matches!(record.doc.state, LedgerState::Failed | LedgerState::Uncertain) {
             return Err(ReplayError::NotParked(record.doc.state.as_str()));
+        }
+        let risk = replay_risk(
+            record.doc.route == RouteDoc::Reply
+                && (record.doc.reply_outcome_unknown || record.doc.state == LedgerState::Uncertain),
+            record.doc.route == RouteDoc::Push,
+            record.doc.attempts,
+            record.doc.created_at.as_millisecond(),
+            self.clock.now_ms(),
+        );
+        if let Some(risk) = risk {
+            if !force {
+                return Err(ReplayError::NeedsForce(risk));
+            }
+            tracing::warn!(
+                ledger.id = ledger_id,
+                risk = risk.as_str(),
+                "replaying by the operator's choice: it may be delivered twice"
+            );
         }
         let version = store
             .revive_outbound(ledger_id, record.version)
@@ -175,4 +264,37 @@ fn is_letter_id(id: &str) -> bool {
         && id
             .bytes()
             .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOUR_MS: i64 = 3_600_000;
+
+    #[test]
+    fn a_replay_needs_force_when_it_may_deliver_twice() {
+        let now = 1_000 * HOUR_MS;
+        // (uncertain reply, pushed, attempts, first sent hours ago, expected)
+        let cases = [
+            (false, true, 1, 1, None),
+            (false, true, 3, 22, None),
+            (false, true, 1, 23, Some(ReplayRisk::RetryKeyExpired)),
+            (false, true, 12, 200, Some(ReplayRisk::RetryKeyExpired)),
+            // Never called LINE: it cannot have arrived.
+            (false, true, 0, 200, None),
+            // A reply LINE refused for certain used no retry key and arrived nowhere.
+            (false, false, 2, 200, None),
+            (true, false, 1, 0, Some(ReplayRisk::ReplyOutcomeUnknown)),
+            (true, false, 5, 100, Some(ReplayRisk::ReplyOutcomeUnknown)),
+        ];
+        for (uncertain, pushed, attempts, hours_ago, expected) in cases {
+            assert_eq!(
+                replay_risk(uncertain, pushed, attempts, now - hours_ago * HOUR_MS, now),
+                expected,
+                "uncertain reply {uncertain}, pushed {pushed}, {attempts} attempts, {hours_ago} h ago"
+            );
+        }
+        assert_eq!(ReplayRisk::RetryKeyExpired.as_str(), "retry_key_expired");
+    }
 }

@@ -7,6 +7,7 @@ use crate::engine::results::{
 };
 use crate::ids::ScenarioId;
 use crate::store::{Store, StoreError};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 #[derive(Debug, thiserror::Error)]
@@ -45,8 +46,15 @@ impl Results {
         Self { engine, store }
     }
 
-    /// Every loaded scenario's funnel over all days, in scenario id order.
-    pub(crate) async fn all(&self) -> Result<Vec<ScenarioResults>, ResultsError> {
+    /// Every loaded scenario's funnel, in scenario id order: over the last
+    /// `days` days up to `now` (each in its scenario's time zone), or all days.
+    /// The counters are one document per shard and day, so the range bounds
+    /// what a page load reads.
+    pub(crate) async fn all(
+        &self,
+        days: Option<u32>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<ScenarioResults>, ResultsError> {
         let mut ids: Vec<String> = self
             .engine
             .scenarios()
@@ -56,7 +64,12 @@ impl Results {
         ids.sort();
         let mut all = Vec::with_capacity(ids.len());
         for id in ids {
-            all.push(self.scenario(&id, None, None).await?);
+            let from = days.and_then(|days| {
+                let scenario = ScenarioId::parse(id.as_str()).ok()?;
+                let first = now.checked_sub_days(chrono::Days::new(u64::from(days.saturating_sub(1))))?;
+                Some(self.engine.day_of(&scenario, first))
+            });
+            all.push(self.scenario(&id, from.as_deref(), None).await?);
         }
         Ok(all)
     }

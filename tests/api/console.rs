@@ -442,3 +442,141 @@ async fn the_console_is_off_without_an_admin_token_and_sets_strict_cookies() {
     assert_eq!(unauthenticated.status(), 303);
     assert_eq!(unauthenticated.headers()["location"], "/console/login");
 }
+
+#[tokio::test]
+async fn a_replay_that_may_send_twice_asks_for_a_confirmation_first() {
+    let Some(browser) = Browser::start().await else {
+        return;
+    };
+    let app = spawn_app_with(TestOptions {
+        adjust: export_scenarios,
+        test_clock: true,
+        ..TestOptions::default()
+    })
+    .await;
+    let parked = events::new_user();
+    app.deliver(&text(&parked, "export")).await;
+    app.line.fail_next_pushes([Fault::Refuse(400)]);
+    let late = events::with_timestamp(
+        &postback(&parked, &events::answer_data("export", "rating", "good")),
+        app.now_ms() - 120_000,
+    );
+    app.deliver(&late).await;
+    let letter = crate::helpers::firestore_rest::document_id(&app.firestore.list("dead_letters").await[0]);
+    let pushes = || {
+        app.line
+            .accepted()
+            .into_iter()
+            .filter(|call| call.to() == Some(parked.as_str()))
+            .count()
+    };
+    // A day later LINE no longer remembers the push's retry key.
+    app.advance_clock(Duration::from_secs(23 * 3600 + 60)).await;
+
+    log_in(&browser, &app.address, ADMIN_TOKEN).await;
+    browser.goto(&format!("{}/console/dead-letters", app.address)).await;
+    assert_eq!(
+        browser.count("#replay-anyway").await,
+        0,
+        "no confirmation before it is asked for"
+    );
+    browser.click(&format!("tr[data-letter='{letter}'] button")).await;
+    let warning = browser.text_of("#flash").await;
+    assert!(
+        warning.contains("not replayed") && warning.contains("23 hours"),
+        "{warning}"
+    );
+    browser.screenshot("dead-letter-confirm").await;
+    assert_eq!(pushes(), 0, "nothing went out without the confirmation");
+    assert_eq!(app.firestore.count("dead_letters").await, 1);
+
+    browser.click("#replay-anyway").await;
+    let result = browser.text_of("#flash").await;
+    assert!(result.contains("Replayed") && result.contains("sent"), "{result}");
+    assert_eq!(pushes(), 1, "sent once, by the operator's choice");
+    assert_eq!(app.firestore.count("dead_letters").await, 0);
+}
+
+/// A console session for `app` (logged in with the admin token): its cookie.
+async fn console_cookie(app: &TestApp) -> String {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let LoginForm { pair, csrf, .. } = login_form(&client, &app.address).await;
+    let response = client
+        .post(format!("{}/console/login", app.address))
+        .header("Cookie", &pair)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(format!("token={ADMIN_TOKEN}&csrf={csrf}"))
+        .send()
+        .await
+        .unwrap();
+    response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .find(|cookie| cookie.starts_with("console_session="))
+        .and_then(|cookie| cookie.split(';').next())
+        .expect("a session")
+        .to_owned()
+}
+
+#[tokio::test]
+async fn the_home_page_counts_the_last_30_days_unless_another_range_is_chosen() {
+    let app = spawn_app_with(TestOptions {
+        adjust: export_scenarios,
+        test_clock: true,
+        ..TestOptions::default()
+    })
+    .await;
+    let user = events::new_user();
+    app.deliver(&app.sent_now(&text(&user, "export"))).await;
+    app.deliver(&app.sent_now(&postback(&user, &events::answer_data("export", "rating", "good"))))
+        .await;
+    let answered = |page: &str| {
+        // The first question's "Answered" cell in the export scenario's section.
+        let section = page.split("data-scenario=\"export\"").nth(1).unwrap_or_default();
+        let row = section.split("data-node=\"rating\"").nth(1).unwrap_or_default();
+        row.split("data-metric=\"answered\">")
+            .nth(1)
+            .and_then(|rest| rest.split('<').next())
+            .and_then(|count| count.parse::<u64>().ok())
+            .expect("the answered count is shown")
+    };
+    let home = |query: &'static str, cookie: String| {
+        let address = app.address.clone();
+        async move {
+            let response = reqwest::Client::new()
+                .get(format!("{address}/console{query}"))
+                .header("Cookie", cookie)
+                .send()
+                .await
+                .unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        }
+    };
+    let cookie = console_cookie(&app).await;
+    let (status, today) = home("", cookie.clone()).await;
+    assert_eq!(status, 200);
+    assert_eq!(answered(&today), 1, "today's answer is in the last 30 days");
+    assert!(
+        today.contains("<strong data-range=\"30\">30 days</strong>"),
+        "30 days is the default"
+    );
+
+    // 31 days later (a new session: the old one has expired meanwhile).
+    app.advance_clock(Duration::from_secs(31 * 24 * 3600)).await;
+    let cookie = console_cookie(&app).await;
+    let (_, later) = home("", cookie.clone()).await;
+    assert_eq!(answered(&later), 0, "outside the last 30 days");
+    let (_, quarter) = home("?days=90", cookie.clone()).await;
+    assert_eq!(answered(&quarter), 1, "inside the last 90 days");
+    let (_, all) = home("?days=all", cookie.clone()).await;
+    assert_eq!(answered(&all), 1);
+    for bad in ["?days=31", "?days=-1", "?days=week"] {
+        let (status, _) = home(bad, cookie.clone()).await;
+        assert_eq!(status, 400, "{bad}");
+    }
+}

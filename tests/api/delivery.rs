@@ -213,6 +213,118 @@ async fn a_refused_push_is_parked_and_a_replay_sends_it_once() {
     }
 }
 
+/// Replays the dead letter `id` with `body` as its JSON.
+async fn replay_with(app: &TestApp, id: &str, body: serde_json::Value) -> reqwest::Response {
+    app.http
+        .post(format!("{}/admin/dead-letters/{id}/replay", app.address))
+        .bearer_auth(crate::helpers::ADMIN_TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .expect("service reachable")
+}
+
+#[tokio::test]
+async fn a_push_first_sent_over_23_hours_ago_is_replayed_only_with_force() {
+    let app = spawn_app_with(TestOptions {
+        adjust: |config| config.max_send_attempts = 4,
+        test_clock: true,
+        ..TestOptions::default()
+    })
+    .await;
+    let user = events::new_user();
+    app.line.fail_next_pushes([Fault::Refuse(400)]);
+    app.deliver(&events::with_timestamp(
+        &events::text(&user, "news"),
+        app.now_ms() - 120_000,
+    ))
+    .await;
+    let id = crate::helpers::firestore_rest::document_id(&app.firestore.list("dead_letters").await[0]);
+
+    // 22 hours on, LINE still remembers the retry key: no confirmation needed
+    // (checked without sending: a bad body is refused before anything happens).
+    app.advance_clock(Duration::from_secs(22 * 3600)).await;
+    let malformed = replay_with(&app, &id, serde_json::json!({ "force": "yes" })).await;
+    assert_eq!(malformed.status(), 400);
+    // Past 23 hours: 409 naming the reason, and nothing is sent or changed.
+    app.advance_clock(Duration::from_secs(3600 + 1)).await;
+    let refused = app.post_admin(&format!("/admin/dead-letters/{id}/replay")).await;
+    assert_eq!(refused.status(), 409);
+    let body: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(body["reason"], "retry_key_expired", "{body}");
+    assert!(body["error"].as_str().unwrap().contains("force"), "{body}");
+    let unforced = replay_with(&app, &id, serde_json::json!({ "force": false })).await;
+    assert_eq!(unforced.status(), 409);
+    assert_eq!(app.line.accepted_with_text(NEWS), 0);
+    assert_eq!(ledger_states(&app).await, ["failed"]);
+    assert_eq!(app.firestore.count("dead_letters").await, 1, "still parked");
+
+    let forced = replay_with(&app, &id, serde_json::json!({ "force": true })).await;
+    assert_eq!(forced.status(), 200);
+    let forced: serde_json::Value = forced.json().await.unwrap();
+    assert_eq!(forced["result"], "sent");
+    assert_eq!(app.line.accepted_with_text(NEWS), 1);
+    assert_eq!(app.firestore.count("dead_letters").await, 0);
+}
+
+#[tokio::test]
+async fn a_push_parked_within_the_retry_key_window_replays_without_force() {
+    let app = spawn_app_with(TestOptions {
+        adjust: |config| config.max_send_attempts = 4,
+        test_clock: true,
+        ..TestOptions::default()
+    })
+    .await;
+    app.line.fail_next_pushes([Fault::Refuse(400)]);
+    app.deliver(&events::with_timestamp(
+        &events::text(&events::new_user(), "news"),
+        app.now_ms() - 120_000,
+    ))
+    .await;
+    let id = crate::helpers::firestore_rest::document_id(&app.firestore.list("dead_letters").await[0]);
+    app.advance_clock(Duration::from_secs(22 * 3600)).await;
+    let replayed = app.post_admin(&format!("/admin/dead-letters/{id}/replay")).await;
+    assert_eq!(replayed.status(), 200);
+    assert_eq!(app.line.accepted_with_text(NEWS), 1);
+}
+
+#[tokio::test]
+async fn an_uncertain_reply_is_pushed_on_replay_only_with_force() {
+    let app = spawn_app_with(TestOptions {
+        adjust: |config| {
+            config.line_timeout = Duration::from_millis(500);
+            config.reply_token_max_age = Duration::from_secs(2);
+        },
+        ..TestOptions::default()
+    })
+    .await;
+    app.line.set_reply_token_lifetime(Duration::from_secs(2));
+    app.line.fail_next_replies(std::iter::repeat_n(Fault::Refuse(500), 100));
+    app.deliver(&events::text(&events::new_user(), "news")).await;
+    assert_eq!(ledger_states(&app).await, ["uncertain"]);
+    let id = crate::helpers::firestore_rest::document_id(&app.firestore.list("dead_letters").await[0]);
+
+    let refused = app.post_admin(&format!("/admin/dead-letters/{id}/replay")).await;
+    assert_eq!(refused.status(), 409);
+    let body: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(body["reason"], "reply_outcome_unknown", "{body}");
+    assert!(
+        paths(&app).iter().all(|path| path == "/v2/bot/message/reply"),
+        "nothing was pushed"
+    );
+
+    let forced = replay_with(&app, &id, serde_json::json!({ "force": true })).await;
+    assert_eq!(forced.status(), 200);
+    assert_eq!(
+        paths(&app)
+            .iter()
+            .filter(|path| *path == "/v2/bot/message/push")
+            .count(),
+        1,
+        "pushed once, by the operator's choice"
+    );
+}
+
 #[tokio::test]
 async fn a_replay_that_fails_again_leaves_a_dead_letter() {
     let app = app_with_short_line_timeout().await;

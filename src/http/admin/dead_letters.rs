@@ -36,28 +36,56 @@ pub(crate) async fn list(
     Ok(HttpResponse::Ok().json(serde_json::json!({ "deadLetters": letters })))
 }
 
+/// The replay's optional body: `{"force": true}` sends a message whose replay may
+/// deliver it twice (the 409 said why).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReplayRequest {
+    #[serde(default)]
+    force: bool,
+}
+
+/// No body (or an empty one) is `{"force": false}`.
+fn replay_request(body: &[u8]) -> Result<ReplayRequest, AdminError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(ReplayRequest::default());
+    }
+    serde_json::from_slice(body)
+        .map_err(|error| AdminError::BadRequest(format!("the body must be {{\"force\": true}} or empty: {error}")))
+}
+
 pub(crate) async fn replay(
     request: HttpRequest,
     path: web::Path<String>,
     state: web::Data<AppState>,
+    body: web::Bytes,
 ) -> Result<HttpResponse, AdminError> {
     require_admin(&request, &state)?;
     let id = path.into_inner();
-    let replayed = state.replayer.replay(&id).await.map_err(|error| match error {
-        ReplayError::UnknownLetter(id) => AdminError::UnknownDeadLetter(id),
-        ReplayError::NotParked(state) => AdminError::Conflict {
-            message: format!("the record is no longer parked: it is {state}"),
-            state,
-        },
-        ReplayError::NotReplayable(message) => AdminError::Conflict {
-            message: message.to_owned(),
-            state: "failed",
-        },
-        ReplayError::FailedAgain(reason) => {
-            AdminError::Upstream(format!("the replay failed again and was parked: {reason}"))
-        }
-        ReplayError::Store(error) => AdminError::Store(error),
-    })?;
+    let asked = replay_request(&body)?;
+    let replayed = state
+        .replayer
+        .replay(&id, asked.force)
+        .await
+        .map_err(|error| match error {
+            ReplayError::UnknownLetter(id) => AdminError::UnknownDeadLetter(id),
+            ReplayError::NotParked(state) => AdminError::Conflict {
+                message: format!("the record is no longer parked: it is {state}"),
+                state,
+            },
+            ReplayError::NeedsForce(risk) => AdminError::NeedsConfirmation {
+                reason: risk.as_str(),
+                message: risk.explain().to_owned(),
+            },
+            ReplayError::NotReplayable(message) => AdminError::Conflict {
+                message: message.to_owned(),
+                state: "failed",
+            },
+            ReplayError::FailedAgain(reason) => {
+                AdminError::Upstream(format!("the replay failed again and was parked: {reason}"))
+            }
+            ReplayError::Store(error) => AdminError::Store(error),
+        })?;
     let result = match &replayed {
         Replayed::Event(processed) => processed.as_str(),
         Replayed::Outbound(settlement) => settlement.as_str(),
@@ -68,5 +96,31 @@ pub(crate) async fn replay(
             format!("LINE did not take the message; it was parked again: {reason}"),
         )),
         _ => Ok(HttpResponse::Ok().json(serde_json::json!({ "id": id, "result": result }))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_replay_body_is_empty_or_names_force() {
+        let cases: [(&[u8], Option<bool>); 7] = [
+            (b"", Some(false)),
+            (b"  \n", Some(false)),
+            (b"{}", Some(false)),
+            (br#"{"force": true}"#, Some(true)),
+            (br#"{"force": false}"#, Some(false)),
+            (br#"{"force": "yes"}"#, None),
+            (br#"{"forse": true}"#, None),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(
+                replay_request(body).ok().map(|asked| asked.force),
+                expected,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
     }
 }

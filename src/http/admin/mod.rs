@@ -39,6 +39,10 @@ pub(crate) enum AdminError {
     /// The record is not in a state the call can act on.
     #[error("{message}")]
     Conflict { message: String, state: &'static str },
+    /// 409: the call would risk what the operator must confirm first; `reason`
+    /// names it (`retry_key_expired`).
+    #[error("{message}")]
+    NeedsConfirmation { reason: &'static str, message: String },
     #[error("this Idempotency-Key was used for a different request; use a new key")]
     KeyReused,
     /// Other writers kept changing the record the call reads: trying again may
@@ -66,7 +70,9 @@ impl ResponseError for AdminError {
             | AdminError::UnknownTimer(_)
             | AdminError::UnknownUser(_)
             | AdminError::UnknownCampaign(_) => StatusCode::NOT_FOUND,
-            AdminError::Conflict { .. } | AdminError::Contention(_) => StatusCode::CONFLICT,
+            AdminError::Conflict { .. } | AdminError::NeedsConfirmation { .. } | AdminError::Contention(_) => {
+                StatusCode::CONFLICT
+            }
             AdminError::KeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             AdminError::Upstream(_) => StatusCode::BAD_GATEWAY,
             AdminError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -86,6 +92,9 @@ impl ResponseError for AdminError {
         let mut body = error_body(self);
         if let AdminError::Conflict { state, .. } = self {
             body["state"] = serde_json::Value::from(*state);
+        }
+        if let AdminError::NeedsConfirmation { reason, .. } = self {
+            body["reason"] = serde_json::Value::from(*reason);
         }
         response.json(body)
     }

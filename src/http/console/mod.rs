@@ -124,6 +124,10 @@ struct Form {
     csrf: String,
     #[serde(default)]
     token: String,
+    /// `true` from a dead letter's "Replay anyway" button, shown after the
+    /// console named the risk.
+    #[serde(default)]
+    force: Option<String>,
 }
 
 fn form(body: &[u8]) -> Form {
@@ -278,12 +282,41 @@ fn not_found(what: &str) -> HttpResponse {
     html(StatusCode::NOT_FOUND, pages::refused(what))
 }
 
-async fn scenarios(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+/// The home page's range: `?days=7|30|90|365|all`, 30 when absent.
+#[derive(Debug, Deserialize)]
+struct RangeQuery {
+    days: Option<String>,
+}
+
+/// The ranges the home page offers, in days (`None`: all time).
+pub(crate) const HOME_RANGES: [Option<u32>; 5] = [Some(7), Some(30), Some(90), Some(365), None];
+const HOME_DEFAULT_DAYS: u32 = 30;
+
+/// `None` for a value the page does not offer.
+fn home_range(days: Option<&str>) -> Option<Option<u32>> {
+    match days {
+        None => Some(Some(HOME_DEFAULT_DAYS)),
+        Some("all") => Some(None),
+        Some(days) => days
+            .parse::<u32>()
+            .ok()
+            .filter(|days| HOME_RANGES.contains(&Some(*days)))
+            .map(Some),
+    }
+}
+
+async fn scenarios(request: HttpRequest, state: web::Data<AppState>, query: web::Query<RangeQuery>) -> HttpResponse {
     let Some(csrf) = logged_in(&request, &state) else {
         return to_login();
     };
-    match state.results.all().await {
-        Ok(all) => html(StatusCode::OK, pages::scenarios(&Nav { csrf: &csrf }, &all)),
+    let Some(days) = home_range(query.days.as_deref()) else {
+        return html(
+            StatusCode::BAD_REQUEST,
+            pages::refused("That range is not offered: choose 7, 30, 90 or 365 days, or all."),
+        );
+    };
+    match state.results.all(days, state.clock.now()).await {
+        Ok(all) => html(StatusCode::OK, pages::scenarios(&Nav { csrf: &csrf }, &all, days)),
         // Every scenario listed is loaded, so only Firestore can fail here.
         Err(error) => unavailable(error),
     }
@@ -358,6 +391,9 @@ struct ReplayedQuery {
     ok: Option<String>,
     message: Option<String>,
     sig: Option<String>,
+    /// The letter whose replay needs a confirmation: its row offers "Replay
+    /// anyway" (the POST still needs the session's CSRF token).
+    confirm: Option<String>,
 }
 
 async fn dead_letters(
@@ -379,10 +415,25 @@ async fn dead_letters(
         (Some(message), Some(sig)) if keys.message_matches(ok, message, sig) => Some((ok, message)),
         _ => None,
     };
+    let confirm = query.confirm.as_deref().filter(|_| result.is_some());
     html(
         StatusCode::OK,
-        pages::dead_letters(&Nav { csrf: &csrf }, &letters, result),
+        pages::dead_letters(&Nav { csrf: &csrf }, &letters, result, confirm),
     )
+}
+
+/// The risk a forced replay takes, in the console's words.
+fn confirmation(risk: crate::pipeline::replay::ReplayRisk) -> &'static str {
+    match risk {
+        crate::pipeline::replay::ReplayRisk::RetryKeyExpired => {
+            "it was first sent over 23 hours ago, so it may have reached the user already, and LINE no longer \
+             remembers it to stop a second copy. Replay anyway only if you are sure the user did not get it"
+        }
+        crate::pipeline::replay::ReplayRisk::ReplyOutcomeUnknown => {
+            "LINE never said whether this reply arrived, so the user may have it already, and a replay sends it again \
+             as a push. Replay anyway only if you are sure the user did not get it"
+        }
+    }
 }
 
 /// What a replay did, in words, and whether it worked.
@@ -402,6 +453,7 @@ fn replay_outcome(id: &str, result: Result<Replayed, ReplayError>) -> (bool, Str
         Err(ReplayError::UnknownLetter(_)) => (false, format!("No dead letter {id}: it was replayed already.")),
         Err(ReplayError::NotParked(state)) => (false, format!("{id} is no longer parked: it is {state}.")),
         Err(ReplayError::NotReplayable(message)) => (false, format!("{id}: {message}")),
+        Err(ReplayError::NeedsForce(risk)) => (false, format!("{id} was not replayed: {}.", confirmation(risk))),
         Err(ReplayError::FailedAgain(reason)) => (false, format!("{id} failed again and was parked again: {reason}")),
         Err(ReplayError::Store(error)) => (false, format!("{id}: Firestore did not answer ({error}); try again.")),
     }
@@ -413,16 +465,25 @@ async fn replay(
     path: web::Path<String>,
     body: web::Bytes,
 ) -> HttpResponse {
-    if !post_allowed(&request, &state, &form(&body)) {
+    let form = form(&body);
+    if !post_allowed(&request, &state, &form) {
         return refused_post();
     }
     let id = path.into_inner();
-    let (ok, message) = replay_outcome(&id, state.replayer.replay(&id).await);
+    let force = form.force.as_deref() == Some("true");
+    let result = state.replayer.replay(&id, force).await;
+    let confirm = matches!(result, Err(ReplayError::NeedsForce(_)));
+    let (ok, message) = replay_outcome(&id, result);
     tracing::info!(dead_letter.id = %id, outcome = if ok { "replayed" } else { "not_replayed" }, "dead letter replayed from the console");
     let sig = keys(&state).sign_message(ok, &message);
-    let query =
-        serde_urlencoded::to_string([("ok", ok.to_string()), ("message", message), ("sig", sig)]).unwrap_or_default();
-    see_other(&format!("/console/dead-letters?{query}"))
+    let mut query = vec![("ok", ok.to_string()), ("message", message), ("sig", sig)];
+    if confirm {
+        query.push(("confirm", id));
+    }
+    see_other(&format!(
+        "/console/dead-letters?{}",
+        serde_urlencoded::to_string(query).unwrap_or_default()
+    ))
 }
 
 #[derive(Debug, Deserialize)]
@@ -476,6 +537,24 @@ async fn campaigns(request: HttpRequest, state: web::Data<AppState>) -> HttpResp
 mod tests {
     use super::*;
     use actix_web::test::TestRequest;
+
+    #[test]
+    fn the_home_range_is_thirty_days_unless_an_offered_one_is_chosen() {
+        let cases = [
+            (None, Some(Some(30))),
+            (Some("7"), Some(Some(7))),
+            (Some("365"), Some(Some(365))),
+            (Some("all"), Some(None)),
+            (Some("31"), None),
+            (Some("0"), None),
+            (Some("-7"), None),
+            (Some("ALL"), None),
+            (Some(""), None),
+        ];
+        for (days, expected) in cases {
+            assert_eq!(home_range(days), expected, "{days:?}");
+        }
+    }
 
     #[test]
     fn only_local_host_names_go_without_secure() {

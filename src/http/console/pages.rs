@@ -27,8 +27,9 @@ table.rows td,table.rows th{white-space:nowrap;word-break:normal}
 svg{max-width:100%;height:auto;display:block}
 .flash{padding:.6rem 1rem;border-radius:.4rem;margin-bottom:1rem}
 .ok{background:#e6f8ee}.bad{background:#fdecea}
-input,button.primary{font:inherit;padding:.5rem .7rem;border-radius:.4rem;border:1px solid #bbb;max-width:100%}
+input,button.primary,button.danger{font:inherit;padding:.5rem .7rem;border-radius:.4rem;border:1px solid #bbb;max-width:100%}
 button.primary{background:#06c755;color:#fff;border:0;cursor:pointer}
+button.danger{background:#c0392b;color:#fff;border:0;cursor:pointer;margin-top:.3rem}
 .bar{background:#e3e3e3;border-radius:.3rem;height:.7rem;overflow:hidden}.bar span{display:block;height:100%;background:#06c755}
 .muted{color:#666;font-size:.85rem}
 ";
@@ -141,11 +142,25 @@ fn rate(rate: Option<f64>) -> String {
     rate.map_or_else(|| "–".to_owned(), |rate| format!("{:.1}%", rate * 100.0))
 }
 
-pub(crate) fn scenarios(nav: &Nav, all: &[ScenarioResults]) -> Markup {
+/// `days`: the range shown (`None`: all time); the others are links.
+pub(crate) fn scenarios(nav: &Nav, all: &[ScenarioResults], days: Option<u32>) -> Markup {
     page(
         "Scenarios",
         Some(nav),
         html! {
+            p id="range" {
+                "Counted over: "
+                @for (index, range) in super::HOME_RANGES.iter().enumerate() {
+                    @if index > 0 { " · " }
+                    @let label = range.map_or_else(|| "all time".to_owned(), |days| format!("{days} days"));
+                    @let value = range.map_or_else(|| "all".to_owned(), |days| days.to_string());
+                    @if *range == days {
+                        strong data-range=(value) { (label) }
+                    } @else {
+                        a href={ "/console?days=" (value) } data-range=(value) { (label) }
+                    }
+                }
+            }
             @if all.is_empty() { section { p { "No scenarios are loaded." } } }
             @for scenario in all {
                 section data-scenario=(scenario.scenario_id) {
@@ -241,7 +256,14 @@ pub(crate) fn answers(nav: &Nav, scenario: &str, page_of: &RowsPage, after: Opti
     )
 }
 
-pub(crate) fn dead_letters(nav: &Nav, letters: &[(String, DeadLetterDoc)], result: Option<(bool, &str)>) -> Markup {
+/// `confirm`: the letter whose replay the console just refused to send without a
+/// confirmation; its row offers "Replay anyway".
+pub(crate) fn dead_letters(
+    nav: &Nav,
+    letters: &[(String, DeadLetterDoc)],
+    result: Option<(bool, &str)>,
+    confirm: Option<&str>,
+) -> Markup {
     page(
         "Dead letters",
         Some(nav),
@@ -266,6 +288,13 @@ pub(crate) fn dead_letters(nav: &Nav, letters: &[(String, DeadLetterDoc)], resul
                                         form method="post" action={ "/console/dead-letters/" (segment(id)) "/replay" } {
                                             input type="hidden" name="csrf" value=(nav.csrf);
                                             button class="primary" type="submit" { "Replay" }
+                                        }
+                                        @if confirm == Some(id.as_str()) {
+                                            form method="post" action={ "/console/dead-letters/" (segment(id)) "/replay" } {
+                                                input type="hidden" name="csrf" value=(nav.csrf);
+                                                input type="hidden" name="force" value="true";
+                                                button class="danger" type="submit" id="replay-anyway" { "Replay anyway" }
+                                            }
                                         }
                                     }
                                 }
