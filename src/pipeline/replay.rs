@@ -222,8 +222,10 @@ impl Replayer {
             return Err(ReplayError::NotParked(record.doc.state.as_str()));
         }
         let risk = replay_risk(
-            record.doc.route == RouteDoc::Reply
-                && (record.doc.reply_outcome_unknown || record.doc.state == LedgerState::Uncertain),
+            // Once a reply's outcome was unknown it stays so (a forced replay
+            // that failed again was pushed, and is still a possible second copy).
+            record.doc.reply_outcome_unknown
+                || (record.doc.route == RouteDoc::Reply && record.doc.state == LedgerState::Uncertain),
             record.doc.route == RouteDoc::Push,
             record.doc.attempts,
             record.doc.created_at.as_millisecond(),

@@ -86,6 +86,9 @@ enum Round {
     Done(Processed),
     /// The open question changed since it was read: read and decide again.
     Again,
+    /// The question expired before the text was sent: the text is an ordinary
+    /// message (its keyword may fire), as after the answer window.
+    Expired,
 }
 
 impl EventWorker {
@@ -207,6 +210,12 @@ impl EventWorker {
             match round {
                 Round::Done(processed) => return Ok(processed),
                 Round::Again => continue,
+                Round::Expired => {
+                    return match self.ordinary_text(hold, work, plan, Some(message)).await? {
+                        Processed::NoTrigger => Ok(Processed::QuestionExpired),
+                        started => Ok(started),
+                    };
+                }
             }
         }
         Err(PipelineError::Contention("the open question kept changing".into()).into())
@@ -248,6 +257,13 @@ impl EventWorker {
         message: &MessageKey,
         read: Version,
     ) -> Result<Round, Failure> {
+        // As for a tap: an expiry due before the text was sent closed the
+        // question (whether or not it has fired yet), and the answer cancels the
+        // question's pending reminder and expiry in its own commit.
+        let cancels = match self.question_timers(plan, work.event_time_ms).await? {
+            AskedTimers::Pending(pending) => pending,
+            AskedTimers::Expired => return Ok(Round::Expired),
+        };
         // A branch the follow-up stopped at is decided now, with this answer.
         let (decided, user_read, prior) = self.decide_follow_up(plan).await?;
         let plan = decided.as_ref().unwrap_or(plan);
@@ -263,16 +279,6 @@ impl EventWorker {
             staged.renew_lease(&self.store);
         }
         let timers = self.schedule(&plan.user, &plan.timers).await?;
-        // As for a tap: an expiry due before the text was sent closed the
-        // question (whether or not it has fired yet), and the answer cancels the
-        // question's pending reminder and expiry in its own commit.
-        let cancels = match self.question_timers(plan, work.event_time_ms).await? {
-            AskedTimers::Pending(pending) => pending,
-            AskedTimers::Expired => {
-                self.done_forgetting(hold, Some(message)).await?;
-                return Ok(Round::Done(Processed::QuestionExpired));
-            }
-        };
         let record = AnswerRecord {
             question: Some(change),
             message: Some(message),

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 /// The largest difference between LINE's clock and the service's that
 /// [`Work::line_now`] takes for skew (with the event's delivery time).
-pub(crate) const MAX_SKEW_MS: i64 = 60_000;
+pub(crate) const MAX_SKEW_MS: i64 = 30_000;
 
 /// The decisions that have effects to carry out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -207,7 +207,9 @@ mod tests {
             (Some(event + 20_100), event + 20_400, event + 300, event),
             // The service's clock 20 s behind.
             (Some(event - 19_900), event - 19_600, event + 300, event - 19_900),
-            // Delivered 10 minutes late (a redelivery): the service's clock.
+            // Delivered 10 minutes late (a redelivery), or 40 s late (a cold
+            // start): the service's clock.
+            (Some(event + 40_000), event + 40_300, event + 40_300, event),
             (Some(event + 600_000), event + 600_300, event + 600_300, event),
             // A record from before the receipt was kept: the service's clock.
             (None, event + 20_400, event + 20_400, event),

@@ -625,6 +625,13 @@ mod tests {
                 r#"node "age": expire_after of 2days is longer than the answer_window of 1day"#,
             ),
             (
+                QUESTIONS.replace(
+                    r#"next = "when""#,
+                    "next = \"when\"\nremind_after = \"20h\"\nexpire_after = \"45h\"",
+                ),
+                r#"node "age": expire_after of 1day 21h is longer than the answer_window of 1day after the last reminder (20h in)"#,
+            ),
+            (
                 QUESTIONS
                     .replace(r#"id = "profile""#, "id = \"profile\"\nanswer_window = \"2h\"")
                     .replace(r#"min = "2026-01-01""#, "min = \"2026-01-01\"\nexpire_after = \"3h\""),
@@ -689,6 +696,16 @@ mod tests {
                 found.iter().any(|problem| problem.contains(expected)),
                 "expected {expected:?} in {found:?}"
             );
+        }
+        // A reminder opens the window again: an expiry within a window of the
+        // last reminder is fine, and so is one exactly at the window's end.
+        for timers in [
+            "remind_after = \"20h\"\nexpire_after = \"36h\"",
+            "expire_after = \"24h\"",
+            "remind_after = \"10h\"\nmax_reminders = 2\nexpire_after = \"44h\"",
+        ] {
+            let file = QUESTIONS.replace(r#"next = "when""#, &format!("next = \"when\"\n{timers}"));
+            assert_eq!(problems(&[("p.toml", &file)]), Vec::<String>::new(), "{timers}");
         }
     }
 

@@ -12,6 +12,7 @@ use crate::ids::{NodeId, check_id};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// One problem in one scenario file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -989,9 +990,10 @@ fn utf16(text: &str) -> usize {
     Counting::Utf16.count(text)
 }
 
-/// A text or date question answers only within the scenario's answer window, so
-/// an expiry later than the window would leave the question open (no `on_expire`
-/// yet) while every answer is already refused.
+/// A text or date question answers only within the scenario's answer window
+/// (from the question, or from its last reminder), so an expiry later than that
+/// would leave the question open (no `on_expire` yet) while every answer is
+/// already refused.
 fn check_expiry_within_window(scenario: &Scenario, node: &Node, timers: &QuestionTimers, report: &mut Report<'_>) {
     let Some(expire) = timers.expire_after else {
         return;
@@ -1002,11 +1004,28 @@ fn check_expiry_within_window(scenario: &Scenario, node: &Node, timers: &Questio
         // Reported on its own above.
         Some(Err(_)) => return,
     };
-    if expire > window {
+    // The last reminder sent before the expiry opens the window again.
+    let last_reminder = timers.remind_after.map_or(Duration::ZERO, |every| {
+        (1..=timers.max_reminders)
+            .map(|count| every.saturating_mul(count))
+            .filter(|at| *at < expire)
+            .max()
+            .unwrap_or(Duration::ZERO)
+    });
+    let answerable = last_reminder.saturating_add(window);
+    if expire > answerable {
+        let after = if last_reminder.is_zero() {
+            String::new()
+        } else {
+            format!(
+                " after the last reminder ({} in)",
+                humantime::format_duration(last_reminder)
+            )
+        };
         report.node_problem(
             node.id(),
             format!(
-                "expire_after of {} is longer than the answer_window of {}: \
+                "expire_after of {} is longer than the answer_window of {}{after}: \
                  an answer typed after the window is refused while the question has not expired; \
                  shorten expire_after or set a longer answer_window",
                 humantime::format_duration(expire),

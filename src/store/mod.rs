@@ -79,7 +79,26 @@ pub(crate) enum StoreError {
     #[error("Firestore is unavailable: {0}")]
     Unavailable(String),
     #[error("Firestore refused the request: {0}")]
-    Firestore(#[from] FirestoreError),
+    Firestore(FirestoreError),
+}
+
+/// A (de)serialisation error names the document's path, and the path of
+/// `users/{id}`, `open_questions/{id}` and the like is a LINE user id: dropped
+/// here, so no log line, `lastError` or dead letter's reason carries it.
+impl From<FirestoreError> for StoreError {
+    fn from(error: FirestoreError) -> Self {
+        StoreError::Firestore(match error {
+            FirestoreError::DeserializeError(mut error) => {
+                error.document_path = None;
+                FirestoreError::DeserializeError(error)
+            }
+            FirestoreError::SerializeError(mut error) => {
+                error.document_path = None;
+                FirestoreError::SerializeError(error)
+            }
+            other => other,
+        })
+    }
 }
 
 /// The update time of a stored document as its writer last saw it. State changes

@@ -276,7 +276,9 @@ fn readable<T: DeserializeOwned>(document: &gcloud_sdk::google::firestore::v1::D
     match firestore::FirestoreDb::deserialize_doc_to(document) {
         Ok(record) => Some(record),
         Err(error) => {
-            tracing::warn!(document = document_id(&document.name), error = %error, "a user's record cannot be read");
+            // The id of a user's own documents is their LINE id: logged as the log shows users.
+            let error = StoreError::from(error);
+            tracing::warn!(document = %crate::log_ids::logged(document_id(&document.name)), error = %error, "a user's record cannot be read");
             None
         }
     }

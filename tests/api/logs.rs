@@ -71,7 +71,9 @@ async fn a_storms_whole_log_names_no_user_token_secret_or_typed_text() {
         firestore.settled(Duration::from_secs(60)).await;
     }
 
-    // Operators read and act: timelines, user records, a manual send.
+    // Operators read and act: timelines, user records, a manual send (with LINE
+    // answering again: a manual send whose pushes fail answers 502).
+    line.fail_randomly(0.0);
     let client = reqwest::Client::new();
     let hasher = UserIdHasher::new(CHANNEL_SECRET);
     for user in users.iter().take(3) {

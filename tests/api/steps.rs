@@ -371,6 +371,20 @@ async fn a_service_clock_20_s_behind_line_still_refuses_a_text_sent_before_the_q
 }
 
 #[tokio::test]
+async fn a_keyword_sent_after_the_expiry_is_due_still_fires() {
+    let app = app().await;
+    let user = events::new_user();
+    app.deliver(&text(&user, "nickname")).await;
+    // Sent when the question had expired by LINE's clock; the expiry has not
+    // fired yet: the text is an ordinary one, and its keyword starts again.
+    let late = i64::try_from((HOUR + A_LITTLE).as_millis()).unwrap();
+    app.deliver(&events::with_timestamp(&text(&user, "nickname"), app.now_ms() + late))
+        .await;
+    assert_eq!(app.firestore.count("survey_responses").await, 0, "not an answer");
+    assert_eq!(app.line.accepted_with_text("Your nickname?"), 2, "asked again");
+}
+
+#[tokio::test]
 async fn unfollow_cancels_the_users_steps_and_follow_is_tracked() {
     let app = app().await;
     let user = events::new_user();

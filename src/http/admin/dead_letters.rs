@@ -50,8 +50,13 @@ fn replay_request(body: &[u8]) -> Result<ReplayRequest, AdminError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(ReplayRequest::default());
     }
-    serde_json::from_slice(body)
-        .map_err(|error| AdminError::BadRequest(format!("the body must be {{\"force\": true}} or empty: {error}")))
+    let refused =
+        |problem: String| AdminError::BadRequest(format!("the body must be {{\"force\": true}} or empty: {problem}"));
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(|error| refused(error.to_string()))?;
+    if !value.is_object() {
+        return Err(refused("not a JSON object".to_owned()));
+    }
+    serde_json::from_value(value).map_err(|error| refused(error.to_string()))
 }
 
 pub(crate) async fn replay(
@@ -105,7 +110,7 @@ mod tests {
 
     #[test]
     fn the_replay_body_is_empty_or_names_force() {
-        let cases: [(&[u8], Option<bool>); 7] = [
+        let cases: [(&[u8], Option<bool>); 10] = [
             (b"", Some(false)),
             (b"  \n", Some(false)),
             (b"{}", Some(false)),
@@ -113,6 +118,9 @@ mod tests {
             (br#"{"force": false}"#, Some(false)),
             (br#"{"force": "yes"}"#, None),
             (br#"{"forse": true}"#, None),
+            (b"[true]", None),
+            (b"[]", None),
+            (b"true", None),
         ];
         for (body, expected) in cases {
             assert_eq!(

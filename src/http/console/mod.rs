@@ -411,15 +411,28 @@ async fn dead_letters(
     let letters: Vec<_> = letters.into_iter().map(|letter| (letter.id, letter.doc)).collect();
     let keys = keys(&state);
     let ok = query.ok.as_deref() == Some("true");
+    let confirm = query.confirm.as_deref();
     let result = match (query.message.as_deref(), query.sig.as_deref()) {
-        (Some(message), Some(sig)) if keys.message_matches(ok, message, sig) => Some((ok, message)),
+        (Some(message), Some(sig)) if keys.message_matches(ok, &signed_result(message, confirm), sig) => {
+            Some((ok, message))
+        }
         _ => None,
     };
-    let confirm = query.confirm.as_deref().filter(|_| result.is_some());
+    // Offered only as the console wrote it: the letter is signed with the message.
+    let confirm = confirm.filter(|_| result.is_some());
     html(
         StatusCode::OK,
         pages::dead_letters(&Nav { csrf: &csrf }, &letters, result, confirm),
     )
+}
+
+/// What a replay's result link signs: the message and the letter it offers to
+/// replay anyway, so a link cannot be edited to offer it for another.
+fn signed_result(message: &str, confirm: Option<&str>) -> String {
+    match confirm {
+        Some(id) => format!("{message}\u{1f}confirm:{id}"),
+        None => message.to_owned(),
+    }
 }
 
 /// The risk a forced replay takes, in the console's words.
@@ -475,9 +488,10 @@ async fn replay(
     let confirm = matches!(result, Err(ReplayError::NeedsForce(_)));
     let (ok, message) = replay_outcome(&id, result);
     tracing::info!(dead_letter.id = %id, outcome = if ok { "replayed" } else { "not_replayed" }, "dead letter replayed from the console");
-    let sig = keys(&state).sign_message(ok, &message);
+    let confirm = confirm.then_some(id);
+    let sig = keys(&state).sign_message(ok, &signed_result(&message, confirm.as_deref()));
     let mut query = vec![("ok", ok.to_string()), ("message", message), ("sig", sig)];
-    if confirm {
+    if let Some(id) = confirm {
         query.push(("confirm", id));
     }
     see_other(&format!(
@@ -537,6 +551,20 @@ async fn campaigns(request: HttpRequest, state: web::Data<AppState>) -> HttpResp
 mod tests {
     use super::*;
     use actix_web::test::TestRequest;
+
+    #[test]
+    fn a_result_link_signs_the_letter_it_offers_to_replay_anyway() {
+        let keys = Keys::new("an-admin-token-0123456789abcdef-0123");
+        let message = "outbound-1 was not replayed: it may send twice.";
+        let offered = keys.sign_message(false, &signed_result(message, Some("outbound-1")));
+        // The same message and signature offer nothing else: not another letter,
+        // and not the letter on a link that was signed without it.
+        assert!(keys.message_matches(false, &signed_result(message, Some("outbound-1")), &offered));
+        assert!(!keys.message_matches(false, &signed_result(message, Some("outbound-2")), &offered));
+        assert!(!keys.message_matches(false, &signed_result(message, None), &offered));
+        let plain = keys.sign_message(true, &signed_result(message, None));
+        assert!(!keys.message_matches(true, &signed_result(message, Some("outbound-1")), &plain));
+    }
 
     #[test]
     fn the_home_range_is_thirty_days_unless_an_offered_one_is_chosen() {
