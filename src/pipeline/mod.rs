@@ -25,6 +25,7 @@ pub(crate) mod error;
 mod follow;
 mod hold;
 pub(crate) mod ingest;
+mod liveness;
 pub(crate) mod manual_send;
 mod notice;
 pub(crate) mod personal;
@@ -350,6 +351,8 @@ impl Pipeline {
                 sender,
                 store: store.clone(),
             };
+            let abandoned = liveness::Abandoned::default();
+            let liveness = tokio::spawn(liveness::run(store.clone(), abandoned.clone(), shutdown.clone()));
             let sweeper = Arc::new(sweeper::Sweeper::new(
                 store,
                 pipeline.clone(),
@@ -357,6 +360,7 @@ impl Pipeline {
                 settings,
                 metrics,
                 sweep_soon,
+                abandoned,
             ));
             let workers = tokio::spawn(run_workers(dispatch, queues, slots, in_hand, shutdown.clone()));
             let timers = tokio::spawn(sweeper.clone().run_timers(shutdown.clone()));
@@ -367,6 +371,7 @@ impl Pipeline {
                 tasks.push(timers);
                 tasks.push(sweeper);
                 tasks.push(timer);
+                tasks.push(liveness);
             }
         }
         pipeline
@@ -436,6 +441,12 @@ impl Pipeline {
         }
         let left = grace.saturating_sub(started.elapsed());
         self.store.flush_settles(left).await;
+        // Its work is handed back or done: no one needs to take it for dead.
+        if self.slots.is_some()
+            && let Err(error) = self.store.forget_me().await
+        {
+            tracing::warn!(error = %error, "could not remove this instance's heartbeat record");
+        }
     }
 }
 

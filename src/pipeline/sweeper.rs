@@ -54,6 +54,8 @@ pub(super) struct Sweeper {
     settings: PipelineSettings,
     metrics: Arc<Metrics>,
     sweep_soon: SweepSoon,
+    /// Instances taken for dead: their leased records are swept now.
+    abandoned: super::liveness::Abandoned,
 }
 
 impl Sweeper {
@@ -64,6 +66,7 @@ impl Sweeper {
         settings: PipelineSettings,
         metrics: Arc<Metrics>,
         sweep_soon: SweepSoon,
+        abandoned: super::liveness::Abandoned,
     ) -> Self {
         Self {
             store,
@@ -72,6 +75,7 @@ impl Sweeper {
             settings,
             metrics,
             sweep_soon,
+            abandoned,
         }
     }
 
@@ -96,6 +100,9 @@ impl Sweeper {
                     wait = base;
                     continue;
                 }
+                // An instance was taken for dead: its work is swept at once,
+                // whatever the stretch.
+                _ = self.abandoned.rescue_needed() => {}
             }
             let started = std::time::Instant::now();
             let mut busy = false;
@@ -245,7 +252,10 @@ where
 impl Sweeper {
     /// Takes over up to `budget` expired events.
     async fn sweep_events(&self, budget: usize) -> Result<EventSweep, StoreError> {
-        let records = self.store.expired_events(self.query_limit(budget)).await?;
+        let records = self
+            .store
+            .expired_events(self.query_limit(budget), &self.abandoned.owners())
+            .await?;
         let found = records.len();
         let taken = sweep(records, budget, |swept| self.take_event(swept)).await;
         Ok(EventSweep { found, taken })
@@ -399,7 +409,10 @@ impl Sweeper {
 
     /// Takes over up to `budget` pending actions that are due; how many were due.
     async fn sweep_outbound(&self, budget: usize) -> Result<usize, StoreError> {
-        let records = self.store.expired_outbound(self.query_limit(budget)).await?;
+        let records = self
+            .store
+            .expired_outbound(self.query_limit(budget), &self.abandoned.owners())
+            .await?;
         let found = records.len();
         sweep(records, budget, |swept| self.take_outbound(swept)).await;
         Ok(found)

@@ -22,6 +22,7 @@ pub(crate) mod collections {
     pub(crate) const CAMPAIGN_CHUNKS: &str = "campaign_chunks";
     pub(crate) const RESULT_COUNTERS: &str = "result_counters";
     pub(crate) const NOTICES: &str = "notices";
+    pub(crate) const INSTANCES: &str = "instances";
 }
 
 /// `survey_responses/{answerId}`: one user's answer to one survey node.

@@ -281,8 +281,13 @@ impl Store {
     }
 
     /// Pending events whose lease ran out, oldest first.
-    pub(crate) async fn expired_events(&self, limit: u32) -> Result<Vec<Swept<InboxDoc>>, StoreError> {
-        self.expired(WEBHOOK_INBOX, limit).await
+    /// Those leased to an instance in `abandoned` count as expired.
+    pub(crate) async fn expired_events(
+        &self,
+        limit: u32,
+        abandoned: &std::collections::HashSet<String>,
+    ) -> Result<Vec<Swept<InboxDoc>>, StoreError> {
+        self.expired(WEBHOOK_INBOX, limit, abandoned).await
     }
 
     /// Takes over an expired event. `Some(version)` when this instance won. The

@@ -19,6 +19,7 @@ use gcloud_sdk::google::firestore::v1::Document;
 use gcloud_sdk::google::firestore::v1::value::ValueType;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use std::collections::HashSet;
 
 /// Pages a sweep reads per collection at most.
 const MAX_PAGES: usize = 4;
@@ -85,10 +86,14 @@ impl Store {
     /// random point of the id space, wrapping around once: no record waits behind
     /// others for ever, and many pending records that are not due (pushes backing
     /// off during a LINE outage) do not hide the due ones for long.
+    ///
+    /// Records leased to an instance in `abandoned` (it stopped beating) count
+    /// as expired whatever their lease says.
     pub(super) async fn expired<T: DeserializeOwned>(
         &self,
         collection: &str,
         limit: u32,
+        abandoned: &HashSet<String>,
     ) -> Result<Vec<Swept<T>>, StoreError> {
         let origin = reference_value(self.document_path(collection, &random_id()));
         let mut start = Some(FirestoreQueryCursor::BeforeValue(vec![origin.clone()]));
@@ -102,7 +107,10 @@ impl Store {
                 .await?;
             let full = u32::try_from(page.len()).unwrap_or(u32::MAX) >= limit;
             let last = page.last().map(|document| document.name.clone());
-            due.extend(page.into_iter().filter(|document| lease_ran_out(document, now)));
+            due.extend(
+                page.into_iter()
+                    .filter(|document| lease_ran_out(document, now) || leased_to(document, abandoned)),
+            );
             if due.len() >= limit as usize {
                 break;
             }
@@ -201,6 +209,15 @@ pub(super) fn reference_value(path: String) -> firestore::FirestoreValue {
 
 /// Whether a record's lease ran out by `now`. A record without a readable
 /// `leaseUntil` counts as due: the sweeper parks what it cannot read.
+/// Whether the record is leased to one of `owners`.
+fn leased_to(document: &Document, owners: &HashSet<String>) -> bool {
+    !owners.is_empty()
+        && matches!(
+            document.fields.get("leaseOwner").and_then(|value| value.value_type.as_ref()),
+            Some(ValueType::StringValue(owner)) if owners.contains(owner)
+        )
+}
+
 fn lease_ran_out(document: &Document, now: FirestoreInstant) -> bool {
     match document
         .fields

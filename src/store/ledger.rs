@@ -398,8 +398,12 @@ impl Store {
     }
 
     /// Pending actions whose lease ran out (a crash, or a scheduled retry).
-    pub(crate) async fn expired_outbound(&self, limit: u32) -> Result<Vec<Swept<LedgerDoc>>, StoreError> {
-        self.expired(OUTBOUND_LEDGER, limit).await
+    pub(crate) async fn expired_outbound(
+        &self,
+        limit: u32,
+        abandoned: &std::collections::HashSet<String>,
+    ) -> Result<Vec<Swept<LedgerDoc>>, StoreError> {
+        self.expired(OUTBOUND_LEDGER, limit, abandoned).await
     }
 
     /// Takes over an expired entry. `Some(version)` when this instance won.

@@ -24,6 +24,7 @@ mod guards;
 pub(crate) use guards::ScenarioProgress;
 mod idempotency;
 mod inbox;
+mod instances;
 mod lease;
 mod ledger;
 mod messages;
@@ -108,6 +109,11 @@ pub(crate) struct Version(Timestamp);
 
 impl Version {
     fn new(timestamp: Timestamp) -> Self {
+        Self(timestamp)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn new_for_tests(timestamp: Timestamp) -> Self {
         Self(timestamp)
     }
 

@@ -10,18 +10,19 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use std::time::{Duration, Instant};
 
-#[tokio::test]
-async fn one_of_three_instances_killed_mid_storm_and_restarted_loses_nothing_and_doubles_nothing() {
-    let project = new_project_id();
-    let line = LineStandIn::start().await;
-    // Slow LINE answers keep replies in flight when the process dies.
-    line.set_latency(Duration::from_millis(30));
-    let firestore = FirestoreRest::new(&emulator_host(), &project);
-    let storm = Storm::new(120);
-    let mut instances = [
-        ServiceProcess::start(&project, &line.uri(), &[]).await,
-        ServiceProcess::start(&project, &line.uri(), &[]).await,
-        ServiceProcess::start(&project, &line.uri(), &[]).await,
+/// Three instances of `project` with `settings`, and the storm's starts sent
+/// to them and settled.
+async fn three_started(
+    project: &str,
+    line: &LineStandIn,
+    firestore: &FirestoreRest,
+    storm: &Storm,
+    settings: &[(&str, &str)],
+) -> [ServiceProcess; 3] {
+    let instances = [
+        ServiceProcess::start(project, &line.uri(), settings).await,
+        ServiceProcess::start(project, &line.uri(), settings).await,
+        ServiceProcess::start(project, &line.uri(), settings).await,
     ];
     let addresses: Vec<String> = instances.iter().map(|instance| instance.address.clone()).collect();
     assert!(
@@ -29,16 +30,26 @@ async fn one_of_three_instances_killed_mid_storm_and_restarted_loses_nothing_and
             .await
             .is_empty()
     );
-    firestore.settled(Duration::from_secs(30)).await;
+    firestore.settled(Duration::from_secs(60)).await;
+    instances
+}
 
-    // The taps, spread over the instances; the first is killed with SIGKILL once a
-    // third are acknowledged.
+/// The storm's taps, spread over the instances, [`IN_FLIGHT`] at once; the
+/// first instance is SIGKILLed when `kill_now(acknowledged, elapsed)` first
+/// holds. The taps not acknowledged, and when the kill came.
+async fn taps_with_a_kill(
+    storm: &Storm,
+    instances: &mut [ServiceProcess; 3],
+    kill_now: impl Fn(usize, Duration) -> bool,
+) -> (Vec<serde_json::Value>, Option<Instant>) {
+    let addresses: Vec<String> = instances.iter().map(|instance| instance.address.clone()).collect();
     let client = reqwest::Client::new();
     let mut pending = storm.taps.iter().enumerate();
     let mut running = FuturesUnordered::new();
     let mut unacknowledged = Vec::new();
     let mut acknowledged = 0;
-    let mut killed = false;
+    let began = Instant::now();
+    let mut killed_at = None;
     loop {
         while running.len() < IN_FLIGHT
             && let Some((index, event)) = pending.next()
@@ -53,11 +64,29 @@ async fn one_of_three_instances_killed_mid_storm_and_restarted_loses_nothing_and
             Ok(200) => acknowledged += 1,
             _ => unacknowledged.push(event),
         }
-        if !killed && acknowledged >= storm.taps.len() / 3 {
+        if killed_at.is_none() && kill_now(acknowledged, began.elapsed()) {
             instances[0].kill();
-            killed = true;
+            killed_at = Some(Instant::now());
         }
     }
+    (unacknowledged, killed_at)
+}
+
+#[tokio::test]
+async fn one_of_three_instances_killed_mid_storm_and_restarted_loses_nothing_and_doubles_nothing() {
+    let project = new_project_id();
+    let line = LineStandIn::start().await;
+    // Slow LINE answers keep replies in flight when the process dies.
+    line.set_latency(Duration::from_millis(30));
+    let firestore = FirestoreRest::new(&emulator_host(), &project);
+    let storm = Storm::new(120);
+    let mut instances = three_started(&project, &line, &firestore, &storm, &[]).await;
+    let addresses: Vec<String> = instances.iter().map(|instance| instance.address.clone()).collect();
+    // The first is killed with SIGKILL once a third of the taps are acknowledged.
+    let third = storm.taps.len() / 3;
+    let (unacknowledged, killed_at) =
+        taps_with_a_kill(&storm, &mut instances, |acknowledged, _| acknowledged >= third).await;
+    let killed = killed_at.is_some();
     assert!(killed && !unacknowledged.is_empty(), "the kill happened mid-storm");
 
     // LINE redelivers what was not acknowledged, to the live instances; the killed
@@ -194,4 +223,95 @@ async fn sigterm_hands_queued_work_back_and_another_instance_finishes_it() {
         "every user got the news once"
     );
     assert!(first.log_text().contains("handed back"), "log: {}", first.log_text());
+}
+
+/// With the default lease (30 s) and sweep interval, one of three instances is
+/// SIGKILLed 1 s into a storm of taps: every user whose next question it held
+/// gets it within 15 s of the kill (the others take it for dead when its
+/// heartbeat stops, without waiting for its leases), exactly once, and each
+/// still as a reply (its token is fresh), never a push.
+#[tokio::test]
+async fn a_killed_instances_users_get_their_next_question_within_15_s_with_default_settings() {
+    let project = new_project_id();
+    let line = LineStandIn::start().await;
+    // Slow LINE answers keep work in the killed instance's hands.
+    line.set_latency(Duration::from_millis(100));
+    let firestore = FirestoreRest::new(&emulator_host(), &project);
+    let storm = Storm::new(200);
+    let defaults = [
+        ("LEASE_MS", "30000"),
+        ("SWEEP_INTERVAL_MS", "2000"),
+        ("LINE_TIMEOUT_MS", "5000"),
+    ];
+    let mut instances = three_started(&project, &line, &firestore, &storm, &defaults).await;
+    let addresses: Vec<String> = instances.iter().map(|instance| instance.address.clone()).collect();
+    // 1 s in, or once a quarter of the taps are acknowledged if that comes first
+    // (a fast machine).
+    let quarter = storm.taps.len() / 4;
+    let (unacknowledged, killed_at) = taps_with_a_kill(&storm, &mut instances, |acknowledged, elapsed| {
+        elapsed >= Duration::from_secs(1) || acknowledged >= quarter
+    })
+    .await;
+    let killed_at = killed_at.expect("the kill happened mid-storm");
+    // LINE redelivers what was not acknowledged, to the live instances.
+    let redeliveries: Vec<_> = unacknowledged.iter().map(events::redelivered).collect();
+    assert!(
+        send_all(&redeliveries, |index| addresses[1 + index % 2].clone())
+            .await
+            .is_empty()
+    );
+    firestore.settled(Duration::from_secs(40)).await;
+
+    for (user, got) in effects(&storm, &firestore, &line).await {
+        assert_eq!(got, exactly_once(), "{user}");
+    }
+    // Each user's next question: when LINE took it, and by which route.
+    let tokens = storm.reply_tokens();
+    let mut latest = Duration::ZERO;
+    let mut after_kill = 0;
+    for call in line.accepted() {
+        if !call
+            .messages()
+            .iter()
+            .any(|message| message["template"]["text"] == crate::helpers::storm::FOLLOW_UP)
+        {
+            continue;
+        }
+        let user = call
+            .reply_token()
+            .and_then(|token| tokens.get(token))
+            .cloned()
+            .or_else(|| call.to().map(str::to_owned));
+        assert!(
+            call.reply_token().is_some(),
+            "{user:?}: a fresh token's follow-up is a reply, not a push"
+        );
+        if let Some(late) = call.answered_at().checked_duration_since(killed_at) {
+            after_kill += 1;
+            latest = latest.max(late);
+        }
+    }
+    println!(
+        "{after_kill} follow-ups after the kill, the last {:.1} s after it; {} unacknowledged",
+        latest.as_secs_f64(),
+        unacknowledged.len()
+    );
+    assert!(after_kill > 0, "the kill left follow-ups to send");
+    assert!(
+        instances[1..]
+            .iter()
+            .any(|instance| instance.log_text().contains("taking over an expired event")),
+        "the kill left work to take over"
+    );
+    assert!(
+        instances[1..]
+            .iter()
+            .any(|instance| instance.log_text().contains("taken_for_dead")),
+        "the dead instance was noticed"
+    );
+    assert!(
+        latest <= Duration::from_secs(15),
+        "the last follow-up came {:.1} s after the kill",
+        latest.as_secs_f64()
+    );
 }
