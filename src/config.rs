@@ -328,8 +328,19 @@ impl Config {
         if self.console_session.is_zero() || self.console_session > MAX_CONSOLE_SESSION {
             return invalid("CONSOLE_SESSION_MINUTES", "must be 1 to 10080 (a week)");
         }
-        if self.instance_id.contains('\0') {
-            return invalid("INSTANCE_ID", "must not contain NUL");
+        // It names the instance's heartbeat record (`instances/{id}`) and its
+        // leases: a path character would break both.
+        if !(1..=128).contains(&self.instance_id.len())
+            || self.instance_id.starts_with("__")
+            || !self
+                .instance_id
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.'))
+        {
+            return invalid(
+                "INSTANCE_ID",
+                "must be 1 to 128 ASCII letters, digits, '-', '_' or '.', not starting with __",
+            );
         }
         // A moved clock writes leases and due times from the future: never
         // into real data.
@@ -549,6 +560,22 @@ mod tests {
         assert_eq!(refused_setting(built.validate().map(|()| built.clone())), "CLOCK");
         assert_eq!(deployed(&[]).unwrap().clock, ClockKind::System, "the default");
         assert_eq!(deployed(&[("CLOCK", "system")]).unwrap().clock, ClockKind::System);
+    }
+
+    #[test]
+    fn an_instance_id_that_cannot_name_a_document_is_refused() {
+        // (An empty value counts as unset: the default.)
+        for bad in ["a/b", "__x", "with space", "a\0b", &"x".repeat(129)] {
+            let refused = deployed(&[("INSTANCE_ID", bad)]).unwrap_err();
+            assert!(
+                refused.to_string().starts_with("INSTANCE_ID is invalid"),
+                "{bad:?}: {refused}"
+            );
+        }
+        for good in ["web-1", "12345-0a1b2c3d", "run.revision_7"] {
+            assert!(deployed(&[("INSTANCE_ID", good)]).is_ok(), "{good:?}");
+        }
+        assert!(deployed(&[]).is_ok(), "the default is a valid id");
     }
 
     #[test]

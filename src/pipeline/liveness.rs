@@ -9,8 +9,13 @@
 //!
 //! An instance taken for dead that was only stalled (a long pause) finds its
 //! work taken over when it wakes: its writes are conditional on the versions it
-//! read, so they change nothing, as after an expired lease. Timers it had
-//! claimed wait for their claim to run out (the claim moved their wake time).
+//! read, so they change nothing, as after an expired lease. A round whose own
+//! beat or list failed proves nothing about the others (Firestore may have
+//! failed for them too), so it starts the count again. Timers it had claimed
+//! wait for their claim to run out (the claim moved their wake time). What it
+//! had leased into the future on purpose (a retry after `Retry-After`, an event
+//! waiting for the user's previous one) is swept at once, early: a push keeps
+//! its retry key, and an event waits again if it must.
 
 use crate::store::{Store, Version};
 use std::collections::{HashMap, HashSet};
@@ -74,8 +79,9 @@ pub(super) struct Liveness {
 pub(super) struct Verdict {
     /// Unchanged for [`DEAD_AFTER`].
     pub(super) dead: HashSet<String>,
-    /// Dead for so long that every lease they held has run out anyway: their
-    /// records can go.
+    /// Dead for a lease longer: what they held at their death has been taken
+    /// over or has expired (a retry they had scheduled for later is swept like
+    /// any other once due), so their records can go.
     pub(super) gone: Vec<(String, Version)>,
 }
 
@@ -87,7 +93,15 @@ impl Liveness {
         }
     }
 
-    /// Takes in the records listed at `now`; `lease` is how long a lease lasts.
+    /// Forgets what it saw: after a round whose beat or list failed (Firestore
+    /// in trouble), the others' beats may have failed too, so an unchanged
+    /// record proves nothing until it stays unchanged through healthy rounds.
+    pub(super) fn rebaseline(&mut self) {
+        self.seen.clear();
+    }
+
+    /// Takes in the records listed at `now` (when the list was asked for);
+    /// `lease` is how long a lease lasts.
     pub(super) fn observe(&mut self, listed: &[(String, Version)], now: Instant, lease: Duration) -> Verdict {
         let mut verdict = Verdict::default();
         let mut present = HashSet::new();
@@ -117,17 +131,22 @@ impl Liveness {
     }
 }
 
-/// Beats, looks at the others, and tells the sweeper who died, until shutdown.
-pub(super) async fn run(store: Store, abandoned: Abandoned, shutdown: CancellationToken) {
+/// Beats, looks at the others, and tells the sweeper who died, until `stop`
+/// (the pipeline's shutdown raises it once its work is handed back or done, so
+/// no one takes a stopping instance's work for a dead one's).
+pub(super) async fn run(store: Store, abandoned: Abandoned, stop: CancellationToken) {
     let mut liveness = Liveness::new(store.instance_id());
     let lease = store.lease();
     loop {
-        if let Err(error) = store.beat().await {
+        let beat = store.beat().await;
+        if let Err(error) = &beat {
             tracing::warn!(error = %error, "could not record this instance's heartbeat");
         }
+        let asked = Instant::now();
         match store.instances(LISTED).await {
+            Ok(_) if beat.is_err() => liveness.rebaseline(),
             Ok(listed) => {
-                let verdict = liveness.observe(&listed, Instant::now(), lease);
+                let verdict = liveness.observe(&listed, asked, lease);
                 let before = abandoned.owners();
                 for owner in verdict.dead.difference(&before) {
                     tracing::warn!(instance.id = %owner, outcome = "taken_for_dead", "an instance stopped beating; its leased work is taken over");
@@ -139,10 +158,13 @@ pub(super) async fn run(store: Store, abandoned: Abandoned, shutdown: Cancellati
                     }
                 }
             }
-            Err(error) => tracing::warn!(error = %error, "could not list the instances"),
+            Err(error) => {
+                liveness.rebaseline();
+                tracing::warn!(error = %error, "could not list the instances");
+            }
         }
         tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = stop.cancelled() => return,
             _ = tokio::time::sleep(BEAT) => {}
         }
     }
@@ -183,6 +205,16 @@ mod tests {
             assert_eq!(!verdict.gone.is_empty(), gone, "at {ms} ms");
             assert!(!verdict.dead.contains("me"), "never itself");
         }
+        // After a failed round the count starts again: unchanged records are
+        // not dead until they stay so through healthy rounds.
+        let verdict = liveness.observe(&listed(4), at(40_000), lease);
+        assert!(verdict.dead.is_empty());
+        liveness.rebaseline();
+        assert!(
+            liveness.observe(&listed(4), at(46_000), lease).dead.is_empty(),
+            "seen afresh"
+        );
+        assert!(liveness.observe(&listed(4), at(51_000), lease).dead.contains("other"));
         // A record that went is forgotten.
         let verdict = liveness.observe(&[("me".to_owned(), version(1))], at(50_000), lease);
         assert_eq!(verdict, Verdict::default());

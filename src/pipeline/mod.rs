@@ -275,6 +275,9 @@ pub(crate) struct Pipeline {
     sends: mpsc::Sender<Job>,
     shutdown: CancellationToken,
     tasks: tokio::sync::Mutex<Vec<JoinHandle<()>>>,
+    /// The heartbeat task, and what stops it: after the work, not with it.
+    beats: tokio::sync::Mutex<Option<JoinHandle<()>>>,
+    stop_beats: CancellationToken,
     /// Flushes the batched settles at shutdown.
     store: Store,
     in_hand: Arc<InHand>,
@@ -334,6 +337,8 @@ impl Pipeline {
             sends,
             shutdown: shutdown.clone(),
             tasks: tokio::sync::Mutex::new(Vec::new()),
+            beats: tokio::sync::Mutex::new(None),
+            stop_beats: CancellationToken::new(),
             store: store.clone(),
             in_hand: in_hand.clone(),
             sweep_soon: sweep_soon.clone(),
@@ -352,7 +357,14 @@ impl Pipeline {
                 store: store.clone(),
             };
             let abandoned = liveness::Abandoned::default();
-            let liveness = tokio::spawn(liveness::run(store.clone(), abandoned.clone(), shutdown.clone()));
+            let beats = tokio::spawn(liveness::run(
+                store.clone(),
+                abandoned.clone(),
+                pipeline.stop_beats.clone(),
+            ));
+            if let Ok(mut held) = pipeline.beats.try_lock() {
+                *held = Some(beats);
+            }
             let sweeper = Arc::new(sweeper::Sweeper::new(
                 store,
                 pipeline.clone(),
@@ -371,7 +383,6 @@ impl Pipeline {
                 tasks.push(timers);
                 tasks.push(sweeper);
                 tasks.push(timer);
-                tasks.push(liveness);
             }
         }
         pipeline
@@ -430,10 +441,10 @@ impl Pipeline {
         let tasks = std::mem::take(&mut *self.tasks.lock().await);
         // Keep part of the grace for the settles ("sent" marks) still queued.
         let for_work = grace.saturating_sub((grace / 4).min(Duration::from_secs(2)));
-        if tokio::time::timeout(for_work, futures::future::join_all(tasks))
+        let timed_out = tokio::time::timeout(for_work, futures::future::join_all(tasks))
             .await
-            .is_err()
-        {
+            .is_err();
+        if timed_out {
             tracing::warn!(
                 grace_ms = grace.as_millis() as u64,
                 "work still running at the end of the grace period; its leases will run out"
@@ -441,8 +452,17 @@ impl Pipeline {
         }
         let left = grace.saturating_sub(started.elapsed());
         self.store.flush_settles(left).await;
-        // Its work is handed back or done: no one needs to take it for dead.
-        if self.slots.is_some()
+        // The heartbeat lasts as long as the work: then, with everything handed
+        // back or done, the record goes and no one takes this instance for dead.
+        // Work abandoned at the end of the grace is left to the others, who take
+        // it over when the record stops changing, without waiting for its leases.
+        let finished = !timed_out;
+        self.stop_beats.cancel();
+        if let Some(beats) = self.beats.lock().await.take() {
+            let _ = beats.await;
+        }
+        if finished
+            && self.slots.is_some()
             && let Err(error) = self.store.forget_me().await
         {
             tracing::warn!(error = %error, "could not remove this instance's heartbeat record");

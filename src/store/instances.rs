@@ -23,8 +23,7 @@ const RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
 #[serde(rename_all = "camelCase")]
 struct Beat<'a> {
     instance_id: &'a str,
-    #[serde(with = "firestore::serialize_as_timestamp")]
-    beat_at: FirestoreInstant,
+    /// For the TTL policy only: liveness is read from the update time.
     #[serde(with = "firestore::serialize_as_timestamp")]
     expire_at: FirestoreInstant,
 }
@@ -35,7 +34,6 @@ impl Store {
         let now = self.now();
         let beat = Beat {
             instance_id: &self.options.instance_id,
-            beat_at: now,
             expire_at: later(now, RETENTION),
         };
         let write = set(self.document_path(INSTANCES, &self.options.instance_id), &beat)?;

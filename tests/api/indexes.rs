@@ -70,6 +70,7 @@ fn monotonic_fields_no_query_uses_are_exempt_from_indexing() {
         .collect();
     let expected = [
         ("webhook_inbox", "receivedAt"),
+        ("instances", "expireAt"),
         ("webhook_inbox", "expireAt"),
         ("webhook_inbox", "leaseUntil"),
         ("webhook_inbox", "plan"),
