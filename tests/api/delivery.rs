@@ -147,8 +147,10 @@ async fn a_reply_answered_500_is_retried_with_the_same_token_and_arrives_once() 
     assert_eq!(ledger_states(&app).await, ["sent"]);
 }
 
-#[tokio::test]
-async fn a_reply_not_settled_before_its_token_may_expire_is_uncertain_and_never_pushed() {
+/// An app whose replies end `uncertain`: LINE keeps answering 500 until the
+/// token is too old to try again (its tokens, like the service's setting, live
+/// 2 s here).
+async fn app_whose_replies_end_uncertain() -> TestApp {
     let app = spawn_app_with(TestOptions {
         adjust: |config| {
             config.line_timeout = Duration::from_millis(500);
@@ -157,10 +159,14 @@ async fn a_reply_not_settled_before_its_token_may_expire_is_uncertain_and_never_
         ..TestOptions::default()
     })
     .await;
-    // LINE keeps answering 500 until the token is too old to try again; its
-    // tokens, like the service's setting, live 2 s here.
     app.line.set_reply_token_lifetime(Duration::from_secs(2));
     app.line.fail_next_replies(std::iter::repeat_n(Fault::Refuse(500), 100));
+    app
+}
+
+#[tokio::test]
+async fn a_reply_not_settled_before_its_token_may_expire_is_uncertain_and_never_pushed() {
+    let app = app_whose_replies_end_uncertain().await;
     let event = events::text(&events::new_user(), "news");
 
     app.deliver(&event).await;
@@ -290,16 +296,7 @@ async fn a_push_parked_within_the_retry_key_window_replays_without_force() {
 
 #[tokio::test]
 async fn an_uncertain_reply_is_pushed_on_replay_only_with_force() {
-    let app = spawn_app_with(TestOptions {
-        adjust: |config| {
-            config.line_timeout = Duration::from_millis(500);
-            config.reply_token_max_age = Duration::from_secs(2);
-        },
-        ..TestOptions::default()
-    })
-    .await;
-    app.line.set_reply_token_lifetime(Duration::from_secs(2));
-    app.line.fail_next_replies(std::iter::repeat_n(Fault::Refuse(500), 100));
+    let app = app_whose_replies_end_uncertain().await;
     app.deliver(&events::text(&events::new_user(), "news")).await;
     assert_eq!(ledger_states(&app).await, ["uncertain"]);
     let id = crate::helpers::firestore_rest::document_id(&app.firestore.list("dead_letters").await[0]);
