@@ -491,7 +491,17 @@ async fn a_replay_that_may_send_twice_asks_for_a_confirmation_first() {
     assert_eq!(app.firestore.count("dead_letters").await, 1);
 
     browser.click("#replay-anyway").await;
-    let result = browser.text_of("#flash").await;
+    // The page being left has a #flash too: read the new one's, by script (an
+    // element found on the old page would go stale under the navigation).
+    let read_flash = "const flash = document.querySelector('#flash'); return flash ? flash.innerText : '';";
+    let mut result = String::new();
+    for _ in 0..100 {
+        result = browser.run(read_flash).await.as_str().unwrap_or_default().to_owned();
+        if result.contains("Replayed") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(result.contains("Replayed") && result.contains("sent"), "{result}");
     assert_eq!(pushes(), 1, "sent once, by the operator's choice");
     assert_eq!(app.firestore.count("dead_letters").await, 0);
