@@ -402,16 +402,7 @@ async fn the_console_is_off_without_an_admin_token_and_sets_strict_cookies() {
             .await
             .unwrap();
         assert_eq!(response.status(), status);
-        let cookies: Vec<&str> = response
-            .headers()
-            .get_all("set-cookie")
-            .iter()
-            .map(|value| value.to_str().unwrap())
-            .collect();
-        assert!(
-            !cookies.iter().any(|cookie| cookie.starts_with("console_session=")),
-            "{cookies:?}"
-        );
+        assert_eq!(session_cookie(&response), None, "no session");
     }
     let response = client
         .post(format!("{}/console/login", app.address))
@@ -507,6 +498,18 @@ async fn a_replay_that_may_send_twice_asks_for_a_confirmation_first() {
     assert_eq!(app.firestore.count("dead_letters").await, 0);
 }
 
+/// The console session cookie (`console_session=...`) a response sets, if any.
+pub(crate) fn session_cookie(response: &reqwest::Response) -> Option<String> {
+    response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .find(|cookie| cookie.starts_with("console_session="))
+        .and_then(|cookie| cookie.split(';').next())
+        .map(str::to_owned)
+}
+
 /// A console session for `app` (logged in with the admin token): its cookie.
 async fn console_cookie(app: &TestApp) -> String {
     let client = reqwest::Client::builder()
@@ -522,15 +525,7 @@ async fn console_cookie(app: &TestApp) -> String {
         .send()
         .await
         .unwrap();
-    response
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .find(|cookie| cookie.starts_with("console_session="))
-        .and_then(|cookie| cookie.split(';').next())
-        .expect("a session")
-        .to_owned()
+    session_cookie(&response).expect("a session")
 }
 
 #[tokio::test]
