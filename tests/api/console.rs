@@ -22,6 +22,16 @@ async fn app() -> TestApp {
     .await
 }
 
+/// The same, with a clock the test moves.
+async fn app_on_the_test_clock() -> TestApp {
+    spawn_app_with(TestOptions {
+        adjust: export_scenarios,
+        test_clock: true,
+        ..TestOptions::default()
+    })
+    .await
+}
+
 /// Several users answer at once, each tap delivered three times concurrently
 /// (redeliveries) and tapped again (a double tap); some also comment.
 async fn answer_storm(app: &TestApp, users: &[String]) {
@@ -439,12 +449,7 @@ async fn a_replay_that_may_send_twice_asks_for_a_confirmation_first() {
     let Some(browser) = Browser::start().await else {
         return;
     };
-    let app = spawn_app_with(TestOptions {
-        adjust: export_scenarios,
-        test_clock: true,
-        ..TestOptions::default()
-    })
-    .await;
+    let app = app_on_the_test_clock().await;
     let parked = events::new_user();
     app.deliver(&text(&parked, "export")).await;
     app.line.fail_next_pushes([Fault::Refuse(400)]);
@@ -530,12 +535,7 @@ async fn console_cookie(app: &TestApp) -> String {
 
 #[tokio::test]
 async fn the_home_page_counts_the_last_30_days_unless_another_range_is_chosen() {
-    let app = spawn_app_with(TestOptions {
-        adjust: export_scenarios,
-        test_clock: true,
-        ..TestOptions::default()
-    })
-    .await;
+    let app = app_on_the_test_clock().await;
     let user = events::new_user();
     app.deliver(&app.sent_now(&text(&user, "export"))).await;
     app.deliver(&app.sent_now(&postback(&user, &events::answer_data("export", "rating", "good"))))

@@ -230,22 +230,28 @@ async fn replay_with(app: &TestApp, id: &str, body: serde_json::Value) -> reqwes
         .expect("service reachable")
 }
 
-#[tokio::test]
-async fn a_push_first_sent_over_23_hours_ago_is_replayed_only_with_force() {
+/// An app on the test clock with one push LINE refused (the answer came too
+/// late for a reply), parked: the app and the dead letter's id.
+async fn a_parked_push() -> (TestApp, String) {
     let app = spawn_app_with(TestOptions {
         adjust: |config| config.max_send_attempts = 4,
         test_clock: true,
         ..TestOptions::default()
     })
     .await;
-    let user = events::new_user();
     app.line.fail_next_pushes([Fault::Refuse(400)]);
     app.deliver(&events::with_timestamp(
-        &events::text(&user, "news"),
+        &events::text(&events::new_user(), "news"),
         app.now_ms() - 120_000,
     ))
     .await;
     let id = crate::helpers::firestore_rest::document_id(&app.firestore.list("dead_letters").await[0]);
+    (app, id)
+}
+
+#[tokio::test]
+async fn a_push_first_sent_over_23_hours_ago_is_replayed_only_with_force() {
+    let (app, id) = a_parked_push().await;
 
     // 22 hours on, LINE still remembers the retry key: no confirmation needed
     // (checked without sending: a bad body is refused before anything happens).
@@ -275,19 +281,7 @@ async fn a_push_first_sent_over_23_hours_ago_is_replayed_only_with_force() {
 
 #[tokio::test]
 async fn a_push_parked_within_the_retry_key_window_replays_without_force() {
-    let app = spawn_app_with(TestOptions {
-        adjust: |config| config.max_send_attempts = 4,
-        test_clock: true,
-        ..TestOptions::default()
-    })
-    .await;
-    app.line.fail_next_pushes([Fault::Refuse(400)]);
-    app.deliver(&events::with_timestamp(
-        &events::text(&events::new_user(), "news"),
-        app.now_ms() - 120_000,
-    ))
-    .await;
-    let id = crate::helpers::firestore_rest::document_id(&app.firestore.list("dead_letters").await[0]);
+    let (app, id) = a_parked_push().await;
     app.advance_clock(Duration::from_secs(22 * 3600)).await;
     let replayed = app.post_admin(&format!("/admin/dead-letters/{id}/replay")).await;
     assert_eq!(replayed.status(), 200);
