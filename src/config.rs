@@ -65,6 +65,9 @@ pub struct Config {
     pub console_session: Duration,
     /// Which clock the service reads the time from (`CLOCK`).
     pub clock: ClockKind,
+    /// Where a send stops for good, for tests that kill the process at that
+    /// point (`FAULT_PAUSE`): only with the Firestore emulator.
+    pub fault_pause: Option<FaultPause>,
 }
 
 /// The shortest `ADMIN_TOKEN` start-up accepts.
@@ -92,6 +95,18 @@ pub enum ClockKind {
     /// with the Firestore emulator, so a moved clock never writes leases or due
     /// times into real data.
     Test,
+}
+
+/// A point where every send stops for good (`FAULT_PAUSE`), so that a test can
+/// SIGKILL the process exactly there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultPause {
+    /// `before_reply_call`: after the commit that recorded the action, before
+    /// the reply call is recorded as about to be made (and made).
+    BeforeReplyCall,
+    /// `after_reply_call`: after LINE answered the reply call, before its
+    /// outcome is recorded.
+    AfterReplyCall,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -230,6 +245,17 @@ impl Config {
                     });
                 }
             },
+            fault_pause: match get("FAULT_PAUSE").as_deref() {
+                None => None,
+                Some("before_reply_call") => Some(FaultPause::BeforeReplyCall),
+                Some("after_reply_call") => Some(FaultPause::AfterReplyCall),
+                Some(other) => {
+                    return Err(ConfigError::Invalid {
+                        name: "FAULT_PAUSE",
+                        problem: format!("{other:?} is not before_reply_call or after_reply_call"),
+                    });
+                }
+            },
         };
         config.validate()?;
         Ok(config)
@@ -348,6 +374,13 @@ impl Config {
             return invalid(
                 "CLOCK",
                 "test is allowed only with the Firestore emulator (FIRESTORE_EMULATOR_HOST)",
+            );
+        }
+        // A paused send never finishes: a test's fault, never a deployment's.
+        if self.fault_pause.is_some() && self.firestore_emulator_host.is_none() {
+            return invalid(
+                "FAULT_PAUSE",
+                "is allowed only with the Firestore emulator (FIRESTORE_EMULATOR_HOST)",
             );
         }
         Ok(())
@@ -560,6 +593,38 @@ mod tests {
         assert_eq!(refused_setting(built.validate().map(|()| built.clone())), "CLOCK");
         assert_eq!(deployed(&[]).unwrap().clock, ClockKind::System, "the default");
         assert_eq!(deployed(&[("CLOCK", "system")]).unwrap().clock, ClockKind::System);
+    }
+
+    #[test]
+    fn a_fault_pause_runs_only_against_the_emulator_and_names_its_point() {
+        let emulator = |pause: &str| {
+            config(&[
+                ("LINE_CHANNEL_SECRET", "s"),
+                ("FIRESTORE_EMULATOR_HOST", "127.0.0.1:8681"),
+                ("FAULT_PAUSE", pause),
+            ])
+        };
+        let cases = [
+            ("before_reply_call", Ok(Some(FaultPause::BeforeReplyCall))),
+            ("after_reply_call", Ok(Some(FaultPause::AfterReplyCall))),
+            (
+                "anywhere",
+                Err("FAULT_PAUSE is invalid: \"anywhere\" is not before_reply_call or after_reply_call".to_owned()),
+            ),
+        ];
+        for (pause, expected) in cases {
+            let got = emulator(pause)
+                .map(|config| config.fault_pause)
+                .map_err(|error| error.to_string());
+            assert_eq!(got, expected, "{pause}");
+        }
+        assert_eq!(
+            deployed(&[("FAULT_PAUSE", "before_reply_call")])
+                .unwrap_err()
+                .to_string(),
+            "FAULT_PAUSE is invalid: is allowed only with the Firestore emulator (FIRESTORE_EMULATOR_HOST)"
+        );
+        assert_eq!(deployed(&[]).unwrap().fault_pause, None, "the default");
     }
 
     #[test]

@@ -2,14 +2,14 @@
 //! the very same server (tests on port 0).
 
 use crate::clock::Clock;
-use crate::config::{ClockKind, Config};
+use crate::config::{ClockKind, Config, FaultPause};
 use crate::engine::Engine;
 use crate::http::AppState;
 use crate::http::routes::{self, MainRoutes};
 use crate::line::client::LineClient;
 use crate::log_ids::UserIdHasher;
 use crate::metrics::Metrics;
-use crate::outbound::{Courier, RetryPolicy};
+use crate::outbound::{Courier, PauseAt, RetryPolicy};
 use crate::pipeline::campaigns::Campaigns;
 use crate::pipeline::ingest::Ingest;
 use crate::pipeline::manual_send::ManualSender;
@@ -101,7 +101,12 @@ impl Application {
         // not a way into the courier's.
         let campaign_line = client.clone();
         let personal = Personaliser::new(store.clone(), client.clone(), clock.clone());
-        let courier = Courier::new(client, store.clone(), policy.clone(), retries, clock.clone());
+        let courier = Courier::new(client, store.clone(), policy.clone(), retries, clock.clone()).pausing_at(
+            config.fault_pause.map(|pause| match pause {
+                FaultPause::BeforeReplyCall => PauseAt::BeforeReplyCall,
+                FaultPause::AfterReplyCall => PauseAt::AfterReplyCall,
+            }),
+        );
         let metrics = Arc::new(Metrics::default());
         let versions = Arc::new(Versions::new(engine.clone(), store.clone()));
         // Records this instance holds (queued, running, being sent), and the

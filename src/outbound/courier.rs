@@ -11,6 +11,14 @@
 //!   that could not be settled before its token may have expired is `uncertain`;
 //!   it is never switched to a push automatically. A reply LINE refuses before
 //!   any attempt could have reached it is pushed instead.
+//! - Whether an attempt could have reached LINE is recorded, not guessed: the
+//!   entry says a reply call is about to be made (`replyCallPending`, written
+//!   before the call) until the call's outcome is recorded. An instance that
+//!   takes over an entry whose dead owner committed it but never got to the call
+//!   finds no such record, so a 400 then means the token was refused (expired
+//!   sooner than we allow for, or never valid), not used: the reply falls back
+//!   to a push. Costs one write before each reply's first call; a recovered or
+//!   retried call whose entry already says "pending" or "unknown" reuses it.
 //! - A push carries the action's retry key, so it is retried after 5xx, timeouts
 //!   and 429 (honouring `Retry-After`) without risk: 409 means LINE had accepted
 //!   it. Other 4xx are final. Retries are bounded; then it is parked.
@@ -45,13 +53,15 @@ impl RetryPolicy {
     }
 }
 
-/// Whether the run holding the action recorded it just now.
+/// Where a courier stops for good, for the tests that kill a process at an
+/// exact point of a send (`FAULT_PAUSE`, only with the Firestore emulator).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Origin {
-    /// Recorded by this run, which made no call for it yet.
-    Fresh,
-    /// Taken over after its lease ran out: an earlier run may have made a call.
-    Recovered,
+pub(crate) enum PauseAt {
+    /// Before a reply's call is recorded as about to be made (right after the
+    /// commit that recorded the action).
+    BeforeReplyCall,
+    /// After LINE answered a reply call, before its outcome is recorded.
+    AfterReplyCall,
 }
 
 #[derive(Clone)]
@@ -63,6 +73,7 @@ pub(crate) struct Courier {
     retries: mpsc::UnboundedSender<ScheduledRetry>,
     /// The service's clock: a reply token's age is event time to now.
     clock: Clock,
+    pause: Option<PauseAt>,
 }
 
 /// The outcome of one turn and how it is to be recorded.
@@ -109,6 +120,19 @@ impl Courier {
             policy,
             retries,
             clock,
+            pause: None,
+        }
+    }
+
+    /// A courier that stops for good at `pause` (see [`PauseAt`]).
+    pub(crate) fn pausing_at(self, pause: Option<PauseAt>) -> Self {
+        Self { pause, ..self }
+    }
+
+    async fn pause_if(&self, point: PauseAt) {
+        if self.pause == Some(point) {
+            tracing::warn!(pause = ?point, "FAULT_PAUSE: this send stops here");
+            std::future::pending::<()>().await;
         }
     }
 
@@ -116,11 +140,11 @@ impl Courier {
     /// `version` (the version this sender holds). Store errors while recording are logged: the lease then runs out
     /// and the sweeper settles the entry again.
     #[tracing::instrument(skip_all, fields(ledger.id = ledger_id, user.id = %crate::log_ids::logged(&doc.line_user_id)))]
-    pub(crate) async fn deliver(&self, ledger_id: &str, doc: &LedgerDoc, version: Version, origin: Origin) -> Delivery {
-        let Some((Turn { settlement, attempted }, version)) = self.turn(ledger_id, doc, version, origin).await else {
+    pub(crate) async fn deliver(&self, ledger_id: &str, doc: &LedgerDoc, version: Version) -> Delivery {
+        let Some((Turn { settlement, attempted }, version)) = self.turn(ledger_id, doc, version).await else {
             tracing::info!(
                 outcome = "superseded",
-                "the action moved on before a push could follow the refused reply"
+                "the action moved on (or Firestore did not answer) before a call could be made"
             );
             return Delivery::NotSettled;
         };
@@ -173,6 +197,8 @@ impl Courier {
         doc.attempts = attempted.attempts;
         doc.route = attempted.route;
         doc.reply_outcome_unknown = attempted.reply_outcome_unknown;
+        // As the settle wrote it.
+        doc.reply_call_pending = Some(false);
         let retry = ScheduledRetry {
             due: tokio::time::Instant::now() + after.min(MAX_LOCAL_WAIT),
             ledger_id: ledger_id.to_owned(),
@@ -186,13 +212,7 @@ impl Courier {
 
     /// One turn, and the version to record its outcome from; `None` when the
     /// action moved on and this turn must not go on.
-    async fn turn(
-        &self,
-        ledger_id: &str,
-        doc: &LedgerDoc,
-        version: Version,
-        origin: Origin,
-    ) -> Option<(Turn, Version)> {
+    async fn turn(&self, ledger_id: &str, doc: &LedgerDoc, version: Version) -> Option<(Turn, Version)> {
         let messages: Vec<Message> = match serde_json::from_str(&doc.messages) {
             // Rendered with the values decided with the step: the same bytes on
             // every attempt, whichever instance makes it.
@@ -216,12 +236,28 @@ impl Courier {
         {
             // Could an earlier call have reached LINE? Then only the same token may
             // be used again, never a push.
-            let earlier_call_unknown = doc.reply_outcome_unknown || origin == Origin::Recovered;
+            let earlier_call_unknown = doc.earlier_reply_call_unknown();
+            let mut version = version;
             if self.reply_is_fresh(event_time_ms) {
+                // No call may go out before the entry says one may have; what
+                // follows (the outcome, or the switch to a push) is written from
+                // the version that says so.
+                if !earlier_call_unknown {
+                    self.pause_if(PauseAt::BeforeReplyCall).await;
+                    version = match self.store.mark_reply_call(ledger_id, version).await {
+                        Ok(Some(version)) => version,
+                        Ok(None) => return None,
+                        Err(error) => {
+                            tracing::warn!(error = %error, "could not record the reply call; the sweeper retries the action");
+                            return None;
+                        }
+                    };
+                }
                 if let Some(turn) = self
                     .reply(doc, token, event_time_ms, &messages, earlier_call_unknown)
                     .await
                 {
+                    self.pause_if(PauseAt::AfterReplyCall).await;
                     return Some((turn, version));
                 }
                 // Refused (or rate limited past the token's life) before any
@@ -234,6 +270,8 @@ impl Courier {
                     ),
                     attempted: Attempted {
                         route: RouteDoc::Reply,
+                        // Recorded as unknown: a replay must name that risk.
+                        reply_outcome_unknown: true,
                         ..Attempted::unchanged(doc)
                     },
                 };

@@ -4,7 +4,7 @@
 
 mod courier;
 
-pub(crate) use courier::{Courier, Delivery, Origin, RetryPolicy, ScheduledRetry};
+pub(crate) use courier::{Courier, Delivery, PauseAt, RetryPolicy, ScheduledRetry};
 
 use crate::ids::{LineUserId, ScenarioId, deterministic_id};
 use crate::line::messages::Message;

@@ -10,7 +10,7 @@
 
 use crate::engine::{Engine, ManualStartError};
 use crate::ids::{LineUserId, RunId, ScenarioId, scenario_marker_id};
-use crate::outbound::{ActionKey, Courier, Delivery, Origin, OutboundAction};
+use crate::outbound::{ActionKey, Courier, Delivery, OutboundAction};
 use crate::store::{LedgerState, Recorded, RequestCheck, RunRecord, Settlement, Store, StoreError};
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
@@ -228,7 +228,7 @@ impl ManualSender {
             Ok(staged) => staged,
             Err(error) => return Some(UserSend::Failed(error.to_string())),
         };
-        let (doc, version, origin) = match self
+        let (doc, version) = match self
             .store
             .record_outbound(
                 &staged.ledger_id,
@@ -244,7 +244,7 @@ impl ManualSender {
             )
             .await
         {
-            Ok(Recorded::New { version }) => (staged.doc, version, Origin::Fresh),
+            Ok(Recorded::New { version }) => (staged.doc, version),
             Ok(Recorded::Existing(existing))
                 if matches!(existing.doc.state, LedgerState::Sent | LedgerState::Logged) =>
             {
@@ -259,22 +259,18 @@ impl ManualSender {
                 if doc.personal.is_none() {
                     doc.personal.clone_from(&staged.doc.personal);
                 }
-                (doc, existing.version, Origin::Recovered)
+                (doc, existing.version)
             }
             Ok(Recorded::UserChanged) => return None,
             Err(error) => return Some(UserSend::Failed(error.to_string())),
         };
-        Some(
-            match self.courier.deliver(&staged.ledger_id, &doc, version, origin).await {
-                Delivery::Settled(Settlement::Sent) => UserSend::Sent,
-                Delivery::Settled(Settlement::Logged) => UserSend::Logged,
-                Delivery::Settled(Settlement::RetryAt { error, .. }) => UserSend::RetryLater(error),
-                Delivery::Settled(Settlement::Uncertain(reason) | Settlement::Failed(reason)) => {
-                    UserSend::Failed(reason)
-                }
-                Delivery::NotSettled => UserSend::RetryLater("another instance holds the push".into()),
-            },
-        )
+        Some(match self.courier.deliver(&staged.ledger_id, &doc, version).await {
+            Delivery::Settled(Settlement::Sent) => UserSend::Sent,
+            Delivery::Settled(Settlement::Logged) => UserSend::Logged,
+            Delivery::Settled(Settlement::RetryAt { error, .. }) => UserSend::RetryLater(error),
+            Delivery::Settled(Settlement::Uncertain(reason) | Settlement::Failed(reason)) => UserSend::Failed(reason),
+            Delivery::NotSettled => UserSend::RetryLater("another instance holds the push".into()),
+        })
     }
 }
 

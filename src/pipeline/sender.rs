@@ -3,7 +3,7 @@
 
 use super::work::Work;
 use super::{InHand, OutboundJob};
-use crate::outbound::{Courier, Delivery, Origin, StagedAction};
+use crate::outbound::{Courier, Delivery, StagedAction};
 use crate::store::{LedgerDoc, Store, Version};
 use std::sync::Arc;
 use std::time::Instant;
@@ -36,9 +36,7 @@ impl OutboundSender {
         if let (Some(staged), Some(version)) = (staged, version) {
             // Held while it is sent: this instance's sweeper must not take it over.
             let _held = self.in_hand.hold(&staged.ledger_id);
-            self.courier
-                .deliver(&staged.ledger_id, &staged.doc, version, Origin::Fresh)
-                .await;
+            self.courier.deliver(&staged.ledger_id, &staged.doc, version).await;
         }
     }
 
@@ -59,9 +57,7 @@ impl OutboundSender {
         };
         match version {
             Some(version) => {
-                self.courier
-                    .deliver(&job.id, &job.doc, version, Origin::Recovered)
-                    .await;
+                self.courier.deliver(&job.id, &job.doc, version).await;
             }
             None => {
                 tracing::info!(ledger.id = %job.id, outcome = "superseded", "the action was taken over while it waited");
@@ -71,6 +67,6 @@ impl OutboundSender {
 
     /// Sends an action a dead-letter replay revived (leased to this instance).
     pub(super) async fn deliver_revived(&self, ledger_id: &str, doc: &LedgerDoc, version: Version) -> Delivery {
-        self.courier.deliver(ledger_id, doc, version, Origin::Fresh).await
+        self.courier.deliver(ledger_id, doc, version).await
     }
 }

@@ -1,7 +1,10 @@
-//! Group commit of inbox claims. Claims that arrive while earlier batches are in
-//! flight go out together in one `BatchWrite`: each is its own `create` with its
-//! own status (`ALREADY_EXISTS` for a redelivery), so one claim never fails
-//! another, yet a burst costs the emulator one request instead of dozens.
+//! Group commit of claims: the inbox's (a `create` per delivered event) and the
+//! ledger's reply-call marks (a conditional update per reply, the write that
+//! leases an entry for its call). Claims that arrive while earlier batches are in
+//! flight go out together in one `BatchWrite`: each is its own write with its
+//! own status (`ALREADY_EXISTS` for a redelivery, `FAILED_PRECONDITION` for an
+//! entry that moved on), so one claim never fails another, yet a burst costs the
+//! emulator one request instead of dozens.
 //!
 //! A second (up to a fourth) batch goes out beside one in flight when at least 32
 //! claims wait, or when the last batch went out 100 ms ago; each batch holds at
@@ -11,9 +14,9 @@
 //! Measured in BENCHMARKS.md: the acknowledgement waits for this one request, and
 //! under load the emulator's per-request cost, not the writes, dominated it.
 
-use super::StoreError;
 use super::inbox::Claim;
 use super::writes::{batch_write, code, document_name};
+use super::{StoreError, Version};
 use firestore::FirestoreDb;
 use gcloud_sdk::google::firestore::v1::Write;
 use gcloud_sdk::prost::Message;
@@ -34,7 +37,10 @@ const EXTRA_BATCH: usize = 32;
 /// A batch in flight for this long is slow: the claims waiting go out beside it.
 const SLOW_BATCH: Duration = Duration::from_millis(100);
 
-type Reply = oneshot::Sender<Result<Claim, StoreError>>;
+/// A write's own status in its batch: its code and, when written, its version.
+type Status = (i32, Option<Version>);
+
+type Reply = oneshot::Sender<Result<Status, StoreError>>;
 
 struct Request {
     write: Write,
@@ -57,6 +63,29 @@ impl Claimer {
 
     /// Sends `write` (a `create` of an inbox record) with the next batch.
     pub(super) async fn claim(&self, write: Write) -> Result<Claim, StoreError> {
+        match self.send(write).await? {
+            (code::OK, Some(version)) => Ok(Claim::Claimed { version }),
+            // Never seen: a create always has an update time. Without one the
+            // claim cannot be held; LINE redelivers and the sweeper recovers it.
+            (code::OK, None) => Err(StoreError::Unavailable("claim answered without a version".into())),
+            (code::ALREADY_EXISTS, _) => Ok(Claim::Duplicate),
+            (other, _) => Err(StoreError::Unavailable(format!("claim refused with status {other}"))),
+        }
+    }
+
+    /// Sends `write` (an update conditional on the version its writer holds)
+    /// with the next batch: `Some(version)` when it landed, `None` when the
+    /// document had moved on. An error leaves the outcome unknown.
+    pub(super) async fn update(&self, write: Write) -> Result<Option<Version>, StoreError> {
+        match self.send(write).await? {
+            (code::OK, Some(version)) => Ok(Some(version)),
+            (code::OK, None) => Err(StoreError::Unavailable("update answered without a version".into())),
+            (code::FAILED_PRECONDITION | code::NOT_FOUND, _) => Ok(None),
+            (other, _) => Err(StoreError::Unavailable(format!("update refused with status {other}"))),
+        }
+    }
+
+    async fn send(&self, write: Write) -> Result<Status, StoreError> {
         let (reply, result) = oneshot::channel();
         self.queue
             .send(Request { write, reply })
@@ -143,7 +172,7 @@ fn take_batch(pending: &mut VecDeque<Request>) -> Vec<Request> {
 async fn send_batch(db: &FirestoreDb, batch: Vec<Request>, timeout: Duration) {
     // `BatchWrite` refuses two writes to one document: the same event delivered
     // twice at once. Only the first is sent; the others share its outcome (a
-    // later copy is then a duplicate).
+    // later copy is then a duplicate, as if it had come second).
     let mut sent: Vec<(Write, Reply)> = Vec::with_capacity(batch.len());
     let mut copies: HashMap<String, Vec<Reply>> = HashMap::new();
     for request in batch {
@@ -160,7 +189,7 @@ async fn send_batch(db: &FirestoreDb, batch: Vec<Request>, timeout: Duration) {
     for ((name, reply), outcome) in names.into_iter().zip(replies).zip(outcomes) {
         for copy in copies.remove(&name).unwrap_or_default() {
             let shared = match &outcome {
-                Ok(_) => Ok(Claim::Duplicate),
+                Ok(_) => Ok((code::ALREADY_EXISTS, None)),
                 Err(error) => Err(StoreError::Unavailable(error.to_string())),
             };
             let _ = copy.send(shared);
@@ -170,7 +199,7 @@ async fn send_batch(db: &FirestoreDb, batch: Vec<Request>, timeout: Duration) {
 }
 
 /// One outcome per write, in order.
-async fn outcomes(db: &FirestoreDb, writes: Vec<Write>, timeout: Duration) -> Vec<Result<Claim, StoreError>> {
+async fn outcomes(db: &FirestoreDb, writes: Vec<Write>, timeout: Duration) -> Vec<Result<Status, StoreError>> {
     let count = writes.len();
     match batch_write(db, writes, timeout).await {
         Err(error) => (0..count)
@@ -178,14 +207,7 @@ async fn outcomes(db: &FirestoreDb, writes: Vec<Write>, timeout: Duration) -> Ve
             .collect(),
         Ok(statuses) => statuses
             .into_iter()
-            .map(|status| match (status.code, status.version) {
-                (code::OK, Some(version)) => Ok(Claim::Claimed { version }),
-                // Never seen: a create always has an update time. Without one the
-                // claim cannot be held; LINE redelivers and the sweeper recovers it.
-                (code::OK, None) => Err(StoreError::Unavailable("claim answered without a version".into())),
-                (code::ALREADY_EXISTS, _) => Ok(Claim::Duplicate),
-                (other, _) => Err(StoreError::Unavailable(format!("claim refused with status {other}"))),
-            })
+            .map(|status| Ok((status.code, status.version)))
             .collect(),
     }
 }

@@ -160,6 +160,13 @@ pub(crate) struct LedgerDoc {
     /// the action may only be retried with the same token, never pushed.
     #[serde(default)]
     pub(crate) reply_outcome_unknown: bool,
+    /// Set just before a reply call, in a write of its own, and cleared when the
+    /// call's outcome is recorded: while set, a call may have reached LINE
+    /// without its outcome being recorded (the process died), so a 400 "Invalid
+    /// reply token" means our call used the token. Absent on entries written
+    /// before it existed, which count as set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) reply_call_pending: Option<bool>,
     pub(crate) lease_owner: String,
     #[serde(with = "firestore::serialize_as_timestamp")]
     pub(crate) lease_until: FirestoreInstant,
@@ -189,6 +196,14 @@ pub(crate) struct LedgerDoc {
     pub(crate) personal: Option<crate::values::PersonalValues>,
     #[serde(with = "firestore::serialize_as_timestamp")]
     pub(crate) expire_at: FirestoreInstant,
+}
+
+impl LedgerDoc {
+    /// Whether a reply call may have reached LINE with no outcome recorded: its
+    /// outcome was lost, or a call was about to be made when the process died.
+    pub(crate) fn earlier_reply_call_unknown(&self) -> bool {
+        self.reply_outcome_unknown || self.reply_call_pending != Some(false)
+    }
 }
 
 /// What a question's ledger entry counts as "sent": this node, on this day

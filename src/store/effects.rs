@@ -207,7 +207,7 @@ impl Store {
             self.inbox_done_write(inbox, version)?,
             create(self.document_path(SURVEY_RESPONSES, answer.answer_id), &doc)?,
             // Exact: this commit lands once, as guard 1's create does.
-            self.answer_count_write(answer.answer_id, &doc, &answer.day)?,
+            self.answer_count_write(&doc, &answer.day)?,
             // A merge, not a set: the marker's last start stays, and a guard that
             // read the marker before this commit finds it changed.
             merge(
@@ -233,7 +233,7 @@ impl Store {
             writes.push(self.timer_write(timer_id, doc)?);
         }
         if let Some((ledger_id, entry)) = follow_up {
-            writes.extend(self.sent_count_write(ledger_id, entry)?);
+            writes.extend(self.sent_count_write(entry)?);
             writes.push(self.ledger_create_write(ledger_id, entry)?);
         }
         Ok(writes)
@@ -326,7 +326,7 @@ impl Store {
             writes.push(self.timer_write(timer_id, doc)?);
         }
         if let Some((ledger_id, entry)) = effects.action {
-            writes.extend(self.sent_count_write(ledger_id, entry)?);
+            writes.extend(self.sent_count_write(entry)?);
             writes.push(self.ledger_create_write(ledger_id, entry)?);
         }
         Ok(writes)

@@ -135,6 +135,8 @@ struct SettleChange<'a> {
     last_error: Option<&'a str>,
     route: RouteDoc,
     reply_outcome_unknown: bool,
+    /// Every settle records a call's outcome (or that none was made).
+    reply_call_pending: bool,
 }
 
 impl Store {
@@ -156,6 +158,7 @@ impl Store {
             state: LedgerState::Pending,
             attempts: 0,
             reply_outcome_unknown: false,
+            reply_call_pending: Some(false),
             lease_owner: self.options.instance_id.clone(),
             lease_until: later(now, self.options.lease),
             created_at: now,
@@ -202,22 +205,87 @@ impl Store {
             merge_deleting(path, &change, &["replyToken"], Vec::new())?,
             Expect::At(version),
         );
+        self.leased_change(ledger_id, write, change.lease_until, "the switch to a push", |doc| {
+            doc.route == RouteDoc::Push && doc.reply_token.is_none()
+        })
+        .await
+    }
+
+    /// Records that a reply call is about to be made, from the version the
+    /// sender holds, and renews the lease for it: the write that leases the
+    /// entry for the attempt. Made before the call, so an instance that takes
+    /// the entry over knows whether a call may have used the token (see
+    /// [`LedgerDoc::earlier_reply_call_unknown`]). `None`: the entry moved on
+    /// (another instance holds it) and no call may be made.
+    pub(crate) async fn mark_reply_call(
+        &self,
+        ledger_id: &str,
+        version: Version,
+    ) -> Result<Option<Version>, StoreError> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct CallPending {
+            reply_call_pending: bool,
+            #[serde(with = "firestore::serialize_as_timestamp")]
+            lease_until: FirestoreInstant,
+        }
+        let change = CallPending {
+            reply_call_pending: true,
+            lease_until: self.lease_from_now(),
+        };
+        let path = self.document_path(OUTBOUND_LEDGER, ledger_id);
+        let write = expecting(merge(path, &change, Vec::new())?, Expect::At(version));
+        // With the inbox claims' batches: under load many replies' marks share
+        // one request, as their events' claims did.
+        match self.claimer.update(write).await {
+            Ok(found) => Ok(found),
+            Err(error) => {
+                tracing::warn!(error = %error, "the reply call's record has an unknown outcome; reading the entry");
+                self.landed_under_my_lease(ledger_id, change.lease_until, |doc| {
+                    doc.reply_call_pending == Some(true)
+                })
+                .await
+            }
+        }
+    }
+
+    /// Commits one conditional change of an entry this instance holds, which
+    /// leases it until `lease_until`. An unknown outcome is found out by reading
+    /// the entry. `Some(version)` when it landed.
+    async fn leased_change(
+        &self,
+        ledger_id: &str,
+        write: Write,
+        lease_until: FirestoreInstant,
+        what: &str,
+        landed: impl FnOnce(&LedgerDoc) -> bool,
+    ) -> Result<Option<Version>, StoreError> {
         match self.commit(vec![write]).await {
-            // Find out: the switch landed if the entry holds exactly what it wrote.
             CommitOutcome::Unknown(error) => {
-                tracing::warn!(error = %error, "the switch to a push has an unknown outcome; reading the entry");
-                let found = self.outbound(ledger_id).await?;
-                Ok(found
-                    .filter(|entry| {
-                        entry.doc.route == RouteDoc::Push
-                            && entry.doc.reply_token.is_none()
-                            && entry.doc.lease_owner == self.options.instance_id
-                            && super::same_instant(entry.doc.lease_until, change.lease_until)
-                    })
-                    .map(|entry| entry.version))
+                tracing::warn!(error = %error, "{what} has an unknown outcome; reading the entry");
+                self.landed_under_my_lease(ledger_id, lease_until, landed).await
             }
             outcome => outcome.first_version(),
         }
+    }
+
+    /// After a change with an unknown outcome: it landed if the entry holds it
+    /// (`landed`) under this instance's lease until `lease_until` (no other
+    /// writer sets that exact lease). Its version then.
+    async fn landed_under_my_lease(
+        &self,
+        ledger_id: &str,
+        lease_until: FirestoreInstant,
+        landed: impl FnOnce(&LedgerDoc) -> bool,
+    ) -> Result<Option<Version>, StoreError> {
+        let found = self.outbound(ledger_id).await?;
+        Ok(found
+            .filter(|entry| {
+                landed(&entry.doc)
+                    && entry.doc.lease_owner == self.options.instance_id
+                    && super::same_instant(entry.doc.lease_until, lease_until)
+            })
+            .map(|entry| entry.version))
     }
 
     /// The `create` of a new pending entry, for an effect's commit.
@@ -246,7 +314,7 @@ impl Store {
         for _ in 0..3 {
             // The entry first: its version is the first one the commit reports.
             let mut writes = vec![self.ledger_create_write(ledger_id, doc)?];
-            writes.extend(self.sent_count_write(ledger_id, doc)?);
+            writes.extend(self.sent_count_write(doc)?);
             if let Some(question) = question {
                 writes.push(self.question_write(question)?);
             }
@@ -342,6 +410,7 @@ impl Store {
             last_error: error,
             route: attempted.route,
             reply_outcome_unknown: attempted.reply_outcome_unknown,
+            reply_call_pending: false,
         };
         // A settled action will never be replied to again: drop the token, and
         // the personal values its messages rendered with (a replay of a parked

@@ -8,7 +8,8 @@
 //!
 //! `result_counters/{scenarioKey}_{day}_{shard}`, one document per scenario,
 //! day (in the scenario's time zone) and shard, so that a busy survey spreads
-//! its writes over [`SHARDS`] documents. Fields: `scenarioId`, `day`, and the maps
+//! its writes over [`SHARDS`] documents, by the hash of the user counted (a
+//! campaign chunk's recipients: by the chunk). Fields: `scenarioId`, `day`, and the maps
 //! `sent.{node}`, `answered.{node}` and `choices.{node}.{value}`, each key
 //! prefixed with `~` (Firestore reserves keys such as `__x__`).
 
@@ -26,8 +27,12 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Counter documents per scenario and day. A document sustains about one write
-/// per second; ten take a storm of answers to one survey.
-pub(crate) const SHARDS: u32 = 10;
+/// per second, and every answer and every question sent writes one: 128 shards
+/// keep each under one write a second per 100 answers a second (0.78), so a
+/// campaign's first minutes (200 answers a second to one survey) do not make
+/// answer commits contend over their counters. A day with few answers writes
+/// few of them, and reports read only the ones that exist.
+pub(crate) const SHARDS: u32 = 128;
 
 /// The counts of one scenario over a range of days, summed over shards.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -80,7 +85,7 @@ impl Store {
     /// The "sent" increment of a ledger entry that asks a question (by arm as
     /// well, in an A/B test), and the "runs" of the split arm its chain took;
     /// none when it does neither. Written in the commit that creates the entry.
-    pub(super) fn sent_count_write(&self, ledger_id: &str, doc: &LedgerDoc) -> Result<Vec<Write>, StoreError> {
+    pub(super) fn sent_count_write(&self, doc: &LedgerDoc) -> Result<Vec<Write>, StoreError> {
         let mut by_day: BTreeMap<&str, Vec<FieldTransform>> = BTreeMap::new();
         if let Some(asks) = &doc.asks {
             let node = key(&asks.node);
@@ -100,7 +105,7 @@ impl Store {
         // write in practice; days that differ go to their own documents.
         by_day
             .into_iter()
-            .map(|(day, increments)| self.counter_write(&doc.scenario_id, day, ledger_id, increments))
+            .map(|(day, increments)| self.counter_write(&doc.scenario_id, day, &doc.line_user_id, increments))
             .collect()
     }
 
@@ -121,7 +126,7 @@ impl Store {
     }
 
     /// "Answered" for the node, and the choice's count for a choice answer.
-    pub(super) fn answer_count_write(&self, answer_id: &str, doc: &AnswerDoc, day: &str) -> Result<Write, StoreError> {
+    pub(super) fn answer_count_write(&self, doc: &AnswerDoc, day: &str) -> Result<Write, StoreError> {
         let node = key(&doc.node_id);
         let variant = doc.variant.as_deref().map(key);
         let mut increments = vec![increment(&["answered", &node], 1)];
@@ -137,7 +142,7 @@ impl Store {
                 increments.push(increment(&["choicesByVariant", &node, &value, variant], 1));
             }
         }
-        self.counter_write(&doc.scenario_id, day, answer_id, increments)
+        self.counter_write(&doc.scenario_id, day, &doc.line_user_id, increments)
     }
 
     fn counter_write(
@@ -147,7 +152,7 @@ impl Store {
         shard_by: &str,
         increments: Vec<FieldTransform>,
     ) -> Result<Write, StoreError> {
-        let id = counter_id(scenario_id, day, shard_of(shard_by));
+        let id = counter_document(scenario_id, day, shard_by);
         Ok(merge(
             self.document_path(RESULT_COUNTERS, &id),
             &CounterFields { scenario_id, day },
@@ -300,9 +305,17 @@ fn listed_answer(document: &Document) -> Result<ListedAnswer, StoreError> {
     })
 }
 
+/// The counter document a count for `shard_by` (a user id, or a campaign
+/// chunk's id) goes to.
+fn counter_document(scenario_id: &str, day: &str, shard_by: &str) -> String {
+    counter_id(scenario_id, day, shard_of(shard_by))
+}
+
 /// `{scenarioKey}_{day}_{shard}`: a scenario's documents sort together, by day.
+/// (Shards were `00`-`09` before there were 128: those documents are still in
+/// the day's range and counted.)
 fn counter_id(scenario_id: &str, day: &str, shard: u32) -> String {
-    format!("{}_{day}_{shard:02}", scenario_key(scenario_id))
+    format!("{}_{day}_{shard:03}", scenario_key(scenario_id))
 }
 
 /// A fixed-length stand-in for the scenario id: ids may hold any character,
@@ -313,7 +326,7 @@ fn scenario_key(scenario_id: &str) -> String {
     id
 }
 
-/// Spreads writes over the shards by the id of what is counted.
+/// Spreads writes over the shards by the hash of `id`.
 fn shard_of(id: &str) -> u32 {
     let hex = deterministic_id(&["shard", id]);
     u32::from_str_radix(&hex[..8], 16).unwrap_or(0) % SHARDS
@@ -401,9 +414,47 @@ mod tests {
 
     #[test]
     fn shards_spread_and_stay_in_range() {
-        let shards: std::collections::BTreeSet<u32> = (0..200).map(|i| shard_of(&format!("answer-{i}"))).collect();
-        assert_eq!(shards.len(), SHARDS as usize, "200 ids reach every shard");
+        let shards: std::collections::BTreeSet<u32> = (0..2000).map(|i| shard_of(&format!("answer-{i}"))).collect();
+        assert_eq!(shards.len(), SHARDS as usize, "2,000 ids reach every shard");
+        assert!(shards.iter().all(|shard| *shard < SHARDS));
         assert_eq!(shard_of("same"), shard_of("same"));
+    }
+
+    /// The write fan-out: the share of one scenario-day's counter writes that
+    /// the busiest document takes, for as many users answering at once. At
+    /// 100 answers a second a document may take about one write a second: a
+    /// share of at most 1 %.
+    #[test]
+    fn no_counter_document_takes_more_than_one_write_a_second_per_100_answers_a_second() {
+        // (Over many answers: a short burst is uneven, and Firestore absorbs that.)
+        for users in [50_000usize, 200_000] {
+            let mut writes: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+            for index in 0..users {
+                // A user id as LINE spells it: U and 32 hex digits.
+                let user = format!(
+                    "U{:032x}",
+                    (index as u128).wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835)
+                );
+                // An answer's counts, and the "sent" of the question after it (in
+                // the same commit), go to the user's document.
+                *writes
+                    .entry(counter_document("satisfaction", "2026-12-01", &user))
+                    .or_default() += 1;
+            }
+            let busiest = writes.values().copied().max().unwrap_or(0);
+            let per_100_a_second = busiest as f64 * 100.0 / users as f64;
+            assert!(
+                per_100_a_second <= 1.0,
+                "{users} users: the busiest document takes {per_100_a_second:.2} writes a second per 100 answers a second"
+            );
+            assert_eq!(writes.len(), SHARDS as usize, "{users} users reach every shard");
+        }
+        // One user's answers stay on one document (their own rate is a human's).
+        let user = "U0123456789abcdef0123456789abcdef";
+        assert_eq!(
+            counter_document("satisfaction", "2026-12-01", user),
+            counter_document("satisfaction", "2026-12-01", user)
+        );
     }
 
     #[test]

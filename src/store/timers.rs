@@ -398,7 +398,7 @@ impl Store {
             writes.push(self.timer_write(timer_id, doc)?);
         }
         if let Some((ledger_id, entry)) = firing.action {
-            writes.extend(self.sent_count_write(ledger_id, entry)?);
+            writes.extend(self.sent_count_write(entry)?);
             writes.push(self.ledger_create_write(ledger_id, entry)?);
         }
         Ok(writes)

@@ -341,3 +341,164 @@ async fn a_killed_instances_users_get_their_next_question_within_15_s_with_defau
         latest.as_secs_f64()
     );
 }
+
+/// The one ledger entry of `project` once `ready` holds for it (polled, up to
+/// 30 s).
+async fn the_entry_once(firestore: &FirestoreRest, ready: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let entries = firestore.list("outbound_ledger").await;
+        assert!(entries.len() <= 1, "one action, one entry: {entries:?}");
+        if let Some(entry) = entries.into_iter().next().filter(|entry| ready(entry)) {
+            return entry;
+        }
+        assert!(Instant::now() < deadline, "the ledger entry never got there");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A process paused by `FAULT_PAUSE=pause` in the send of a start's opening,
+/// its event `age_ms` old; the stand-in keeps reply tokens `token_lifetime`.
+struct Paused {
+    project: String,
+    line: LineStandIn,
+    firestore: FirestoreRest,
+    user: String,
+    first: ServiceProcess,
+}
+
+async fn paused_after_a_start(pause: &str, token_lifetime: Option<Duration>, age_ms: i64) -> Paused {
+    let project = new_project_id();
+    let line = LineStandIn::start().await;
+    if let Some(lifetime) = token_lifetime {
+        line.set_reply_token_lifetime(lifetime);
+    }
+    let firestore = FirestoreRest::new(&emulator_host(), &project);
+    let user = events::new_user();
+    let start = events::with_timestamp(&events::text(&user, "lunch"), events::now_ms() - age_ms);
+    let first = ServiceProcess::start(&project, &line.uri(), &[("FAULT_PAUSE", pause)]).await;
+    let status = post_event(&reqwest::Client::new(), &first.address, &start)
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    Paused {
+        project,
+        line,
+        firestore,
+        user,
+        first,
+    }
+}
+
+/// Each call LINE got, in order: whether it was a reply, and its status.
+fn replies_and_statuses(line: &LineStandIn) -> Vec<(bool, u16)> {
+    line.calls()
+        .iter()
+        .map(|call| (call.reply_token().is_some(), call.status))
+        .collect()
+}
+
+async fn until_line_accepted_one(line: &LineStandIn) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while line.accepted().is_empty() {
+        assert!(Instant::now() < deadline, "the first process never replied");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn reply_call_pending(entry: &serde_json::Value) -> Option<bool> {
+    entry["fields"]["replyCallPending"]["booleanValue"].as_bool()
+}
+
+fn state(entry: &serde_json::Value) -> String {
+    crate::helpers::firestore_rest::string_field(entry, "state").unwrap_or_default()
+}
+
+/// A process SIGKILLed after the commit that recorded a start's opening and
+/// before its reply call: the entry says no call was made, so the instance that
+/// takes it over reads LINE's 400 "Invalid reply token" as "refused", not "used
+/// by the dead one" (the stand-in keeps tokens 30 s; the service allows 50 s, so
+/// the 35 s old token still looks fresh to it), and pushes the opening: the
+/// user gets it once instead of never.
+#[tokio::test]
+async fn a_reply_the_dead_process_never_made_is_pushed_when_line_refuses_its_token() {
+    let Paused {
+        project,
+        line,
+        firestore,
+        user,
+        mut first,
+    } = paused_after_a_start("before_reply_call", Some(Duration::from_secs(30)), 35_000).await;
+    let entry = the_entry_once(&firestore, |_| true).await;
+    assert_eq!(state(&entry), "pending");
+    assert_eq!(reply_call_pending(&entry), Some(false), "{entry}");
+    first.kill();
+    assert!(line.calls().is_empty(), "the killed process made no call");
+
+    let second = ServiceProcess::start(&project, &line.uri(), &[]).await;
+    let entry = the_entry_once(&firestore, |entry| state(entry) != "pending").await;
+    assert_eq!(state(&entry), "sent", "{entry}");
+    let calls = replies_and_statuses(&line);
+    assert_eq!(calls, [(true, 400), (false, 200)], "a refused reply, then one push");
+    let received: Vec<String> = line
+        .accepted()
+        .iter()
+        .flat_map(crate::helpers::line_stand_in::Call::texts)
+        .collect();
+    assert_eq!(line.accepted().len(), 1, "the opening arrived once: {received:?}");
+    assert_eq!(line.accepted()[0].to(), Some(user.as_str()));
+    assert!(second.log_text().contains("pushing instead"), "{}", second.log_text());
+}
+
+/// A process SIGKILLed after LINE accepted its reply and before it recorded
+/// that: the entry says a call was about to be made, so the successor's retry
+/// with the same token, answered 400 while the token is fresh, is "sent", and
+/// nothing is pushed.
+#[tokio::test]
+async fn a_reply_made_before_the_kill_is_recorded_sent_and_never_pushed() {
+    let Paused {
+        project,
+        line,
+        firestore,
+        user: _,
+        mut first,
+    } = paused_after_a_start("after_reply_call", None, 0).await;
+    let entry = the_entry_once(&firestore, |entry| reply_call_pending(entry) == Some(true)).await;
+    assert_eq!(state(&entry), "pending");
+    until_line_accepted_one(&line).await;
+    first.kill();
+
+    let _second = ServiceProcess::start(&project, &line.uri(), &[]).await;
+    let entry = the_entry_once(&firestore, |entry| state(entry) != "pending").await;
+    assert_eq!(state(&entry), "sent", "{entry}");
+    let calls = replies_and_statuses(&line);
+    assert_eq!(calls, [(true, 200), (true, 400)], "the same token twice, no push");
+    assert_eq!(line.accepted().len(), 1);
+}
+
+/// The same kill, but the successor allows tokens only 10 s and this one is
+/// 20 s old: a call may have used it and it may have expired, so the entry is
+/// uncertain (a dead letter an operator can replay), never pushed.
+#[tokio::test]
+async fn a_reply_made_before_the_kill_whose_token_may_have_expired_is_uncertain() {
+    let Paused {
+        project,
+        line,
+        firestore,
+        user: _,
+        mut first,
+    } = paused_after_a_start("after_reply_call", None, 20_000).await;
+    until_line_accepted_one(&line).await;
+    first.kill();
+
+    let _second = ServiceProcess::start(&project, &line.uri(), &[("REPLY_TOKEN_MAX_AGE_SECS", "10")]).await;
+    let entry = the_entry_once(&firestore, |entry| state(entry) != "pending").await;
+    assert_eq!(state(&entry), "uncertain", "{entry}");
+    assert_eq!(
+        entry["fields"]["replyOutcomeUnknown"]["booleanValue"].as_bool(),
+        Some(true),
+        "a replay names the risk: {entry}"
+    );
+    assert_eq!(line.calls().len(), 1, "no second call, no push");
+    assert_eq!(firestore.list("dead_letters").await.len(), 1);
+}
