@@ -9,7 +9,9 @@
 # and three PASS/FAIL checks (p99 drift, no 5xx, RSS growth); exit status 1 if
 # one fails. Example: ./scripts/bench.sh --soak 600 --rate 300
 # --timers N seeds N step timers due at once and reports how fast one instance
-# fires them (beside raw emulator creates/s), its memory and round trips.
+# fires them (beside raw emulator creates/s), its memory and round trips, and
+# the acknowledgement and follow-up latencies of taps sent during the storm
+# against taps sent while idle (exit 1 if a target is missed).
 # --campaign N seeds N following users tagged "bench" (and N/10 untagged), sends
 # one campaign to the tag (CAMPAIGN_CALLS_PER_SECOND=200) and reports recipients/s
 # from the POST until done (planning and sending apart), Firestore documents read

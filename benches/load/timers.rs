@@ -3,10 +3,19 @@
 //! binary fires them all. Reported beside the emulator's raw creates per second
 //! measured in the same run: the time until every step was pushed, the peak
 //! memory above idle, and the Firestore round trips per timer.
+//!
+//! Users tap meanwhile: [`TAP_USERS`] users start the lunch survey before the
+//! storm; half of them answer while the service is idle, the other half during
+//! the storm, [`TAPS_PER_SECOND`] a second. Reported: each half's webhook
+//! acknowledgement and follow-up (tap to "Coffee or tea?" at the stand-in)
+//! latencies, against the targets: follow-up p99 within 2 s during the storm,
+//! acknowledgement p99 within 2x of idle.
 
+use crate::driver::{ms, post, quantile};
 use crate::raw;
-use crate::service::Service;
+use crate::service::{CHANNEL_SECRET, Service};
 use crate::stand_in::StandIn;
+use crate::{events, register};
 use firestore::gcloud_sdk::google::firestore::v1::{
     BatchWriteRequest, Document, Value, Write, value::ValueType, write,
 };
@@ -21,6 +30,79 @@ const RAW_CREATES: usize = 4000;
 /// Targets from the issue.
 const OVER_RAW_TARGET: f64 = 0.25;
 const MEMORY_TARGET_MIB: f64 = 10.0;
+/// Users who tap: half while idle, half during the storm.
+const TAP_USERS: usize = 200;
+const TAPS_PER_SECOND: u64 = 20;
+const FOLLOW_UP_TARGET: Duration = Duration::from_secs(2);
+const ACK_TARGET_FACTOR: f64 = 2.0;
+
+/// How a group of taps went: acknowledgement and follow-up latencies, sorted.
+struct Taps {
+    acks: Vec<Duration>,
+    follow_ups: Vec<Duration>,
+    /// Taps not acknowledged with 200, or with no follow-up within a minute.
+    missing: usize,
+    /// When the last tap went out.
+    last_sent: Option<Instant>,
+}
+
+/// Each user of `users` answers the lunch survey's first question, one tap
+/// every 1/[`TAPS_PER_SECOND`] s; then waits (up to a minute) for their
+/// follow-ups.
+async fn taps(stand_in: &StandIn, address: &str, users: &[String]) -> Taps {
+    let client = reqwest::Client::new();
+    let mut sent = Vec::with_capacity(users.len());
+    let mut ticks = tokio::time::interval(Duration::from_millis(1000 / TAPS_PER_SECOND));
+    let mut running = tokio::task::JoinSet::new();
+    for user in users {
+        ticks.tick().await;
+        let tap = events::answer(user);
+        register(stand_in, std::slice::from_ref(&tap));
+        let (client, address, user) = (client.clone(), address.to_owned(), user.clone());
+        running.spawn(async move { (user, post(&client, &address, CHANNEL_SECRET, &tap).await) });
+    }
+    while let Some(Ok(done)) = running.join_next().await {
+        sent.push(done);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline && sent.iter().any(|(user, _)| stand_in.first_follow_up(user).is_none()) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut acks = Vec::new();
+    let mut follow_ups = Vec::new();
+    let mut missing = 0;
+    for (user, posted) in &sent {
+        match (posted.status, stand_in.first_follow_up(user)) {
+            (Some(200), Some(arrived)) => {
+                acks.push(posted.latency);
+                follow_ups.push(arrived.saturating_duration_since(posted.sent));
+            }
+            _ => missing += 1,
+        }
+    }
+    acks.sort();
+    follow_ups.sort();
+    Taps {
+        acks,
+        follow_ups,
+        missing,
+        last_sent: sent.iter().map(|(_, posted)| posted.sent).max(),
+    }
+}
+
+/// The lunch survey (for the taps) and the slow step (for the timers), in a
+/// directory of their own.
+fn scenarios_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("bench-timers-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for file in ["tests/fixtures/steps/slow.toml", "tests/fixtures/scenarios/lunch.toml"] {
+        let from = root.join(file);
+        let name = from.file_name().expect("a file name");
+        std::fs::copy(&from, dir.join(name)).expect("the scenario copies");
+    }
+    dir
+}
 
 pub(crate) fn string(value: &str) -> Value {
     Value {
@@ -136,13 +218,8 @@ pub async fn run(
     let raw = raw::creates(emulator, 64, RAW_CREATES).await;
     let project = format!("bench-timers-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let mut settings = settings.to_vec();
-    settings.insert(
-        0,
-        (
-            "SCENARIOS_DIR".to_owned(),
-            concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/steps").to_owned(),
-        ),
-    );
+    let scenarios = scenarios_dir();
+    settings.insert(0, ("SCENARIOS_DIR".to_owned(), scenarios.display().to_string()));
     let service = Service::start(&project, emulator, line_url, &settings).await;
     let db = FirestoreDb::with_options(
         FirestoreDbOptions::new(project.clone()).with_firebase_api_url(format!("http://{emulator}")),
@@ -155,6 +232,22 @@ pub async fn run(
             (user, RunId::begun_by(&format!("bench-{i}")))
         })
         .collect();
+
+    // The tapping users start the survey, and half of them answer, while the
+    // service is idle.
+    let tappers: Vec<String> = (0..TAP_USERS).map(|_| events::new_user()).collect();
+    let starts: Vec<serde_json::Value> = tappers.iter().map(|user| events::text(user, "lunch")).collect();
+    register(stand_in, &starts);
+    let client = reqwest::Client::new();
+    for start in &starts {
+        post(&client, &service.address, CHANNEL_SECRET, start).await;
+    }
+    let started_by = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < started_by && tappers.iter().any(|user| stand_in.received(user).starts == 0) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (idle_tappers, storm_tappers) = tappers.split_at(TAP_USERS / 2);
+    let idle = taps(stand_in, &service.address, idle_tappers).await;
 
     let seeding = Instant::now();
     write_all(&db, markers(&db, &users)).await;
@@ -172,6 +265,12 @@ pub async fn run(
         seeded.as_secs_f64()
     );
 
+    // The other half taps during the storm.
+    let storm_taps = {
+        let (stand_in, address, users) = (stand_in.clone(), service.address.clone(), storm_tappers.to_vec());
+        tokio::spawn(async move { taps(&stand_in, &address, &users).await })
+    };
+
     let mut peak_kib = idle_kib;
     let deadline = due + Duration::from_secs(900);
     let sent = loop {
@@ -186,6 +285,8 @@ pub async fn run(
         .last_step()
         .map_or(due.elapsed(), |last| last.saturating_duration_since(due));
     let per_second = sent as f64 / elapsed.as_secs_f64();
+    let storm = storm_taps.await.expect("the storm's taps ran");
+    let _ = std::fs::remove_dir_all(&scenarios);
     let metrics = service.metrics().await;
     let kind = |name: &str| {
         let counters = &metrics["kinds"][name];
@@ -236,7 +337,49 @@ pub async fn run(
         "| ... batched \"sent\" marks | {} writes in {} BatchWrites | |",
         settles["writes"], settles["batches"]
     );
-    let ok = sent == count as u64 && stand_in.repeated_steps() == 0;
+    let p99 = |sorted: &[Duration]| ms(quantile(sorted, 0.99));
+    let p50 = |sorted: &[Duration]| ms(quantile(sorted, 0.5));
+    println!(
+        "\n| {TAPS_PER_SECOND} taps a second, {} users each | idle | during the storm | target |",
+        TAP_USERS / 2
+    );
+    println!("|---|---|---|---|");
+    println!(
+        "| acknowledgement p50 / p99 | {:.0} / {:.0} ms | {:.0} / {:.0} ms | storm p99 within {ACK_TARGET_FACTOR:.0}x of idle |",
+        p50(&idle.acks),
+        p99(&idle.acks),
+        p50(&storm.acks),
+        p99(&storm.acks)
+    );
+    println!(
+        "| tap to follow-up p50 / p99 | {:.0} / {:.0} ms | {:.0} / {:.0} ms | storm p99 within {} ms |",
+        p50(&idle.follow_ups),
+        p99(&idle.follow_ups),
+        p50(&storm.follow_ups),
+        p99(&storm.follow_ups),
+        FOLLOW_UP_TARGET.as_millis()
+    );
+    println!(
+        "| taps without a 200 or a follow-up | {} | {} | 0 |",
+        idle.missing, storm.missing
+    );
+    let storm_p99 = quantile(&storm.follow_ups, 0.99);
+    let ack_ratio = p99(&storm.acks) / p99(&idle.acks).max(1.0);
+    let last_tap = storm
+        .last_sent
+        .map_or(0.0, |at| at.saturating_duration_since(due).as_secs_f64());
+    println!(
+        "| taps sent during the storm | from its start to {last_tap:.1} s (it lasted {:.1} s) | | |",
+        elapsed.as_secs_f64()
+    );
+    let taps_ok =
+        idle.missing == 0 && storm.missing == 0 && storm_p99 <= FOLLOW_UP_TARGET && ack_ratio <= ACK_TARGET_FACTOR;
+    println!(
+        "taps: {} (follow-up p99 {:.0} ms, acknowledgement p99 {ack_ratio:.1}x idle)",
+        if taps_ok { "PASS" } else { "FAIL" },
+        ms(storm_p99)
+    );
+    let ok = sent == count as u64 && stand_in.repeated_steps() == 0 && taps_ok;
     if ok {
         ExitCode::SUCCESS
     } else {

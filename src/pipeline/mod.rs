@@ -205,6 +205,19 @@ pub(crate) struct OutboundJob {
 /// run against its token's clock, and each is one LINE call.
 const SEND_QUEUE: usize = 64;
 
+/// Due timers this instance claimed wait here, in a queue of their own: a timer
+/// storm (thousands due at once) never takes the room webhook events need, so
+/// a tap during it is queued behind other events only, never behind timers.
+const TIMER_QUEUE: usize = 500;
+
+/// The share of the workers (and so of the LINE calls, a firing pushes inline)
+/// timers may hold at once: the rest stay free for events and sends. Timers use
+/// no more than this even when nothing else waits, so a tap arriving in a storm
+/// finds a worker free at once.
+fn timer_share(workers: usize) -> usize {
+    (workers * 3 / 4).max(1)
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct PipelineSettings {
     /// Jobs processed at once. 0: this instance only stores events (ingest only).
@@ -273,6 +286,7 @@ impl Drop for Held {
 pub(crate) struct Pipeline {
     jobs: mpsc::Sender<Job>,
     sends: mpsc::Sender<Job>,
+    timers: mpsc::Sender<Job>,
     shutdown: CancellationToken,
     tasks: tokio::sync::Mutex<Vec<JoinHandle<()>>>,
     /// The heartbeat task, and what stops it: after the work, not with it.
@@ -322,6 +336,7 @@ impl Pipeline {
     ) -> Arc<Self> {
         let (jobs, queue) = mpsc::channel(settings.queue_capacity.max(1));
         let (sends, send_queue) = mpsc::channel(SEND_QUEUE);
+        let (timer_jobs, timer_queue) = mpsc::channel(TIMER_QUEUE);
         let PipelineParts {
             events,
             timers,
@@ -335,6 +350,7 @@ impl Pipeline {
         let pipeline = Arc::new(Self {
             jobs,
             sends,
+            timers: timer_jobs,
             shutdown: shutdown.clone(),
             tasks: tokio::sync::Mutex::new(Vec::new()),
             beats: tokio::sync::Mutex::new(None),
@@ -348,6 +364,7 @@ impl Pipeline {
             let queues = Queues {
                 sends: send_queue,
                 events: queue,
+                timers: timer_queue,
             };
             let lease = store.lease();
             let dispatch = Dispatch {
@@ -397,6 +414,16 @@ impl Pipeline {
     /// Reserves room in the send queue, which workers take from first.
     pub(crate) fn try_reserve_send(&self) -> Option<QueueSlot<'_>> {
         self.reserve_in(&self.sends)
+    }
+
+    /// Reserves room in the timer queue (see [`TIMER_QUEUE`]).
+    fn try_reserve_timer(&self) -> Option<QueueSlot<'_>> {
+        self.reserve_in(&self.timers)
+    }
+
+    /// Room left in the timer queue: what a timer sweep may claim.
+    fn timer_room(&self) -> usize {
+        self.timers.capacity()
     }
 
     fn reserve_in<'a>(&'a self, queue: &'a mpsc::Sender<Job>) -> Option<QueueSlot<'a>> {
@@ -470,7 +497,7 @@ impl Pipeline {
     }
 }
 
-/// Counts a running send while it lives.
+/// Counts a running send (or timer) while it lives.
 struct Sending(Arc<AtomicUsize>);
 
 impl Sending {
@@ -486,40 +513,47 @@ impl Drop for Sending {
     }
 }
 
-/// The two queues workers take jobs from: sends first.
-struct Queues {
-    sends: mpsc::Receiver<Job>,
-    events: mpsc::Receiver<Job>,
+/// The queues workers take jobs from: sends first, then events, then timers.
+struct Queues<T = Job> {
+    sends: mpsc::Receiver<T>,
+    events: mpsc::Receiver<T>,
+    timers: mpsc::Receiver<T>,
 }
 
-impl Queues {
+impl<T> Queues<T> {
     /// The next job: a send first, unless `sends_first` is false (half the
-    /// workers already send: events must not starve behind a slow LINE).
-    async fn next(&mut self, sends_first: bool) -> Option<Job> {
+    /// workers already send: events must not starve behind a slow LINE); a
+    /// timer only when nothing else waits and `timers_allowed` (timers hold less
+    /// than their share of the workers).
+    async fn next(&mut self, sends_first: bool, timers_allowed: bool) -> Option<T> {
         if sends_first {
             tokio::select! {
                 biased;
                 Some(job) = self.sends.recv() => Some(job),
-                job = self.events.recv() => job,
+                Some(job) = self.events.recv() => Some(job),
+                Some(job) = self.timers.recv(), if timers_allowed => Some(job),
+                else => None,
             }
         } else {
             tokio::select! {
                 biased;
                 Some(job) = self.events.recv() => Some(job),
-                job = self.sends.recv() => job,
+                Some(job) = self.timers.recv(), if timers_allowed => Some(job),
+                Some(job) = self.sends.recv() => Some(job),
+                else => None,
             }
         }
     }
 
-    fn close_and_drain(&mut self) -> Vec<Job> {
+    fn close_and_drain(&mut self) -> Vec<T> {
         self.sends.close();
         self.events.close();
+        self.timers.close();
         let mut left = Vec::new();
-        while let Ok(job) = self.sends.try_recv() {
-            left.push(job);
-        }
-        while let Ok(job) = self.events.try_recv() {
-            left.push(job);
+        for queue in [&mut self.sends, &mut self.events, &mut self.timers] {
+            while let Ok(job) = queue.try_recv() {
+                left.push(job);
+            }
         }
         left
     }
@@ -583,11 +617,17 @@ async fn run_workers(
     let mut running = JoinSet::new();
     let workers = slots.available_permits();
     let sending = Arc::new(AtomicUsize::new(0));
+    let firing = Arc::new(AtomicUsize::new(0));
+    // Wakes the loop when a timer ends, so a timer waiting for its share goes.
+    let timer_ended = Arc::new(tokio::sync::Notify::new());
     loop {
         let sends_first = sending.load(AtomicOrdering::Relaxed) < (workers / 2).max(1);
+        let timers_allowed = firing.load(AtomicOrdering::Relaxed) < timer_share(workers);
         let job = tokio::select! {
             _ = shutdown.cancelled() => break,
-            job = queues.next(sends_first) => match job { Some(job) => job, None => break },
+            job = queues.next(sends_first, timers_allowed) => match job { Some(job) => job, None => break },
+            // Timers held back by their share: look again when one ends.
+            () = timer_ended.notified(), if !timers_allowed => continue,
         };
         let slot = tokio::select! {
             slot = slots.clone().acquire_owned() => slot,
@@ -606,9 +646,14 @@ async fn run_workers(
             id: job.id().to_owned(),
         };
         let send = matches!(job, Job::Outbound(_)).then(|| Sending::start(&sending));
+        let fire = matches!(job, Job::Timer(_)).then(|| (Sending::start(&firing), timer_ended.clone()));
         running.spawn(async move {
             dispatch.run(job).await;
             drop(send);
+            if let Some((fire, ended)) = fire {
+                drop(fire);
+                ended.notify_one();
+            }
             drop(held);
             drop(slot);
         });
@@ -625,4 +670,67 @@ async fn run_workers(
         tracing::info!(jobs = handed_back, "queued work handed back at shutdown");
     }
     while running.join_next().await.is_some() {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timers_hold_at_most_three_quarters_of_the_workers_and_always_one() {
+        for (workers, share) in [(1, 1), (2, 1), (4, 3), (16, 12), (64, 48)] {
+            assert_eq!(timer_share(workers), share, "{workers} workers");
+        }
+    }
+
+    /// What the workers take next from queues holding `waiting` (send, event,
+    /// timer: one job each where true), in order, until nothing is left that
+    /// they may take.
+    async fn order(waiting: [bool; 3], sends_first: bool, timers_allowed: bool) -> Vec<&'static str> {
+        let (sends, send_queue) = mpsc::channel(4);
+        let (events, event_queue) = mpsc::channel(4);
+        let (timers, timer_queue) = mpsc::channel(4);
+        for ((present, queue), name) in waiting
+            .into_iter()
+            .zip([&sends, &events, &timers])
+            .zip(["send", "event", "timer"])
+        {
+            if present {
+                queue.try_send(name).unwrap_or_default();
+            }
+        }
+        let mut queues = Queues {
+            sends: send_queue,
+            events: event_queue,
+            timers: timer_queue,
+        };
+        let mut taken = Vec::new();
+        while let Ok(Some(job)) =
+            tokio::time::timeout(Duration::from_millis(20), queues.next(sends_first, timers_allowed)).await
+        {
+            taken.push(job);
+        }
+        taken
+    }
+
+    #[tokio::test]
+    async fn a_waiting_event_goes_before_a_timer_and_timers_past_their_share_wait() {
+        let all = [true, true, true];
+        let cases = [
+            (all, true, true, vec!["send", "event", "timer"]),
+            (all, false, true, vec!["event", "timer", "send"]),
+            // Timers holding their share: the others go, the timer waits.
+            (all, true, false, vec!["send", "event"]),
+            (all, false, false, vec!["event", "send"]),
+            ([false, false, true], true, true, vec!["timer"]),
+            ([false, false, true], true, false, vec![]),
+        ];
+        for (waiting, sends_first, timers_allowed, expected) in cases {
+            assert_eq!(
+                order(waiting, sends_first, timers_allowed).await,
+                expected,
+                "{waiting:?} sends first {sends_first}, timers allowed {timers_allowed}"
+            );
+        }
+    }
 }

@@ -19,13 +19,10 @@ use tokio_util::sync::CancellationToken;
 /// Records looked at per sweep and kind, at most.
 const BATCH: usize = 64;
 
-/// Work this instance holds (queued or running) up to which the timer sweeper
-/// claims due timers: a claimed timer waits in the queue, and its claim must
-/// outlast the wait (a firing is a read, a commit and a push: tens of
-/// milliseconds). Large batches matter on the emulator, where every due query
-/// scans the collection.
-const MAX_TIMERS: usize = 500;
-/// Less room than this: the timer sweeper waits for the queue to drain.
+/// Less room than this in the timer queue (500 claimed timers at most wait
+/// there; a claim must outlast its wait, and a firing is a commit and a push:
+/// tens of milliseconds): the timer sweeper waits for it to drain. Large
+/// batches matter on the emulator, where every due query scans the collection.
 const MIN_TIMER_BATCH: usize = 100;
 /// Between timer sweeps while more timers are due than one sweep took.
 const SOON: std::time::Duration = std::time::Duration::from_millis(20);
@@ -157,7 +154,7 @@ impl Sweeper {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(wait) => {}
             }
-            let budget = MAX_TIMERS.saturating_sub(self.in_hand.len());
+            let budget = self.queues.timer_room();
             if budget < MIN_TIMER_BATCH {
                 wait = SOON;
                 continue;
@@ -368,7 +365,7 @@ impl Sweeper {
         }
         let mut slots = Vec::new();
         for _ in 0..due.len() {
-            match self.queues.try_reserve() {
+            match self.queues.try_reserve_timer() {
                 Some(slot) => slots.push(slot),
                 None => break,
             }

@@ -44,7 +44,30 @@ type Reply = oneshot::Sender<Result<Status, StoreError>>;
 
 struct Request {
     write: Write,
+    kind: Kind,
     reply: Reply,
+}
+
+/// What a claim writes, which decides how a copy of it in the same batch ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A `create`: a copy behind one that was stored finds it there.
+    Create,
+    /// An update conditional on a version: a copy from the same version, behind
+    /// one that landed, finds the document moved on.
+    Update,
+}
+
+impl Kind {
+    /// The status a copy sent right after a write that got `first` would get.
+    fn copy_status(self, first: i32) -> i32 {
+        match (self, first) {
+            (Kind::Create, code::OK | code::ALREADY_EXISTS) => code::ALREADY_EXISTS,
+            (Kind::Update, code::OK | code::FAILED_PRECONDITION) => code::FAILED_PRECONDITION,
+            // Refused for another reason: so would the copy be.
+            (_, other) => other,
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -63,7 +86,7 @@ impl Claimer {
 
     /// Sends `write` (a `create` of an inbox record) with the next batch.
     pub(super) async fn claim(&self, write: Write) -> Result<Claim, StoreError> {
-        match self.send(write).await? {
+        match self.send(write, Kind::Create).await? {
             (code::OK, Some(version)) => Ok(Claim::Claimed { version }),
             // Never seen: a create always has an update time. Without one the
             // claim cannot be held; LINE redelivers and the sweeper recovers it.
@@ -77,7 +100,7 @@ impl Claimer {
     /// with the next batch: `Some(version)` when it landed, `None` when the
     /// document had moved on. An error leaves the outcome unknown.
     pub(super) async fn update(&self, write: Write) -> Result<Option<Version>, StoreError> {
-        match self.send(write).await? {
+        match self.send(write, Kind::Update).await? {
             (code::OK, Some(version)) => Ok(Some(version)),
             (code::OK, None) => Err(StoreError::Unavailable("update answered without a version".into())),
             (code::FAILED_PRECONDITION | code::NOT_FOUND, _) => Ok(None),
@@ -85,10 +108,10 @@ impl Claimer {
         }
     }
 
-    async fn send(&self, write: Write) -> Result<Status, StoreError> {
+    async fn send(&self, write: Write, kind: Kind) -> Result<Status, StoreError> {
         let (reply, result) = oneshot::channel();
         self.queue
-            .send(Request { write, reply })
+            .send(Request { write, kind, reply })
             .map_err(|_| StoreError::Unavailable("the claim batcher stopped".into()))?;
         result
             .await
@@ -174,11 +197,11 @@ async fn send_batch(db: &FirestoreDb, batch: Vec<Request>, timeout: Duration) {
     // twice at once. Only the first is sent; the others share its outcome (a
     // later copy is then a duplicate, as if it had come second).
     let mut sent: Vec<(Write, Reply)> = Vec::with_capacity(batch.len());
-    let mut copies: HashMap<String, Vec<Reply>> = HashMap::new();
+    let mut copies: HashMap<String, Vec<(Kind, Reply)>> = HashMap::new();
     for request in batch {
         let name = document_name(&request.write).to_owned();
         if sent.iter().any(|(write, _)| document_name(write) == name) {
-            copies.entry(name).or_default().push(request.reply);
+            copies.entry(name).or_default().push((request.kind, request.reply));
         } else {
             sent.push((request.write, request.reply));
         }
@@ -187,9 +210,9 @@ async fn send_batch(db: &FirestoreDb, batch: Vec<Request>, timeout: Duration) {
     let names: Vec<String> = writes.iter().map(|write| document_name(write).to_owned()).collect();
     let outcomes = outcomes(db, writes, timeout).await;
     for ((name, reply), outcome) in names.into_iter().zip(replies).zip(outcomes) {
-        for copy in copies.remove(&name).unwrap_or_default() {
+        for (kind, copy) in copies.remove(&name).unwrap_or_default() {
             let shared = match &outcome {
-                Ok(_) => Ok((code::ALREADY_EXISTS, None)),
+                Ok((first, _)) => Ok((kind.copy_status(*first), None)),
                 Err(error) => Err(StoreError::Unavailable(error.to_string())),
             };
             let _ = copy.send(shared);
@@ -209,5 +232,26 @@ async fn outcomes(db: &FirestoreDb, writes: Vec<Write>, timeout: Duration) -> Ve
             .into_iter()
             .map(|status| Ok((status.code, status.version)))
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Kind, code};
+
+    #[test]
+    fn a_copy_in_the_same_batch_ends_as_if_sent_right_after_the_first() {
+        let cases = [
+            (Kind::Create, code::OK, code::ALREADY_EXISTS),
+            (Kind::Create, code::ALREADY_EXISTS, code::ALREADY_EXISTS),
+            // The first was refused (not stored): the copy is no duplicate.
+            (Kind::Create, 10, 10),
+            (Kind::Update, code::OK, code::FAILED_PRECONDITION),
+            (Kind::Update, code::FAILED_PRECONDITION, code::FAILED_PRECONDITION),
+            (Kind::Update, 10, 10),
+        ];
+        for (kind, first, copy) in cases {
+            assert_eq!(kind.copy_status(first), copy, "{kind:?} after {first}");
+        }
     }
 }

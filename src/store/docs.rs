@@ -167,6 +167,13 @@ pub(crate) struct LedgerDoc {
     /// before it existed, which count as set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) reply_call_pending: Option<bool>,
+    /// The instance that took the lease last, written by owners that record
+    /// reply calls before making them. An owner of an older version (during a
+    /// rolling deploy) takes the lease without changing it: then this names
+    /// someone else, and `reply_call_pending` says nothing about that owner's
+    /// calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) reply_marks_by: Option<String>,
     pub(crate) lease_owner: String,
     #[serde(with = "firestore::serialize_as_timestamp")]
     pub(crate) lease_until: FirestoreInstant,
@@ -200,10 +207,20 @@ pub(crate) struct LedgerDoc {
 
 impl LedgerDoc {
     /// Whether a reply call may have reached LINE with no outcome recorded: its
-    /// outcome was lost, or a call was about to be made when the process died.
+    /// outcome was lost, or a call was about to be made when the process died,
+    /// or the entry's owner does not record its calls (an older version).
     pub(crate) fn earlier_reply_call_unknown(&self) -> bool {
-        self.reply_outcome_unknown || self.reply_call_pending != Some(false)
+        reply_call_unknown(
+            self.reply_outcome_unknown,
+            self.reply_call_pending,
+            self.reply_marks_by.as_deref(),
+            &self.lease_owner,
+        )
     }
+}
+
+fn reply_call_unknown(outcome_unknown: bool, call_pending: Option<bool>, marks_by: Option<&str>, owner: &str) -> bool {
+    outcome_unknown || call_pending != Some(false) || marks_by != Some(owner)
 }
 
 /// What a question's ledger entry counts as "sent": this node, on this day
@@ -364,6 +381,34 @@ impl DeadLetterKind {
             DeadLetterKind::Outbound => "outbound",
             DeadLetterKind::UncertainReply => "uncertain_reply",
             DeadLetterKind::CampaignChunk => "campaign_chunk",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reply_call_unknown;
+
+    #[test]
+    fn a_reply_call_counts_as_unknown_unless_its_owner_recorded_none() {
+        // (outcome unknown, call pending, marks by, owner, unknown?)
+        let cases = [
+            (false, Some(false), Some("a"), "a", false),
+            // A call was about to be made, or made with no answer.
+            (false, Some(true), Some("a"), "a", true),
+            (true, Some(false), Some("a"), "a", true),
+            // Written before the mark existed.
+            (false, None, None, "a", true),
+            // Taken over by an older version, which calls without marking.
+            (false, Some(false), Some("a"), "old", true),
+            (false, Some(false), None, "a", true),
+        ];
+        for (outcome_unknown, pending, marks_by, owner, expected) in cases {
+            assert_eq!(
+                reply_call_unknown(outcome_unknown, pending, marks_by, owner),
+                expected,
+                "{outcome_unknown} {pending:?} {marks_by:?} {owner}"
+            );
         }
     }
 }

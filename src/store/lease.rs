@@ -78,6 +78,10 @@ struct LeaseChange<'a> {
     #[serde(with = "firestore::serialize_as_timestamp")]
     lease_until: FirestoreInstant,
     attempts: u32,
+    /// Ledger entries: the new owner records reply calls before making them
+    /// (see `LedgerDoc::reply_marks_by`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reply_marks_by: Option<&'a str>,
 }
 
 impl Store {
@@ -163,10 +167,26 @@ impl Store {
         attempts: u32,
         until: FirestoreInstant,
     ) -> Result<Option<Version>, StoreError> {
+        self.lease_to_me_marking(collection, id, version, attempts, until, false)
+            .await
+    }
+
+    /// [`Store::lease_to_me`]; with `reply_marks`, the write also says that
+    /// this instance records reply calls before making them (ledger entries).
+    pub(super) async fn lease_to_me_marking(
+        &self,
+        collection: &str,
+        id: &str,
+        version: Version,
+        attempts: u32,
+        until: FirestoreInstant,
+        reply_marks: bool,
+    ) -> Result<Option<Version>, StoreError> {
         let change = LeaseChange {
             lease_owner: &self.options.instance_id,
             lease_until: until,
             attempts,
+            reply_marks_by: reply_marks.then_some(self.options.instance_id.as_str()),
         };
         let write = merge(self.document_path(collection, id), &change, Vec::new())?;
         match self.commit(vec![expecting(write, Expect::At(version))]).await {

@@ -159,6 +159,7 @@ impl Store {
             attempts: 0,
             reply_outcome_unknown: false,
             reply_call_pending: Some(false),
+            reply_marks_by: Some(self.options.instance_id.clone()),
             lease_owner: self.options.instance_id.clone(),
             lease_until: later(now, self.options.lease),
             created_at: now,
@@ -195,10 +196,13 @@ impl Store {
             route: RouteDoc,
             #[serde(with = "firestore::serialize_as_timestamp")]
             lease_until: FirestoreInstant,
+            /// The refused call's outcome is known: it did not reach LINE.
+            reply_call_pending: bool,
         }
         let change = ToPush {
             route: RouteDoc::Push,
             lease_until: self.lease_from_now(),
+            reply_call_pending: false,
         };
         let path = self.document_path(OUTBOUND_LEDGER, ledger_id);
         let write = expecting(
@@ -478,8 +482,15 @@ impl Store {
     /// Takes over an expired entry. `Some(version)` when this instance won.
     pub(crate) async fn take_over_outbound(&self, record: &Stored<LedgerDoc>) -> Result<Option<Version>, StoreError> {
         let until = later(self.now(), self.options.lease);
-        self.lease_to_me(OUTBOUND_LEDGER, &record.id, record.version, record.doc.attempts, until)
-            .await
+        self.lease_to_me_marking(
+            OUTBOUND_LEDGER,
+            &record.id,
+            record.version,
+            record.doc.attempts,
+            until,
+            true,
+        )
+        .await
     }
 
     /// Gives an entry this instance holds back at once (at shutdown): any
@@ -511,7 +522,7 @@ impl Store {
         attempts: u32,
     ) -> Result<Option<Version>, StoreError> {
         let until = self.lease_from_now();
-        self.lease_to_me(OUTBOUND_LEDGER, ledger_id, version, attempts, until)
+        self.lease_to_me_marking(OUTBOUND_LEDGER, ledger_id, version, attempts, until, true)
             .await
     }
 
@@ -529,6 +540,7 @@ impl Store {
             state: LedgerState,
             attempts: u32,
             lease_owner: &'a str,
+            reply_marks_by: &'a str,
             #[serde(with = "firestore::serialize_as_timestamp")]
             lease_until: FirestoreInstant,
             route: RouteDoc,
@@ -537,6 +549,7 @@ impl Store {
             state: LedgerState::Pending,
             attempts: 0,
             lease_owner: &self.options.instance_id,
+            reply_marks_by: &self.options.instance_id,
             lease_until: later(self.now(), self.options.lease),
             route: RouteDoc::Push,
         };

@@ -375,8 +375,9 @@ async fn paused_after_a_start(pause: &str, token_lifetime: Option<Duration>, age
     }
     let firestore = FirestoreRest::new(&emulator_host(), &project);
     let user = events::new_user();
-    let start = events::with_timestamp(&events::text(&user, "lunch"), events::now_ms() - age_ms);
     let first = ServiceProcess::start(&project, &line.uri(), &[("FAULT_PAUSE", pause)]).await;
+    // Aged from now: the process's start-up takes none of the token's life.
+    let start = events::with_timestamp(&events::text(&user, "lunch"), events::now_ms() - age_ms);
     let status = post_event(&reqwest::Client::new(), &first.address, &start)
         .await
         .unwrap();
