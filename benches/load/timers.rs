@@ -265,10 +265,16 @@ pub async fn run(
         seeded.as_secs_f64()
     );
 
-    // The other half taps during the storm.
+    // The other half taps during the storm: from its first push on (the timer
+    // sweeper finds the due timers at its next sweep, not at the due instant).
     let storm_taps = {
         let (stand_in, address, users) = (stand_in.clone(), service.address.clone(), storm_tappers.to_vec());
-        tokio::spawn(async move { taps(&stand_in, &address, &users).await })
+        tokio::spawn(async move {
+            while stand_in.steps() == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            taps(&stand_in, &address, &users).await
+        })
     };
 
     let mut peak_kib = idle_kib;
@@ -368,12 +374,17 @@ pub async fn run(
     let last_tap = storm
         .last_sent
         .map_or(0.0, |at| at.saturating_duration_since(due).as_secs_f64());
+    // Every storm tap went out before the last step was pushed.
+    let within_storm = last_tap <= elapsed.as_secs_f64();
     println!(
-        "| taps sent during the storm | from its start to {last_tap:.1} s (it lasted {:.1} s) | | |",
+        "| last storm tap sent, after the timers fell due | {last_tap:.1} s (the last step: {:.1} s) | | before the last step |",
         elapsed.as_secs_f64()
     );
-    let taps_ok =
-        idle.missing == 0 && storm.missing == 0 && storm_p99 <= FOLLOW_UP_TARGET && ack_ratio <= ACK_TARGET_FACTOR;
+    let taps_ok = idle.missing == 0
+        && storm.missing == 0
+        && within_storm
+        && storm_p99 <= FOLLOW_UP_TARGET
+        && ack_ratio <= ACK_TARGET_FACTOR;
     println!(
         "taps: {} (follow-up p99 {:.0} ms, acknowledgement p99 {ack_ratio:.1}x idle)",
         if taps_ok { "PASS" } else { "FAIL" },
@@ -383,10 +394,14 @@ pub async fn run(
     if ok {
         ExitCode::SUCCESS
     } else {
-        println!(
-            "\ncorrectness FAILED: {sent} of {count} pushed, {} repeated",
-            stand_in.repeated_steps()
-        );
+        if sent != count as u64 || stand_in.repeated_steps() > 0 {
+            println!(
+                "\ncorrectness FAILED: {sent} of {count} pushed, {} repeated",
+                stand_in.repeated_steps()
+            );
+        } else {
+            println!("\nevery timer fired once; the taps' targets FAILED (see the table above)");
+        }
         ExitCode::FAILURE
     }
 }

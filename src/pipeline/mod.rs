@@ -211,11 +211,28 @@ const SEND_QUEUE: usize = 64;
 const TIMER_QUEUE: usize = 500;
 
 /// The share of the workers (and so of the LINE calls, a firing pushes inline)
-/// timers may hold at once: the rest stay free for events and sends. Timers use
-/// no more than this even when nothing else waits, so a tap arriving in a storm
-/// finds a worker free at once.
+/// timers may hold at once: the rest stay for events and sends, even when
+/// nothing else waits, so a tap arriving in a storm does not wait behind timers.
 fn timer_share(workers: usize) -> usize {
     (workers * 3 / 4).max(1)
+}
+
+/// Timers holding fewer workers than this go before events: a steady stream
+/// of events (an overflow backlog, a campaign's answers) must not hold every
+/// reminder back for as long as it lasts.
+fn timer_floor(workers: usize) -> usize {
+    (workers / 8).max(1)
+}
+
+/// Where timers stand when `firing` of them run on `workers` workers.
+fn timer_turn(firing: usize, workers: usize) -> TimerTurn {
+    if firing < timer_floor(workers) {
+        TimerTurn::First
+    } else if firing < timer_share(workers) {
+        TimerTurn::Last
+    } else {
+        TimerTurn::Held
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -497,51 +514,91 @@ impl Pipeline {
     }
 }
 
-/// Counts a running send (or timer) while it lives.
-struct Sending(Arc<AtomicUsize>);
+/// Counts a running send (or timer) while it lives, and says when it ends
+/// (even in a panic) to whoever waits for that.
+struct Sending {
+    count: Arc<AtomicUsize>,
+    ended: Option<Arc<tokio::sync::Notify>>,
+}
 
 impl Sending {
-    fn start(count: &Arc<AtomicUsize>) -> Self {
+    fn start(count: &Arc<AtomicUsize>, ended: Option<Arc<tokio::sync::Notify>>) -> Self {
         count.fetch_add(1, AtomicOrdering::Relaxed);
-        Self(count.clone())
+        Self {
+            count: count.clone(),
+            ended,
+        }
     }
 }
 
 impl Drop for Sending {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, AtomicOrdering::Relaxed);
+        self.count.fetch_sub(1, AtomicOrdering::Relaxed);
+        if let Some(ended) = &self.ended {
+            ended.notify_one();
+        }
     }
 }
 
-/// The queues workers take jobs from: sends first, then events, then timers.
+/// The queues workers take jobs from.
 struct Queues<T = Job> {
     sends: mpsc::Receiver<T>,
     events: mpsc::Receiver<T>,
     timers: mpsc::Receiver<T>,
 }
 
+/// Where timers stand in the workers' order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TimerTurn {
+    /// Before events (after sends when sends go first): timers hold less than
+    /// their floor, so a steady stream of events cannot hold them back for ever.
+    First,
+    /// After everything else.
+    Last,
+    /// Not at all: timers hold their share of the workers.
+    Held,
+}
+
 impl<T> Queues<T> {
-    /// The next job: a send first, unless `sends_first` is false (half the
-    /// workers already send: events must not starve behind a slow LINE); a
-    /// timer only when nothing else waits and `timers_allowed` (timers hold less
-    /// than their share of the workers).
-    async fn next(&mut self, sends_first: bool, timers_allowed: bool) -> Option<T> {
-        if sends_first {
-            tokio::select! {
-                biased;
-                Some(job) = self.sends.recv() => Some(job),
-                Some(job) = self.events.recv() => Some(job),
-                Some(job) = self.timers.recv(), if timers_allowed => Some(job),
-                else => None,
+    /// The next job. Sends go first unless `sends_first` is false (half the
+    /// workers already send: events must not starve behind a slow LINE);
+    /// timers where `timers` puts them. The first queue in that order with a
+    /// job waiting gives it; with none waiting, whichever allowed queue gets a
+    /// job first. `None` once the queues are closed.
+    async fn next(&mut self, sends_first: bool, timers: TimerTurn) -> Option<T> {
+        let order: &[usize] = match (sends_first, timers) {
+            (true, TimerTurn::First) => &[0, 2, 1],
+            (true, TimerTurn::Last) => &[0, 1, 2],
+            (true, TimerTurn::Held) => &[0, 1],
+            (false, TimerTurn::First) => &[2, 1, 0],
+            (false, TimerTurn::Last) => &[1, 0, 2],
+            (false, TimerTurn::Held) => &[1, 0],
+        };
+        let mut open = 0;
+        for index in order {
+            match self.queue(*index).try_recv() {
+                Ok(job) => return Some(job),
+                Err(mpsc::error::TryRecvError::Empty) => open += 1,
+                Err(mpsc::error::TryRecvError::Disconnected) => {}
             }
-        } else {
-            tokio::select! {
-                biased;
-                Some(job) = self.events.recv() => Some(job),
-                Some(job) = self.timers.recv(), if timers_allowed => Some(job),
-                Some(job) = self.sends.recv() => Some(job),
-                else => None,
-            }
+        }
+        if open == 0 {
+            return None;
+        }
+        let timers_allowed = timers != TimerTurn::Held;
+        tokio::select! {
+            Some(job) = self.sends.recv() => Some(job),
+            Some(job) = self.events.recv() => Some(job),
+            Some(job) = self.timers.recv(), if timers_allowed => Some(job),
+            else => None,
+        }
+    }
+
+    fn queue(&mut self, index: usize) -> &mut mpsc::Receiver<T> {
+        match index {
+            0 => &mut self.sends,
+            1 => &mut self.events,
+            _ => &mut self.timers,
         }
     }
 
@@ -622,12 +679,12 @@ async fn run_workers(
     let timer_ended = Arc::new(tokio::sync::Notify::new());
     loop {
         let sends_first = sending.load(AtomicOrdering::Relaxed) < (workers / 2).max(1);
-        let timers_allowed = firing.load(AtomicOrdering::Relaxed) < timer_share(workers);
+        let timers = timer_turn(firing.load(AtomicOrdering::Relaxed), workers);
         let job = tokio::select! {
             _ = shutdown.cancelled() => break,
-            job = queues.next(sends_first, timers_allowed) => match job { Some(job) => job, None => break },
+            job = queues.next(sends_first, timers) => match job { Some(job) => job, None => break },
             // Timers held back by their share: look again when one ends.
-            () = timer_ended.notified(), if !timers_allowed => continue,
+            () = timer_ended.notified(), if timers == TimerTurn::Held => continue,
         };
         let slot = tokio::select! {
             slot = slots.clone().acquire_owned() => slot,
@@ -645,15 +702,12 @@ async fn run_workers(
             in_hand: in_hand.clone(),
             id: job.id().to_owned(),
         };
-        let send = matches!(job, Job::Outbound(_)).then(|| Sending::start(&sending));
-        let fire = matches!(job, Job::Timer(_)).then(|| (Sending::start(&firing), timer_ended.clone()));
+        let send = matches!(job, Job::Outbound(_)).then(|| Sending::start(&sending, None));
+        let fire = matches!(job, Job::Timer(_)).then(|| Sending::start(&firing, Some(timer_ended.clone())));
         running.spawn(async move {
             dispatch.run(job).await;
             drop(send);
-            if let Some((fire, ended)) = fire {
-                drop(fire);
-                ended.notify_one();
-            }
+            drop(fire);
             drop(held);
             drop(slot);
         });
@@ -683,16 +737,37 @@ mod tests {
         }
     }
 
+    #[test]
+    fn timers_go_first_below_their_floor_last_below_their_share_and_not_beyond() {
+        use TimerTurn::{First, Held, Last};
+        // (firing, workers, turn)
+        let cases = [
+            (0, 16, First),
+            (1, 16, First),
+            (2, 16, Last),
+            (11, 16, Last),
+            (12, 16, Held),
+            (0, 1, First),
+            (1, 1, Held),
+            (0, 4, First),
+            (2, 4, Last),
+            (3, 4, Held),
+        ];
+        for (firing, workers, turn) in cases {
+            assert_eq!(timer_turn(firing, workers), turn, "{firing} of {workers}");
+        }
+    }
+
     /// What the workers take next from queues holding `waiting` (send, event,
     /// timer: one job each where true), in order, until nothing is left that
     /// they may take.
-    async fn order(waiting: [bool; 3], sends_first: bool, timers_allowed: bool) -> Vec<&'static str> {
+    async fn order(waiting: [bool; 3], sends_first: bool, timers: TimerTurn) -> Vec<&'static str> {
         let (sends, send_queue) = mpsc::channel(4);
         let (events, event_queue) = mpsc::channel(4);
-        let (timers, timer_queue) = mpsc::channel(4);
+        let (timer_jobs, timer_queue) = mpsc::channel(4);
         for ((present, queue), name) in waiting
             .into_iter()
-            .zip([&sends, &events, &timers])
+            .zip([&sends, &events, &timer_jobs])
             .zip(["send", "event", "timer"])
         {
             if present {
@@ -706,7 +781,7 @@ mod tests {
         };
         let mut taken = Vec::new();
         while let Ok(Some(job)) =
-            tokio::time::timeout(Duration::from_millis(20), queues.next(sends_first, timers_allowed)).await
+            tokio::time::timeout(Duration::from_millis(20), queues.next(sends_first, timers)).await
         {
             taken.push(job);
         }
@@ -714,23 +789,46 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_waiting_event_goes_before_a_timer_and_timers_past_their_share_wait() {
+    async fn each_queue_gives_its_jobs_in_the_workers_order() {
+        use TimerTurn::{First, Held, Last};
         let all = [true, true, true];
         let cases = [
-            (all, true, true, vec!["send", "event", "timer"]),
-            (all, false, true, vec!["event", "timer", "send"]),
+            (all, true, Last, vec!["send", "event", "timer"]),
+            (all, false, Last, vec!["event", "send", "timer"]),
+            (all, true, First, vec!["send", "timer", "event"]),
+            (all, false, First, vec!["timer", "event", "send"]),
             // Timers holding their share: the others go, the timer waits.
-            (all, true, false, vec!["send", "event"]),
-            (all, false, false, vec!["event", "send"]),
-            ([false, false, true], true, true, vec!["timer"]),
-            ([false, false, true], true, false, vec![]),
+            (all, true, Held, vec!["send", "event"]),
+            (all, false, Held, vec!["event", "send"]),
+            ([false, false, true], true, Last, vec!["timer"]),
+            ([false, false, true], true, Held, vec![]),
         ];
-        for (waiting, sends_first, timers_allowed, expected) in cases {
+        for (waiting, sends_first, timers, expected) in cases {
             assert_eq!(
-                order(waiting, sends_first, timers_allowed).await,
+                order(waiting, sends_first, timers).await,
                 expected,
-                "{waiting:?} sends first {sends_first}, timers allowed {timers_allowed}"
+                "{waiting:?} sends first {sends_first}, timers {timers:?}"
             );
         }
+    }
+
+    /// A queue that is empty now gives the job that arrives later.
+    #[tokio::test]
+    async fn a_job_arriving_while_the_workers_wait_is_taken() {
+        let (_sends, send_queue) = mpsc::channel::<&str>(1);
+        let (events, event_queue) = mpsc::channel(1);
+        let (_timers, timer_queue) = mpsc::channel(1);
+        let mut queues = Queues {
+            sends: send_queue,
+            events: event_queue,
+            timers: timer_queue,
+        };
+        let later = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            events.send("event").await.unwrap_or_default();
+            events
+        });
+        assert_eq!(queues.next(true, TimerTurn::Held).await, Some("event"));
+        drop(later.await);
     }
 }

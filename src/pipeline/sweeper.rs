@@ -19,6 +19,9 @@ use tokio_util::sync::CancellationToken;
 /// Records looked at per sweep and kind, at most.
 const BATCH: usize = 64;
 
+/// Work this instance holds (queued or running) up to which the timer sweeper
+/// claims due timers.
+const MAX_TIMERS: usize = 500;
 /// Less room than this in the timer queue (500 claimed timers at most wait
 /// there; a claim must outlast its wait, and a firing is a commit and a push:
 /// tens of milliseconds): the timer sweeper waits for it to drain. Large
@@ -154,7 +157,13 @@ impl Sweeper {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(wait) => {}
             }
-            let budget = self.queues.timer_room();
+            // No more than the timer queue has room for, and no more than a
+            // busy instance can start soon: what it holds already (events,
+            // sends, timers) counts against it, so an idle peer takes the rest.
+            let budget = self
+                .queues
+                .timer_room()
+                .min(MAX_TIMERS.saturating_sub(self.in_hand.len()));
             if budget < MIN_TIMER_BATCH {
                 wait = SOON;
                 continue;
