@@ -22,8 +22,8 @@ use crate::raw;
 use crate::service::{ADMIN_TOKEN, Service};
 use crate::stand_in::StandIn;
 use crate::timers::{now_ms, string, write_all};
+use firestore::FirestoreDb;
 use firestore::gcloud_sdk::google::firestore::v1::{Document, Value, value::ValueType};
-use firestore::{FirestoreDb, FirestoreDbOptions};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -159,11 +159,7 @@ pub async fn run(
     // First, so a `--set CAMPAIGN_CALLS_PER_SECOND=...` given to the benchmark wins.
     settings.insert(0, ("CAMPAIGN_CALLS_PER_SECOND".to_owned(), CALLS_PER_SECOND.to_owned()));
     let service = Service::start(&project, &proxy.address, line_url, &settings).await;
-    let db = FirestoreDb::with_options(
-        FirestoreDbOptions::new(project.clone()).with_firebase_api_url(format!("http://{emulator}")),
-    )
-    .await
-    .expect("emulator reachable");
+    let db = crate::driver::emulator_db(emulator, &project).await;
 
     let tagged = new_users(count);
     let untagged = new_users(count / 10);

@@ -21,8 +21,8 @@ use crate::events;
 use crate::service::{CHANNEL_SECRET, Service};
 use crate::stand_in::StandIn;
 use crate::timers::{now_ms, string, write_all};
+use firestore::FirestoreDb;
 use firestore::gcloud_sdk::google::firestore::v1::{ArrayValue, Value, value::ValueType};
-use firestore::{FirestoreDb, FirestoreDbOptions};
 use serde_json::Value as Json;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -224,11 +224,7 @@ pub async fn run(
         concat!(env!("CARGO_MANIFEST_DIR"), "/benches/load/scenarios").to_owned(),
     ));
     let service = Service::start(&project, emulator, line_url, &settings).await;
-    let db = FirestoreDb::with_options(
-        FirestoreDbOptions::new(project.clone()).with_firebase_api_url(format!("http://{emulator}")),
-    )
-    .await
-    .unwrap();
+    let db = crate::driver::emulator_db(emulator, &project).await;
     let (mut plain, mut decide) = (Totals::default(), Totals::default());
     for _ in 0..ROUNDS {
         for kind in [Kind::Plain, Kind::Decide] {

@@ -88,3 +88,12 @@ pub fn quantile(sorted: &[Duration], q: f64) -> Duration {
 pub fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
 }
+
+/// A client of the emulator's `project`, as the benchmark reads and seeds it.
+pub async fn emulator_db(emulator: &str, project: &str) -> firestore::FirestoreDb {
+    let options =
+        firestore::FirestoreDbOptions::new(project.to_owned()).with_firebase_api_url(format!("http://{emulator}"));
+    firestore::FirestoreDb::with_options(options)
+        .await
+        .expect("emulator reachable")
+}

@@ -11,8 +11,8 @@
 
 use crate::service::{ADMIN_TOKEN, Service};
 use crate::timers::{now_ms, string, write_all};
+use firestore::FirestoreDb;
 use firestore::gcloud_sdk::google::firestore::v1::{ArrayValue, Value, value::ValueType};
-use firestore::{FirestoreDb, FirestoreDbOptions};
 use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -93,11 +93,7 @@ async fn seed_answers(db: &FirestoreDb, count: usize) -> HashMap<String, Expecte
 pub async fn run(emulator: &str, line_url: &str, settings: &[(String, String)], count: usize) -> ExitCode {
     let project = format!("bench-export-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let service = Service::start(&project, emulator, line_url, settings).await;
-    let db = FirestoreDb::with_options(
-        FirestoreDbOptions::new(project.clone()).with_firebase_api_url(format!("http://{emulator}")),
-    )
-    .await
-    .expect("emulator reachable");
+    let db = crate::driver::emulator_db(emulator, &project).await;
     let seeding = Instant::now();
     let expected = seed_answers(&db, count).await;
     println!("{count} answers seeded in {:.1} s", seeding.elapsed().as_secs_f64());

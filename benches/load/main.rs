@@ -40,11 +40,19 @@
 //! `--decisions [N]` compares a plain survey with the same messages through a
 //! split, a branch and `{name}` (`decisions.rs`): CPU per event, ack p99 and
 //! round trips per decision, in one run.
+//!
+//! `--chaos [SECONDS]` (default 1800) runs three release instances behind one
+//! webhook address while instances are killed, Firestore's connection is cut
+//! and stalled and LINE fails, with new users at `--rate N` a second (default
+//! 2) taking a survey the way people do, and a campaign now and then; after
+//! the chaos it counts every stored answer, tag and received message against
+//! what each user did and exits with 1 on one lost or doubled (`chaos/`).
 // Test and benchmark code may panic on what it set up itself.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod campaign;
 mod catalogue;
+mod chaos;
 mod decisions;
 mod driver;
 mod events;
@@ -54,10 +62,14 @@ mod raw;
 mod service;
 mod soak;
 mod stand_in;
+// The suite's TCP fault proxy, shared so the chaos run cuts and stalls
+// Firestore's connection the way the tests do.
+#[allow(dead_code)]
+#[path = "../../tests/api/helpers/tcp_proxy.rs"]
+mod tcp_proxy;
 mod timers;
 
 use driver::{ms, quantile, send_all};
-use firestore::{FirestoreDb, FirestoreDbOptions};
 use serde_json::Value;
 use service::{CHANNEL_SECRET, Service};
 use stand_in::{Received, StandIn};
@@ -75,8 +87,10 @@ struct Args {
     settings: Vec<(String, String)>,
     /// `--soak [SECONDS]`: run the soak for that long instead of the levels.
     soak: Option<Duration>,
-    /// `--rate N`: the soak's requests per second.
-    rate: u32,
+    /// `--rate N`: the soak's requests per second, or the chaos run's new users per second.
+    rate: Option<u32>,
+    /// `--chaos [SECONDS]`: three instances under faults for that long.
+    chaos: Option<u64>,
     /// `--timers N`: fire N timers due at once instead of the levels.
     timers: Option<usize>,
     /// `--campaign N`: send one campaign to N tagged users instead of the levels.
@@ -89,7 +103,7 @@ struct Args {
     overflow: Option<usize>,
 }
 
-const USAGE: &str = "use --users N --in-flight 32,64 --set NAME=VALUE, or --soak [SECONDS] --rate N, or --timers N, or --campaign N, or --export N, or --decisions [N], or --overflow [N]";
+const USAGE: &str = "use --users N --in-flight 32,64 --set NAME=VALUE, or --soak [SECONDS] --rate N, or --timers N, or --campaign N, or --export N, or --decisions [N], or --overflow [N], or --chaos [SECONDS] --rate N";
 
 fn args() -> Args {
     let mut args = Args {
@@ -97,7 +111,8 @@ fn args() -> Args {
         levels: vec![32, 64],
         settings: Vec::new(),
         soak: None,
-        rate: soak::DEFAULT_RATE,
+        rate: None,
+        chaos: None,
         timers: None,
         campaign: None,
         export: None,
@@ -125,12 +140,19 @@ fn args() -> Args {
                 assert!(seconds > 0, "--soak SECONDS must be above 0");
                 args.soak = Some(Duration::from_secs(seconds));
             }
+            "--chaos" => {
+                let seconds = raw.next_if(|n| n.parse::<u64>().is_ok()).map(|n| n.parse().unwrap());
+                let seconds = seconds.unwrap_or(chaos::DEFAULT_SECONDS);
+                assert!(seconds > 0, "--chaos SECONDS must be above 0");
+                args.chaos = Some(seconds);
+            }
             "--rate" => {
                 args.rate = raw
                     .next()
                     .and_then(|n| n.parse().ok())
-                    .filter(|&n| n > 0)
-                    .expect("--rate N (requests per second, above 0)");
+                    .filter(|&n: &u32| n > 0)
+                    .expect("--rate N (requests or new users per second, above 0)")
+                    .into();
             }
             "--timers" => {
                 let count = raw.next().and_then(|n| n.parse().ok()).filter(|&n: &usize| n > 0);
@@ -358,11 +380,7 @@ async fn check_effects(emulator: &str, project: &str, stand_in: &StandIn, users:
     struct AnswerDoc {
         line_user_id: String,
     }
-    let db = FirestoreDb::with_options(
-        FirestoreDbOptions::new(project.to_owned()).with_firebase_api_url(format!("http://{emulator}")),
-    )
-    .await
-    .unwrap();
+    let db = driver::emulator_db(emulator, project).await;
     let answers: Vec<AnswerDoc> = db
         .fluent()
         .select()
@@ -507,7 +525,7 @@ async fn main() -> ExitCode {
         Some(duration) => println!(
             "line-survey soak, {} s at {} requests/s, {} in flight at most, machine: {}",
             duration.as_secs(),
-            args.rate,
+            args.rate.unwrap_or(soak::DEFAULT_RATE),
             soak::IN_FLIGHT,
             machine()
         ),
@@ -518,6 +536,11 @@ async fn main() -> ExitCode {
     // soak too, or its first window would be measured on a cold emulator).
     let warm = raw::creates(&emulator, 64, 3 * RAW_CREATES).await;
     println!("warm-up: {:.0} creates/s (not reported)", warm.per_second);
+    if let Some(seconds) = args.chaos {
+        println!("chaos run, machine: {}", machine());
+        let rate = args.rate.unwrap_or(chaos::DEFAULT_RATE);
+        return chaos::run(&emulator, &args.settings, seconds, rate).await;
+    }
     if let Some(count) = args.timers {
         println!("{count} timers due at once, machine: {}", machine());
         return timers::run(&emulator, &stand_in, &line_url, &args.settings, count).await;
@@ -544,7 +567,7 @@ async fn main() -> ExitCode {
     if let Some(duration) = args.soak {
         let options = soak::Options {
             duration,
-            rate: args.rate,
+            rate: args.rate.unwrap_or(soak::DEFAULT_RATE),
         };
         return soak::run(&emulator, &stand_in, &line_url, &args.settings, &options).await;
     }

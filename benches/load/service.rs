@@ -13,14 +13,53 @@ pub struct Service {
     pub startup: Duration,
 }
 
+/// How `Service::launch` starts the binary; the defaults are `start`'s.
+pub struct Launch {
+    /// The port to listen on (a free one when `None`).
+    pub port: Option<u16>,
+    /// `SCENARIOS_DIR` (the test fixtures when `None`).
+    pub scenarios: Option<String>,
+    /// Where the service's log goes (the benchmark's stderr when `None`).
+    pub log: Option<std::path::PathBuf>,
+    /// How long it may take to answer `/healthz`.
+    pub start_limit: Duration,
+}
+
+impl Default for Launch {
+    fn default() -> Launch {
+        Launch {
+            port: None,
+            scenarios: None,
+            log: None,
+            start_limit: Duration::from_secs(30),
+        }
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 impl Service {
     pub async fn start(project: &str, firestore: &str, line_url: &str, settings: &[(String, String)]) -> Service {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let scenarios = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scenarios");
+        Service::launch(project, firestore, line_url, settings, &Launch::default()).await
+    }
+
+    /// `start` with a port, scenarios and log of the caller's choosing.
+    pub async fn launch(
+        project: &str,
+        firestore: &str,
+        line_url: &str,
+        settings: &[(String, String)],
+        launch: &Launch,
+    ) -> Service {
+        let port = launch.port.unwrap_or_else(free_port);
+        let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scenarios");
+        let scenarios = launch.scenarios.as_deref().unwrap_or(fixtures);
         let started = Instant::now();
         let mut command = Command::new(env!("CARGO_BIN_EXE_line-survey"));
         command
@@ -39,6 +78,15 @@ impl Service {
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
+        if let Some(path) = &launch.log {
+            // The service logs to stdout; its panics go to stderr.
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .unwrap();
+            command.stdout(file.try_clone().unwrap()).stderr(file);
+        }
         command.envs(settings.iter().map(|(name, value)| (name, value)));
         let child = command.spawn().expect("the release binary starts");
         let address = format!("http://127.0.0.1:{port}");
@@ -49,7 +97,7 @@ impl Service {
             {
                 break;
             }
-            assert!(started.elapsed() < Duration::from_secs(30), "the service did not start");
+            assert!(started.elapsed() < launch.start_limit, "the service did not start");
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         Service {

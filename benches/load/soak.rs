@@ -328,21 +328,21 @@ const OTHER_COPIES: usize = 2;
 const MEMORY: usize = 2000;
 
 /// xorshift64*: enough randomness for shuffling and picking, no dependency.
-struct Rng(u64);
+pub struct Rng(u64);
 
 impl Rng {
-    fn new() -> Rng {
+    pub fn new() -> Rng {
         Rng(uuid::Uuid::new_v4().as_u64_pair().0 | 1)
     }
 
-    fn below(&mut self, n: usize) -> usize {
+    pub fn below(&mut self, n: usize) -> usize {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n.max(1)
     }
 
-    fn coin(&mut self) -> bool {
+    pub fn coin(&mut self) -> bool {
         self.below(2) == 0
     }
 }

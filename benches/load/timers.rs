@@ -16,10 +16,10 @@ use crate::raw;
 use crate::service::{CHANNEL_SECRET, Service};
 use crate::stand_in::StandIn;
 use crate::{events, register};
+use firestore::FirestoreDb;
 use firestore::gcloud_sdk::google::firestore::v1::{
     BatchWriteRequest, Document, Value, Write, value::ValueType, write,
 };
-use firestore::{FirestoreDb, FirestoreDbOptions};
 use line_survey::ids::{LineUserId, NodeId, RunId, ScenarioId, TimerKind, scenario_marker_id, timer_id};
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -221,11 +221,7 @@ pub async fn run(
     let scenarios = scenarios_dir();
     settings.insert(0, ("SCENARIOS_DIR".to_owned(), scenarios.display().to_string()));
     let service = Service::start(&project, emulator, line_url, &settings).await;
-    let db = FirestoreDb::with_options(
-        FirestoreDbOptions::new(project.clone()).with_firebase_api_url(format!("http://{emulator}")),
-    )
-    .await
-    .expect("emulator reachable");
+    let db = crate::driver::emulator_db(emulator, &project).await;
     let users: Vec<(LineUserId, RunId)> = (0..count)
         .map(|i| {
             let user = LineUserId::parse(format!("U{:032x}", uuid::Uuid::new_v4().as_u128() >> 4)).unwrap();
