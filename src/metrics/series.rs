@@ -180,9 +180,20 @@ pub(crate) fn backlog_read_failed() {
     ::metrics::counter!(BACKLOG_READ_FAILURES).increment(1);
 }
 
-pub(crate) fn queue_depth(events: usize, sends: usize) {
+/// Jobs waiting in this instance's memory, per queue (the `queue` label of
+/// `line_survey_queue_depth`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QueueDepths {
+    pub(crate) events: usize,
+    pub(crate) sends: usize,
+    pub(crate) timers: usize,
+}
+
+pub(crate) fn queue_depth(depths: QueueDepths) {
+    let QueueDepths { events, sends, timers } = depths;
     ::metrics::gauge!(QUEUE_DEPTH, "queue" => "events").set(events as f64);
     ::metrics::gauge!(QUEUE_DEPTH, "queue" => "sends").set(sends as f64);
+    ::metrics::gauge!(QUEUE_DEPTH, "queue" => "timers").set(timers as f64);
 }
 
 pub(crate) fn campaign_chunk(outcome: &'static str, users: u32) {

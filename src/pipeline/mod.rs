@@ -454,10 +454,14 @@ impl Pipeline {
         })
     }
 
-    /// Jobs waiting in this instance's queues (reserved room included): events, sends.
-    pub(crate) fn queued(&self) -> (usize, usize) {
+    /// Jobs waiting in this instance's queues (reserved room included): events, sends, timers.
+    pub(crate) fn queued(&self) -> crate::metrics::series::QueueDepths {
         let waiting = |queue: &mpsc::Sender<Job>| queue.max_capacity().saturating_sub(queue.capacity());
-        (waiting(&self.jobs), waiting(&self.sends))
+        crate::metrics::series::QueueDepths {
+            events: waiting(&self.jobs),
+            sends: waiting(&self.sends),
+            timers: waiting(&self.timers),
+        }
     }
 
     /// Asks the sweeper to sweep soon: an event was stored for any sweeper (the

@@ -6,7 +6,7 @@
 //! memory, read at every scrape through a [`QueueDepth`] handle.
 
 use crate::clock::Clock;
-use crate::metrics::series::{self, BacklogGauges};
+use crate::metrics::series::{self, BacklogGauges, QueueDepths};
 use crate::store::{Backlog, Store};
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::time::{Duration, Instant};
@@ -18,10 +18,10 @@ pub(crate) const BACKLOG_MAX_AGE: Duration = Duration::from_secs(5);
 /// they never pile up in memory.
 const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 
-/// Jobs waiting in this instance's queues right now: (events, sends). Start-up
+/// Jobs waiting in this instance's queues right now (events, sends, timers). Start-up
 /// builds it from the pipeline, so reports read the depth without depending on
 /// the pipeline (a floor beside it, not above it).
-pub(crate) type QueueDepth = Box<dyn Fn() -> (usize, usize) + Send + Sync>;
+pub(crate) type QueueDepth = Box<dyn Fn() -> QueueDepths + Send + Sync>;
 
 pub(crate) struct Scrape {
     handle: PrometheusHandle,
@@ -48,8 +48,8 @@ impl Scrape {
     /// The Prometheus text exposition of every series.
     pub(crate) async fn render(&self) -> String {
         self.refresh_backlog().await;
-        let (events, sends) = (self.queue_depth)();
-        series::queue_depth(events, sends);
+        let depths = (self.queue_depth)();
+        series::queue_depth(depths);
         self.handle.run_upkeep();
         self.handle.render()
     }

@@ -140,7 +140,7 @@ async fn webhook_traffic_shows_in_the_counters_and_the_backlog_in_the_gauges() {
         "{text}"
     );
     assert_eq!(sample(&text, "line_survey_inbox_pending", &[]), Some(0.0), "{text}");
-    for queue in ["events", "sends"] {
+    for queue in ["events", "sends", "timers"] {
         assert!(
             sample(&text, "line_survey_queue_depth", &[("queue", queue)]).is_some(),
             "queue {queue}:\n{text}"
