@@ -11,6 +11,9 @@ use std::time::Duration;
 /// (`stored`, `duplicate`, `ignored`, `unsent_before_effect`,
 /// `unsent_after_effect`, `not_stored`, `malformed`).
 pub(crate) const WEBHOOK_EVENTS: &str = "line_survey_webhook_events_total";
+/// Events stored while this instance's queue had no room (full, stopping or
+/// ingest-only): acknowledged, and left for a sweep instead of a worker. `kind`.
+pub(crate) const EVENTS_UNQUEUED: &str = "line_survey_events_unqueued_total";
 /// Processing attempts of stored events by this instance's workers: `kind`,
 /// `outcome` (the worker's log outcome: `answered`, `already_answered`,
 /// `started`, `not_restarted`, `recently_started`, `card_tapped`, ... or
@@ -34,7 +37,7 @@ pub(crate) const LEDGER_OLDEST_PENDING_AGE: &str = "line_survey_ledger_oldest_pe
 pub(crate) const DEAD_LETTERS: &str = "line_survey_dead_letters";
 /// Inbox records waiting to be processed (the whole database).
 pub(crate) const INBOX_PENDING: &str = "line_survey_inbox_pending";
-/// Jobs waiting in this instance's memory: `queue` (`events`, `sends`).
+/// Jobs waiting in this instance's memory: `queue` (`events`, `sends`, `timers`).
 pub(crate) const QUEUE_DEPTH: &str = "line_survey_queue_depth";
 /// Reads of the four gauges above that failed (the gauges keep their values).
 pub(crate) const BACKLOG_READ_FAILURES: &str = "line_survey_backlog_read_failures_total";
@@ -114,6 +117,10 @@ impl Guard {
 
 pub(crate) fn webhook_event(type_name: &str, outcome: &'static str) {
     ::metrics::counter!(WEBHOOK_EVENTS, "kind" => event_kind(type_name), "outcome" => outcome).increment(1);
+}
+
+pub(crate) fn event_unqueued(type_name: &str) {
+    ::metrics::counter!(EVENTS_UNQUEUED, "kind" => event_kind(type_name)).increment(1);
 }
 
 pub(crate) fn event_processed(type_name: &str, outcome: &'static str) {
@@ -211,6 +218,10 @@ pub(crate) fn describe() {
     describe_counter!(
         EVENTS_PROCESSED,
         "Processing attempts of stored events by this instance, by LINE event type and outcome"
+    );
+    describe_counter!(
+        EVENTS_UNQUEUED,
+        "Events stored without room in this instance's queue, left for a sweep"
     );
     describe_counter!(DUPLICATES_STOPPED, "Duplicate events stopped, by guard and reason");
     describe_histogram!(

@@ -274,6 +274,7 @@ impl Ingest {
                 series::webhook_event(&event.type_name, "stored");
                 let queued = slot.is_some();
                 if !queued {
+                    series::event_unqueued(&event.type_name);
                     self.pipeline.sweep_soon();
                 }
                 if let Some(slot) = slot {

@@ -51,6 +51,7 @@ pub(crate) use worker::{EventSettings, EventWorker, EventWorkerParts};
 use crate::metrics::Metrics;
 use crate::outbound::ScheduledRetry;
 use crate::store::{InboxKey, LedgerDoc, Store, Version};
+use futures::StreamExt;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
@@ -606,13 +607,18 @@ impl<T> Queues<T> {
         }
     }
 
-    fn close_and_drain(&mut self) -> Vec<T> {
+    /// Closes the queues and takes what is in them, including the jobs of room
+    /// reserved before the close (a sweep holds its reservations across its
+    /// claim, a webhook across its inbox commit): `recv` ends only when the
+    /// queue is empty and no reservation is left, so a job sent into reserved
+    /// room after the close is handed back too, not dropped with its lease held.
+    async fn close_and_drain(&mut self) -> Vec<T> {
         self.sends.close();
         self.events.close();
         self.timers.close();
         let mut left = Vec::new();
         for queue in [&mut self.sends, &mut self.events, &mut self.timers] {
-            while let Ok(job) = queue.try_recv() {
+            while let Some(job) = queue.recv().await {
                 left.push(job);
             }
         }
@@ -666,6 +672,9 @@ impl Dispatch {
     }
 }
 
+/// Queued jobs handed back at once at shutdown (each a conditional write).
+const HAND_BACKS_AT_ONCE: usize = 32;
+
 /// Takes jobs off the queues and runs each in its own task, at most `workers` at
 /// once. On shutdown, queued jobs are handed back and running ones finish.
 async fn run_workers(
@@ -718,12 +727,19 @@ async fn run_workers(
         // Reap finished tasks so the set does not grow without bound.
         while running.try_join_next().is_some() {}
     }
-    let left = queues.close_and_drain();
+    let left = queues.close_and_drain().await;
     let handed_back = left.len();
-    for job in left {
-        dispatch.hand_back(&job).await;
-        in_hand.remove(job.id());
-    }
+    // A sweep may have queued 500 timers: one at a time, their hand-backs would
+    // not fit the grace, and what is not handed back waits out its lease.
+    futures::stream::iter(left)
+        .for_each_concurrent(HAND_BACKS_AT_ONCE, |job| {
+            let (dispatch, in_hand) = (&dispatch, &in_hand);
+            async move {
+                dispatch.hand_back(&job).await;
+                in_hand.remove(job.id());
+            }
+        })
+        .await;
     if handed_back > 0 {
         tracing::info!(jobs = handed_back, "queued work handed back at shutdown");
     }
@@ -762,13 +778,25 @@ mod tests {
         }
     }
 
+    /// The three queues of `capacity` each, with their senders (sends,
+    /// events, timers).
+    fn queues(capacity: usize) -> ([mpsc::Sender<&'static str>; 3], Queues<&'static str>) {
+        let (sends, send_queue) = mpsc::channel(capacity);
+        let (events, event_queue) = mpsc::channel(capacity);
+        let (timers, timer_queue) = mpsc::channel(capacity);
+        let queues = Queues {
+            sends: send_queue,
+            events: event_queue,
+            timers: timer_queue,
+        };
+        ([sends, events, timers], queues)
+    }
+
     /// What the workers take next from queues holding `waiting` (send, event,
     /// timer: one job each where true), in order, until nothing is left that
     /// they may take.
     async fn order(waiting: [bool; 3], sends_first: bool, timers: TimerTurn) -> Vec<&'static str> {
-        let (sends, send_queue) = mpsc::channel(4);
-        let (events, event_queue) = mpsc::channel(4);
-        let (timer_jobs, timer_queue) = mpsc::channel(4);
+        let ([sends, events, timer_jobs], mut queues) = queues(4);
         for ((present, queue), name) in waiting
             .into_iter()
             .zip([&sends, &events, &timer_jobs])
@@ -778,11 +806,6 @@ mod tests {
                 queue.try_send(name).unwrap_or_default();
             }
         }
-        let mut queues = Queues {
-            sends: send_queue,
-            events: event_queue,
-            timers: timer_queue,
-        };
         let mut taken = Vec::new();
         while let Ok(Some(job)) =
             tokio::time::timeout(Duration::from_millis(20), queues.next(sends_first, timers)).await
@@ -819,14 +842,7 @@ mod tests {
     /// A queue that is empty now gives the job that arrives later.
     #[tokio::test]
     async fn a_job_arriving_while_the_workers_wait_is_taken() {
-        let (_sends, send_queue) = mpsc::channel::<&str>(1);
-        let (events, event_queue) = mpsc::channel(1);
-        let (_timers, timer_queue) = mpsc::channel(1);
-        let mut queues = Queues {
-            sends: send_queue,
-            events: event_queue,
-            timers: timer_queue,
-        };
+        let ([_sends, events, _timers], mut queues) = queues(1);
         let later = tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(10)).await;
             events.send("event").await.unwrap_or_default();
@@ -834,5 +850,35 @@ mod tests {
         });
         assert_eq!(queues.next(true, TimerTurn::Held).await, Some("event"));
         drop(later.await);
+    }
+
+    /// Room reserved before the close (a sweep claiming its timers) is filled
+    /// after it: the drain waits for it and returns that job with the others.
+    #[tokio::test]
+    async fn the_drain_at_shutdown_takes_jobs_sent_into_room_reserved_before_it() {
+        let ([sends, events, timers], mut queues) = queues(2);
+        events.try_send("queued event").unwrap_or_default();
+        let (reserved, sent_later) = (timers.clone(), tokio::sync::oneshot::channel::<()>());
+        let (go, wait) = sent_later;
+        let sweep = tokio::spawn(async move {
+            let Ok(permit) = reserved.reserve().await else {
+                return;
+            };
+            let _ = wait.await;
+            permit.send("claimed timer");
+        });
+        // Let the sweep reserve its room, then shut down while it claims.
+        while timers.capacity() == 2 {
+            tokio::task::yield_now().await;
+        }
+        let drained = tokio::spawn(async move { queues.close_and_drain().await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!drained.is_finished(), "the drain ended with a reservation outstanding");
+        let _ = go.send(());
+        let mut left = drained.await.unwrap_or_default();
+        left.sort_unstable();
+        assert_eq!(left, vec!["claimed timer", "queued event"]);
+        assert!(sends.try_send("after").is_err(), "a closed queue takes no new job");
+        drop(sweep.await);
     }
 }

@@ -11,12 +11,12 @@ use crate::helpers::{TestApp, TestOptions, spawn_app, spawn_app_with};
 use std::collections::BTreeSet;
 
 /// One process per test (nextest sets `NEXTEST`): the numbers are this test's alone.
-fn own_process() -> bool {
+pub(crate) fn own_process() -> bool {
     std::env::var_os("NEXTEST").is_some()
 }
 
 /// The value of the sample `name{labels}` (labels in any order), if present.
-fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+pub(crate) fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     let wanted: BTreeSet<String> = labels.iter().map(|(key, value)| format!("{key}=\"{value}\"")).collect();
     text.lines().filter(|line| !line.starts_with('#')).find_map(|line| {
         let (series, value) = line.rsplit_once(' ')?;

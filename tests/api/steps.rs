@@ -9,6 +9,7 @@ use crate::helpers::process::ServiceProcess;
 use crate::helpers::{
     TestApp, TestOptions, advance_clock_at, emulator_host, new_project_id, spawn_app_with, wait_until,
 };
+use futures::StreamExt;
 use line_survey::config::Config;
 use line_survey::ids::{LineUserId, NodeId, RunId, ScenarioId, TimerKind, scenario_marker_id, timer_id};
 use serde_json::{Value, json};
@@ -629,6 +630,64 @@ async fn three_instances_sharing_5000_due_timers_fire_each_once() {
     assert_eq!(done, USERS, "every timer ended as fired");
     // No push was even attempted twice (a retry key repeated would show as 409).
     assert_eq!(first.line.calls().len(), USERS);
+}
+
+/// Due timers wait in a queue of their own: texts sent while 500 timers fire
+/// find room in the events' queue (16 here) and are worked at once, none stored
+/// for a later sweep as an event that found the queue full would be.
+#[tokio::test]
+async fn texts_during_a_storm_of_due_timers_are_queued_not_left_for_a_sweep() {
+    const DUE: usize = 500;
+    const SENDERS: usize = 20;
+    let app = spawn_app_with(TestOptions {
+        adjust: |config| {
+            step_scenarios(config);
+            config.queue_capacity = 16;
+        },
+        ..TestOptions::default()
+    })
+    .await;
+    let users: Vec<String> = (0..DUE).map(|_| events::new_user()).collect();
+    seed_due_steps(&app.firestore, &users).await;
+    wait_until(Duration::from_secs(60), || !hour_later_per_user(&app.line).is_empty()).await;
+
+    // The storm has begun: new users start the step scenario, two at a time.
+    let senders: Vec<String> = (0..SENDERS).map(|_| events::new_user()).collect();
+    futures::stream::iter(&senders)
+        .for_each_concurrent(2, |user| {
+            let app = &app;
+            async move {
+                let response = app.post_webhook(&envelope(vec![text(user, "steps")])).await;
+                assert_eq!(response.status(), 200, "a text during the storm was not acknowledged");
+            }
+        })
+        .await;
+    let fired_meanwhile: usize = hour_later_per_user(&app.line).values().sum();
+    assert!(
+        fired_meanwhile < DUE,
+        "the storm was over before the texts were acknowledged: this run shows nothing"
+    );
+    let metrics = app.get_admin("/metrics").await.text().await.unwrap();
+    let unqueued = crate::metrics::sample(&metrics, "line_survey_events_unqueued_total", &[("kind", "message")]);
+    if crate::metrics::own_process() {
+        assert_eq!(
+            unqueued, None,
+            "texts found the events' queue full of timers:\n{metrics}"
+        );
+    }
+    wait_until(Duration::from_secs(30), || {
+        app.line.accepted_with_text("Step 1") == SENDERS
+    })
+    .await;
+    wait_until(Duration::from_secs(120), || {
+        hour_later_per_user(&app.line).values().sum::<usize>() >= DUE
+    })
+    .await;
+    app.settled().await;
+    let per_user = hour_later_per_user(&app.line);
+    assert_eq!(per_user.len(), DUE);
+    assert!(per_user.values().all(|&count| count == 1), "a timer fired twice");
+    assert_eq!(app.line.accepted_with_text("Step 1"), SENDERS, "a start answered twice");
 }
 
 #[tokio::test]
