@@ -227,6 +227,7 @@ impl Ingest {
             .map_err(|error| PipelineError::Encoding(format!("the plan cannot be encoded: {error}")))?;
         // Room in the queue first: without it (overloaded, stopping, ingest-only)
         // the record is stored free for any sweeper, and no write follows the claim.
+        self.pipeline.live_event();
         let slot = self.pipeline.try_reserve();
         // A text that may answer a typed question is kept by message id (never in
         // the inbox record) until its event is processed.

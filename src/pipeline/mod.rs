@@ -225,14 +225,59 @@ fn timer_floor(workers: usize) -> usize {
     (workers / 8).max(1)
 }
 
-/// Where timers stand when `firing` of them run on `workers` workers.
-fn timer_turn(firing: usize, workers: usize) -> TimerTurn {
+/// Where timers stand when `firing` of them run on `workers` workers, `live`
+/// when webhook events came in within [`LIVE_WINDOW`]: then timers keep to
+/// their floor, so the storm's commits and pushes leave Firestore and LINE to
+/// the users talking to the bot (their acknowledgements wait on Firestore).
+fn timer_turn(firing: usize, workers: usize, live: bool) -> TimerTurn {
+    let share = if live {
+        timer_floor(workers)
+    } else {
+        timer_share(workers)
+    };
     if firing < timer_floor(workers) {
         TimerTurn::First
-    } else if firing < timer_share(workers) {
+    } else if firing < share {
         TimerTurn::Last
     } else {
         TimerTurn::Held
+    }
+}
+
+/// How long after a webhook event timers keep to their floor.
+const LIVE_WINDOW: Duration = Duration::from_secs(2);
+
+/// When this instance last took a webhook event in (ms since it started, on
+/// the monotonic clock: a test clock's jumps must not make traffic look live).
+/// Written by ingest, read by the workers when they pick a job.
+struct LiveTraffic {
+    started: Instant,
+    last_ms: std::sync::atomic::AtomicU64,
+}
+
+impl LiveTraffic {
+    fn new() -> Self {
+        Self {
+            started: Instant::now(),
+            last_ms: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn elapsed_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn event_came(&self) {
+        // Offset by one: 0 means "never".
+        self.last_ms
+            .store(self.elapsed_ms().saturating_add(1), AtomicOrdering::Relaxed);
+    }
+
+    fn is_live(&self) -> bool {
+        match self.last_ms.load(AtomicOrdering::Relaxed) {
+            0 => false,
+            last => self.elapsed_ms().saturating_add(1).saturating_sub(last) < LIVE_WINDOW.as_millis() as u64,
+        }
     }
 }
 
@@ -316,6 +361,8 @@ pub(crate) struct Pipeline {
     sweep_soon: SweepSoon,
     /// Free worker slots; `None` on an ingest-only instance.
     slots: Option<Arc<Semaphore>>,
+    /// When a webhook event last came in: the workers' timer share follows it.
+    live: Arc<LiveTraffic>,
 }
 
 /// Room in the queue, reserved before a lease is taken.
@@ -377,6 +424,7 @@ impl Pipeline {
             in_hand: in_hand.clone(),
             sweep_soon: sweep_soon.clone(),
             slots: slots.clone(),
+            live: Arc::new(LiveTraffic::new()),
         });
         if let Some(slots) = slots {
             let queues = Queues {
@@ -409,7 +457,14 @@ impl Pipeline {
                 sweep_soon,
                 abandoned,
             ));
-            let workers = tokio::spawn(run_workers(dispatch, queues, slots, in_hand, shutdown.clone()));
+            let workers = tokio::spawn(run_workers(
+                dispatch,
+                queues,
+                slots,
+                in_hand,
+                pipeline.live.clone(),
+                shutdown.clone(),
+            ));
             let timers = tokio::spawn(sweeper.clone().run_timers(shutdown.clone()));
             let sweeper = tokio::spawn(sweeper.run(shutdown.clone()));
             let timer = tokio::spawn(retries::run(pipeline.clone(), retries, lease, shutdown));
@@ -421,6 +476,11 @@ impl Pipeline {
             }
         }
         pipeline
+    }
+
+    /// A webhook event came in: for [`LIVE_WINDOW`] timers keep to their floor.
+    pub(crate) fn live_event(&self) {
+        self.live.event_came();
     }
 
     /// Reserves room for one job, unless the queue is full, the instance stops,
@@ -682,6 +742,7 @@ async fn run_workers(
     mut queues: Queues,
     slots: Arc<Semaphore>,
     in_hand: Arc<InHand>,
+    live: Arc<LiveTraffic>,
     shutdown: CancellationToken,
 ) {
     let mut running = JoinSet::new();
@@ -692,7 +753,7 @@ async fn run_workers(
     let timer_ended = Arc::new(tokio::sync::Notify::new());
     loop {
         let sends_first = sending.load(AtomicOrdering::Relaxed) < (workers / 2).max(1);
-        let timers = timer_turn(firing.load(AtomicOrdering::Relaxed), workers);
+        let timers = timer_turn(firing.load(AtomicOrdering::Relaxed), workers, live.is_live());
         let job = tokio::select! {
             _ = shutdown.cancelled() => break,
             job = queues.next(sends_first, timers) => match job { Some(job) => job, None => break },
@@ -760,22 +821,56 @@ mod tests {
     #[test]
     fn timers_go_first_below_their_floor_last_below_their_share_and_not_beyond() {
         use TimerTurn::{First, Held, Last};
-        // (firing, workers, turn)
+        // (firing, workers, webhook events within the live window, turn)
         let cases = [
-            (0, 16, First),
-            (1, 16, First),
-            (2, 16, Last),
-            (11, 16, Last),
-            (12, 16, Held),
-            (0, 1, First),
-            (1, 1, Held),
-            (0, 4, First),
-            (2, 4, Last),
-            (3, 4, Held),
+            (0, 16, false, First),
+            (1, 16, false, First),
+            (2, 16, false, Last),
+            (11, 16, false, Last),
+            (12, 16, false, Held),
+            (0, 1, false, First),
+            (1, 1, false, Held),
+            (0, 4, false, First),
+            (2, 4, false, Last),
+            (3, 4, false, Held),
+            // Users talking to the bot: timers keep to their floor.
+            (0, 16, true, First),
+            (1, 16, true, First),
+            (2, 16, true, Held),
+            (11, 16, true, Held),
+            (0, 1, true, First),
+            (1, 1, true, Held),
+            (0, 4, true, First),
+            (1, 4, true, Held),
         ];
-        for (firing, workers, turn) in cases {
-            assert_eq!(timer_turn(firing, workers), turn, "{firing} of {workers}");
+        for (firing, workers, live, turn) in cases {
+            assert_eq!(
+                timer_turn(firing, workers, live),
+                turn,
+                "{firing} of {workers}, live {live}"
+            );
         }
+    }
+
+    #[test]
+    fn traffic_is_live_for_the_window_after_an_event_and_not_before_any() {
+        // Started a while ago, so "a window ago" is after the start.
+        let traffic = LiveTraffic {
+            started: Instant::now()
+                .checked_sub(Duration::from_secs(10))
+                .unwrap_or_else(Instant::now),
+            last_ms: std::sync::atomic::AtomicU64::new(0),
+        };
+        assert!(!traffic.is_live(), "live before any event");
+        traffic.event_came();
+        assert!(traffic.is_live(), "not live just after an event");
+        let window_ms = LIVE_WINDOW.as_millis() as u64;
+        // An event that came a whole window ago (moved back by hand).
+        traffic.last_ms.store(
+            traffic.elapsed_ms().saturating_add(1).saturating_sub(window_ms),
+            AtomicOrdering::Relaxed,
+        );
+        assert!(!traffic.is_live(), "still live a window after the event");
     }
 
     /// The three queues of `capacity` each, with their senders (sends,
