@@ -44,6 +44,9 @@ struct Taps {
     missing: usize,
     /// When the last tap went out.
     last_sent: Option<Instant>,
+    /// The three slowest acknowledgements, with each tap's place in the
+    /// sending order (1 = the first): where in the storm they fell.
+    slowest_acks: Vec<(usize, Duration)>,
 }
 
 /// Each user of `users` answers the lunch survey's first question, one tap
@@ -54,24 +57,27 @@ async fn taps(stand_in: &StandIn, address: &str, users: &[String]) -> Taps {
     let mut sent = Vec::with_capacity(users.len());
     let mut ticks = tokio::time::interval(Duration::from_millis(1000 / TAPS_PER_SECOND));
     let mut running = tokio::task::JoinSet::new();
-    for user in users {
+    for (place, user) in users.iter().enumerate() {
         ticks.tick().await;
         let tap = events::answer(user);
         register(stand_in, std::slice::from_ref(&tap));
         let (client, address, user) = (client.clone(), address.to_owned(), user.clone());
-        running.spawn(async move { (user, post(&client, &address, CHANNEL_SECRET, &tap).await) });
+        running.spawn(async move { (place + 1, user, post(&client, &address, CHANNEL_SECRET, &tap).await) });
     }
     while let Some(Ok(done)) = running.join_next().await {
         sent.push(done);
     }
     let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline && sent.iter().any(|(user, _)| stand_in.first_follow_up(user).is_none()) {
+    while Instant::now() < deadline && sent.iter().any(|(_, user, _)| stand_in.first_follow_up(user).is_none()) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let mut acks = Vec::new();
     let mut follow_ups = Vec::new();
     let mut missing = 0;
-    for (user, posted) in &sent {
+    let mut by_ack: Vec<(usize, Duration)> = sent.iter().map(|(place, _, posted)| (*place, posted.latency)).collect();
+    by_ack.sort_by_key(|(_, latency)| std::cmp::Reverse(*latency));
+    by_ack.truncate(3);
+    for (_, user, posted) in &sent {
         match (posted.status, stand_in.first_follow_up(user)) {
             (Some(200), Some(arrived)) => {
                 acks.push(posted.latency);
@@ -86,7 +92,8 @@ async fn taps(stand_in: &StandIn, address: &str, users: &[String]) -> Taps {
         acks,
         follow_ups,
         missing,
-        last_sent: sent.iter().map(|(_, posted)| posted.sent).max(),
+        last_sent: sent.iter().map(|(_, _, posted)| posted.sent).max(),
+        slowest_acks: by_ack,
     }
 }
 
@@ -364,6 +371,18 @@ pub async fn run(
     println!(
         "| taps without a 200 or a follow-up | {} | {} | 0 |",
         idle.missing, storm.missing
+    );
+    let slowest = |taps: &Taps| {
+        taps.slowest_acks
+            .iter()
+            .map(|(place, latency)| format!("#{place} {:.0} ms", ms(*latency)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!(
+        "| slowest acknowledgements (place in the sending order) | {} | {} | |",
+        slowest(&idle),
+        slowest(&storm)
     );
     let storm_p99 = quantile(&storm.follow_ups, 0.99);
     let ack_ratio = p99(&storm.acks) / p99(&idle.acks).max(1.0);

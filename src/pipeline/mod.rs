@@ -499,6 +499,16 @@ impl Pipeline {
         self.reserve_in(&self.timers)
     }
 
+    /// Whether webhook events came in within [`LIVE_WINDOW`].
+    fn is_live(&self) -> bool {
+        self.live.is_live()
+    }
+
+    /// Claimed timers waiting in the timer queue (reserved room included).
+    fn timers_queued(&self) -> usize {
+        self.timers.max_capacity().saturating_sub(self.timers.capacity())
+    }
+
     /// Room left in the timer queue: what a timer sweep may claim.
     fn timer_room(&self) -> usize {
         self.timers.capacity()

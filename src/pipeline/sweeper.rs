@@ -27,6 +27,8 @@ const MAX_TIMERS: usize = 500;
 /// tens of milliseconds): the timer sweeper waits for it to drain. Large
 /// batches matter on the emulator, where every due query scans the collection.
 const MIN_TIMER_BATCH: usize = 100;
+/// Timers claimed per sweep while webhook events come in (see [`super::LIVE_WINDOW`]).
+const LIVE_TIMER_BATCH: usize = 32;
 /// Between timer sweeps while more timers are due than one sweep took.
 const SOON: std::time::Duration = std::time::Duration::from_millis(20);
 
@@ -164,7 +166,22 @@ impl Sweeper {
                 .queues
                 .timer_room()
                 .min(MAX_TIMERS.saturating_sub(self.in_hand.len()));
-            if budget < MIN_TIMER_BATCH {
+            // While users talk to the bot, timers fire at their floor: small
+            // sweeps, each once the few claimed before are nearly gone, keep
+            // the due query and the batched claims short (every one of them
+            // delays the acknowledgements Firestore answers meanwhile).
+            let (budget, least) = if self.queues.is_live() {
+                let queued = self.queues.timers_queued();
+                let budget = if queued > LIVE_TIMER_BATCH / 2 {
+                    0
+                } else {
+                    budget.min(LIVE_TIMER_BATCH)
+                };
+                (budget, 1)
+            } else {
+                (budget, MIN_TIMER_BATCH)
+            };
+            if budget < least {
                 wait = SOON;
                 continue;
             }
