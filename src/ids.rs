@@ -109,12 +109,29 @@ string_id!(
 /// Hex characters of a run id: short, since it rides in postback data.
 const RUN_ID_HEX_CHARS: usize = 16;
 
+/// The first character of a campaign's run id: never a hex digit, so no run
+/// begun by an event or a manual send looks like a campaign's.
+const CAMPAIGN_RUN_MARK: char = 'k';
+
 impl RunId {
     /// The run begun by `origin` (an inbox id, a manual send's action key).
     pub fn begun_by(origin: &str) -> Self {
         let mut id = deterministic_id(&["run", origin]);
         id.truncate(RUN_ID_HEX_CHARS);
         Self(id)
+    }
+
+    /// The run every recipient of campaign `campaign_id` (40 hex digits) is in:
+    /// `k` and the id's first 15 hex digits, as short as any run (it rides in
+    /// postback data), and telling its answers that they belong to a campaign.
+    pub fn of_campaign(campaign_id: &str) -> Self {
+        let head: String = campaign_id.chars().take(RUN_ID_HEX_CHARS - 1).collect();
+        Self(format!("{CAMPAIGN_RUN_MARK}{head}"))
+    }
+
+    /// Whether this is a campaign's run (see [`Self::of_campaign`]).
+    pub fn is_campaign_run(&self) -> bool {
+        self.0.starts_with(CAMPAIGN_RUN_MARK)
     }
 }
 
@@ -217,6 +234,18 @@ pub fn scenario_marker_id(scenario: &ScenarioId, user: &LineUserId) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_campaigns_run_is_as_short_as_any_and_never_looks_like_another_run() {
+        let campaign = deterministic_id(&["campaign", "winter-2026"]);
+        let run = RunId::of_campaign(&campaign);
+        assert_eq!(run.as_str().len(), RUN_ID_HEX_CHARS);
+        assert!(run.is_campaign_run());
+        assert_eq!(&run.as_str()[1..], &campaign[..RUN_ID_HEX_CHARS - 1]);
+        for origin in ["inbox-1", "manual-2", "x"] {
+            assert!(!RunId::begun_by(origin).is_campaign_run(), "{origin}");
+        }
+    }
 
     #[test]
     fn answer_id_is_the_documented_sha256_prefix() {

@@ -2,10 +2,10 @@
 //! its ids. Pure: the pipeline reads users and answers, then asks.
 
 use super::Engine;
-use super::render::render_in_run;
+use super::render::{QuestionRef, TimerPlan, render_in_run};
 use crate::ids::{NodeId, RunId, ScenarioId, deterministic_id};
 use crate::line::messages::Message;
-use crate::values::FieldValue;
+use crate::values::{FieldValue, UserChanges};
 use chrono::NaiveDate;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -236,18 +236,6 @@ impl Audience {
 pub(crate) enum CampaignStartError {
     #[error("no scenario with id {0:?}")]
     UnknownScenario(String),
-    /// Campaigns send the same messages to everyone and write nothing per
-    /// user; a scenario that must (timers, a typed question) goes by manual send.
-    #[error(
-        "scenario {0:?} schedules waits, reminders or expiries, or asks a typed question first: campaigns send scenarios that need nothing stored per user; use POST /admin/scenarios/{0}/send"
-    )]
-    NeedsPerUserState(String),
-    /// The first messages' nodes add or remove tags or set fields: a campaign
-    /// writes nothing per recipient yet (the campaigns issue adds it).
-    #[error(
-        "scenario {0:?} adds or removes tags or sets fields (tags, untag, set) in its first messages: campaigns do not change users yet; use POST /admin/scenarios/{0}/send"
-    )]
-    ChangesUsers(String),
     #[error(
         "scenario {0:?} takes a split before its first question or wait: a campaign sends every recipient the same messages; use POST /admin/scenarios/{0}/send"
     )]
@@ -272,6 +260,57 @@ pub(crate) struct CampaignStart {
     pub(crate) run: RunId,
     /// The question node the messages ask: counted as sent per recipient.
     pub(crate) asks: Option<NodeId>,
+    /// What each recipient's run records once LINE accepted their message.
+    pub(crate) recipient: RecipientStart,
+}
+
+/// A recipient's part of a campaign's run, written in the commit that settles
+/// the chunk LINE accepted (never before: a refused or cancelled chunk leaves
+/// nothing that would remind or close a question nobody received). The marker
+/// naming the run is always written; the rest as the first messages ask.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RecipientStart {
+    /// The text or date question the messages ask: it opens for the recipient.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) opens: Option<QuestionRef>,
+    /// The step, reminder and expiry the messages schedule, due from the settle.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) timers: Vec<TimerPlan>,
+    /// What the first messages' nodes do to tags and fields.
+    #[serde(default, skip_serializing_if = "UserChanges::is_empty")]
+    pub(crate) changes: UserChanges,
+}
+
+/// Writes a Firestore commit holds at most.
+pub(crate) const MAX_COMMIT_WRITES: usize = 500;
+/// Writes of a chunk's settle that are not a recipient's: the chunk itself and
+/// the result counter of the question it asks (a dead letter goes only with a
+/// failed chunk, which writes nothing per recipient).
+pub(crate) const SETTLE_OWN_WRITES: usize = 2;
+
+impl RecipientStart {
+    /// Firestore writes one recipient's part takes: the marker, the open
+    /// question, each timer, and the user's record (one write, and a second
+    /// when tags are removed: one transform per field and write).
+    pub(crate) fn writes(&self) -> usize {
+        let user = if self.changes.is_empty() {
+            0
+        } else {
+            1 + usize::from(!self.changes.untag.is_empty())
+        };
+        1 + usize::from(self.opens.is_some()) + self.timers.len() + user
+    }
+
+    /// Recipients per chunk: LINE's 500 per multicast, fewer when their parts
+    /// and the chunk's own writes would not fit one commit. Smaller chunks
+    /// rather than a settle split over several commits: one commit per chunk
+    /// keeps "LINE accepted it" and "its recipients' runs exist" one fact,
+    /// with no half-settled chunk to resume, at the price of more calls (a
+    /// question with a reminder and an expiry: 124 a chunk, 4 calls where 1 was).
+    pub(crate) fn chunk_size(&self) -> usize {
+        ((MAX_COMMIT_WRITES - SETTLE_OWN_WRITES) / self.writes().max(1)).clamp(1, CHUNK_SIZE)
+    }
 }
 
 impl Engine {
@@ -355,7 +394,7 @@ impl Engine {
         let loaded = self
             .scenario(scenario)
             .ok_or_else(|| CampaignStartError::UnknownScenario(scenario.to_string()))?;
-        let run = RunId::begun_by(&deterministic_id(&["campaign", campaign_id]));
+        let run = RunId::of_campaign(campaign_id);
         // No user: a split before the first wait or question cannot be taken.
         let rendered = render_in_run(loaded, &loaded.start, Some(&run), None).map_err(|problem| match problem {
             crate::scenario::WalkError::SplitWithoutUser(_) => CampaignStartError::Splits(scenario.to_string()),
@@ -363,12 +402,6 @@ impl Engine {
         })?;
         if rendered.branch.is_some() {
             return Err(CampaignStartError::Branches(scenario.to_string()));
-        }
-        if loaded.has_timers() || rendered.opens.is_some() || !rendered.timers.is_empty() {
-            return Err(CampaignStartError::NeedsPerUserState(scenario.to_string()));
-        }
-        if !rendered.changes.is_empty() {
-            return Err(CampaignStartError::ChangesUsers(scenario.to_string()));
         }
         if !super::personal::needs(&rendered.messages).is_empty() {
             return Err(CampaignStartError::Placeholders(scenario.to_string()));
@@ -381,6 +414,11 @@ impl Engine {
             version: loaded.scenario.version,
             run,
             asks: rendered.asks,
+            recipient: RecipientStart {
+                opens: rendered.opens,
+                timers: rendered.timers,
+                changes: rendered.changes,
+            },
         })
     }
 }

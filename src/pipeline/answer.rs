@@ -85,12 +85,19 @@ impl EventWorker {
                     }
                 },
             };
+            let campaign = self.campaign_runs.campaign_of(plan.run.as_ref()).await?;
             let record = AnswerRecord {
                 question,
                 timers: &timers,
                 cancels: &cancels,
                 user_read,
-                ..answer_record(work, plan, self.versions.current(), self.clock.now())
+                ..answer_record(
+                    work,
+                    plan,
+                    self.versions.current(),
+                    self.clock.now(),
+                    campaign.as_deref(),
+                )
             };
             if let Some(staged) = follow_up.as_mut() {
                 staged.renew_lease(&self.store);

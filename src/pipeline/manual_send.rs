@@ -190,6 +190,7 @@ impl ManualSender {
             run: run.as_str(),
             run_version: version,
             variant: rendered.variant.as_ref().map(|took| took.label.as_str()),
+            campaign_id: None,
         };
         // A typed or date question the scenario asks opens with the ledger entry.
         let question = rendered

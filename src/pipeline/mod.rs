@@ -20,6 +20,7 @@
 
 mod answer;
 mod branches;
+mod campaign_runs;
 pub(crate) mod campaigns;
 pub(crate) mod error;
 mod follow;

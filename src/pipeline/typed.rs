@@ -279,13 +279,20 @@ impl EventWorker {
             staged.renew_lease(&self.store);
         }
         let timers = self.schedule(&plan.user, &plan.timers).await?;
+        let campaign = self.campaign_runs.campaign_of(plan.run.as_ref()).await?;
         let record = AnswerRecord {
             question: Some(change),
             message: Some(message),
             timers: &timers,
             cancels: &cancels,
             user_read,
-            ..answer_record(work, plan, self.versions.current(), self.clock.now())
+            ..answer_record(
+                work,
+                plan,
+                self.versions.current(),
+                self.clock.now(),
+                campaign.as_deref(),
+            )
         };
         let entry = follow_up.as_ref().map(StagedAction::entry);
         let found = match self.store.commit_answer(&hold.key, hold.version, &record, entry).await {
@@ -477,6 +484,7 @@ pub(super) fn answer_record<'a>(
     plan: &'a AnswerPlan,
     engine: &crate::engine::Engine,
     now: DateTime<Utc>,
+    campaign_id: Option<&'a str>,
 ) -> AnswerRecord<'a> {
     AnswerRecord {
         day: engine.day_of(&plan.scenario, now),
@@ -501,5 +509,6 @@ pub(super) fn answer_record<'a>(
             .as_deref()
             .or(plan.follow_arms.took.as_ref().map(|took| took.label.as_str())),
         user_read: None,
+        campaign_id,
     }
 }

@@ -41,6 +41,8 @@ pub(crate) struct EventWorker {
     /// Raised when an event is released for a retry: the sweeper comes back soon.
     sweep_soon: SweepSoon,
     pub(super) clock: Clock,
+    /// The campaigns of answers' runs.
+    pub(super) campaign_runs: super::campaign_runs::CampaignRuns,
 }
 
 /// The handles an event worker is built with.
@@ -66,6 +68,7 @@ impl EventWorker {
             clock,
         } = parts;
         Self {
+            campaign_runs: super::campaign_runs::CampaignRuns::new(store.clone()),
             versions,
             store,
             sender,

@@ -14,7 +14,7 @@
 //! Counts live on the chunks while a campaign runs (each chunk settles once),
 //! and are copied onto the campaign when it ends.
 
-use super::docs::collections::{CAMPAIGN_CHUNKS, CAMPAIGNS, DEAD_LETTERS, SCENARIO_ANSWERS, USERS};
+use super::docs::collections::{CAMPAIGN_CHUNKS, CAMPAIGNS, DEAD_LETTERS, OPEN_QUESTIONS, SCENARIO_ANSWERS, USERS};
 use super::docs::{DeadLetterDoc, DeadLetterKind};
 use super::inbox::dead_letter_id;
 use super::lease::{Stored, document_id};
@@ -23,7 +23,7 @@ use super::writes::{CommitOutcome, Expect, create, expecting, merge, set};
 use super::{Store, StoreError, Version, classify};
 use firestore::FirestoreInstant;
 use firestore::select_filter_builder::FirestoreQueryFilterBuilder;
-use gcloud_sdk::google::firestore::v1::Document;
+use gcloud_sdk::google::firestore::v1::{Document, Write};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
@@ -51,6 +51,19 @@ pub(crate) struct CampaignDoc {
     /// as sent for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) asks_node: Option<String>,
+    /// What each recipient's run records once LINE accepted their chunk
+    /// (JSON, the engine's `RecipientStart`). Absent on campaigns created
+    /// before campaigns started runs: those record nothing per recipient.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) recipient: Option<String>,
+    /// Recipients per chunk (absent: 500), so a chunk's settle with every
+    /// recipient's part fits one commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) chunk_size: Option<u32>,
+    /// A cancel also cancels the timers (reminders, expiries, steps) its
+    /// recipients' runs have not fired yet.
+    #[serde(default)]
+    pub(crate) cancel_timers: bool,
     pub(crate) state: CampaignState,
     /// The plan being sent (chunk ids start with it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -128,6 +141,15 @@ pub(crate) struct ChunkDoc {
     /// When it was first claimed: LINE keeps a retry key for 24 hours.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) first_attempt_ms: Option<i64>,
+    /// The same instant by Firestore's clock (the first claim's commit time):
+    /// a recipient's record changed after it may be their answer to a message
+    /// that reached them, which a later settle must not undo.
+    #[serde(
+        default,
+        with = "firestore::serialize_as_optional_timestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub(crate) first_claimed_at: Option<FirestoreInstant>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) last_error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -242,7 +264,7 @@ pub(crate) fn chunk_id(campaign_id: &str, plan_id: &str, index: u32) -> String {
 }
 
 /// Every chunk field but its users: what a sender needs to pick and claim one.
-const CHUNK_FIELDS_BUT_USERS: [&str; 13] = [
+const CHUNK_FIELDS_BUT_USERS: [&str; 14] = [
     "campaignId",
     "planId",
     "index",
@@ -252,6 +274,7 @@ const CHUNK_FIELDS_BUT_USERS: [&str; 13] = [
     "wakeAtMs",
     "attempts",
     "firstAttemptMs",
+    "firstClaimedAt",
     "lastError",
     "lineStatus",
     "uncertain",
@@ -299,6 +322,24 @@ impl Store {
             .await
             .map_err(classify)?;
         Ok(readable(documents))
+    }
+
+    /// The id of the campaign whose recipients share `run`, if any.
+    pub(crate) async fn campaign_of_run(&self, run: &str) -> Result<Option<String>, StoreError> {
+        super::round_trips::count();
+        let documents: Vec<Document> = self
+            .db
+            .fluent()
+            .select()
+            .fields(["run"])
+            .from(CAMPAIGNS)
+            .filter(|q| q.for_all([q.field("run").eq(run)]))
+            .limit(1)
+            .query()
+            .timed(super::round_trips::QUERY)
+            .await
+            .map_err(classify)?;
+        Ok(documents.first().map(|document| document_id(&document.name).to_owned()))
     }
 
     /// Campaigns still planning, sending or being cancelled.
@@ -368,12 +409,9 @@ impl Store {
         }
     }
 
-    /// The users of a chunk, read when it is sent.
-    pub(crate) async fn chunk_users(&self, id: &str) -> Result<Option<Vec<String>>, StoreError> {
-        Ok(self
-            .get_stored::<ChunkDoc>(CAMPAIGN_CHUNKS, id)
-            .await?
-            .map(|chunk| chunk.doc.users))
+    /// A chunk with its users and version.
+    pub(crate) async fn chunk(&self, id: &str) -> Result<Option<Stored<ChunkDoc>>, StoreError> {
+        self.get_stored::<ChunkDoc>(CAMPAIGN_CHUNKS, id).await
     }
 
     /// Pending chunks of the plan, by index, up to `limit`, without their users.
@@ -476,8 +514,13 @@ impl Store {
             first_attempt_ms: chunk.doc.first_attempt_ms.unwrap_or(now.as_millisecond()),
             uncertain: true,
         };
+        let first_claim = if chunk.doc.first_claimed_at.is_none() {
+            vec![super::writes::commit_time("firstClaimedAt")]
+        } else {
+            Vec::new()
+        };
         let write = expecting(
-            merge(self.document_path(CAMPAIGN_CHUNKS, &chunk.id), &claim, Vec::new())?,
+            merge(self.document_path(CAMPAIGN_CHUNKS, &chunk.id), &claim, first_claim)?,
             Expect::At(chunk.version),
         );
         match self.commit(vec![write]).await {
@@ -488,14 +531,18 @@ impl Store {
         }
     }
 
-    /// Ends a claimed chunk's turn, conditional on the claim. `Ok(false)`: the
-    /// chunk moved on (another instance took it), and nothing was written.
+    /// Ends a claimed chunk's turn, conditional on the claim; a sent chunk's
+    /// `recipients` parts go in the same commit. `Ok(false)`: nothing was
+    /// written, because the chunk moved on (another instance took it) or, in a
+    /// recovery, a recipient's marker changed since it was read (the caller
+    /// reads the chunk to tell).
     pub(crate) async fn settle_chunk(
         &self,
         chunk: &Stored<ChunkDoc>,
         claimed: Version,
         end: &ChunkEnd,
         sent_count: Option<(&str, &super::AsksDoc)>,
+        recipients: &[RecipientPart<'_>],
     ) -> Result<bool, StoreError> {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
@@ -567,6 +614,11 @@ impl Store {
         // Exact: the settle is conditional on the claim, so it lands once.
         if let (ChunkEnd::Sent, Some((scenario_id, asks))) = (end, sent_count) {
             writes.push(self.sent_many_write(scenario_id, asks, &chunk.id, chunk.doc.count)?);
+        }
+        if matches!(end, ChunkEnd::Sent) {
+            for part in recipients {
+                writes.extend(self.recipient_writes(part)?);
+            }
         }
         if let ChunkEnd::Failed { error, .. } = end {
             let letter = DeadLetterDoc {
@@ -641,6 +693,88 @@ impl Store {
     }
 }
 
+/// One recipient's part of a campaign's run, written with the settle of the
+/// chunk LINE accepted: the marker naming the run (and the campaign), the
+/// question it opens, its timers, what its first nodes do to the user.
+pub(crate) struct RecipientPart<'a> {
+    pub(crate) run: super::RunRecord<'a>,
+    pub(crate) question: Option<super::QuestionChange>,
+    pub(crate) timers: Vec<(String, super::TimerDoc)>,
+    pub(crate) changes: &'a crate::values::UserChanges,
+    /// The marker as a recovery read it: the settle lands only if it is
+    /// unchanged (`None`: written whatever it holds).
+    pub(crate) marker_read: Option<Expect>,
+}
+
+/// A recipient's marker and open question as a recovering settle reads them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RecipientRead {
+    /// The marker: its run and version, or `None` when absent.
+    pub(crate) marker: Option<(Option<String>, Version)>,
+    /// The open question's version, or `None` when none is open.
+    pub(crate) question: Option<Version>,
+}
+
+impl Store {
+    fn recipient_writes(&self, part: &RecipientPart<'_>) -> Result<Vec<Write>, StoreError> {
+        let run = self.run_write(&part.run)?;
+        let mut writes = vec![match part.marker_read {
+            Some(expect) => expecting(run, expect),
+            None => run,
+        }];
+        if let Some(question) = &part.question {
+            writes.push(self.question_write(question)?);
+        }
+        for (id, doc) in &part.timers {
+            writes.push(self.timer_write(id, doc)?);
+        }
+        if !part.changes.is_empty() {
+            writes.extend(self.user_change_writes(part.run.user, part.changes, None, None)?);
+        }
+        Ok(writes)
+    }
+
+    /// The markers (and, with `questions`, the open questions) of `users` for
+    /// `scenario_marker_ids` (one per user, in order): one round trip.
+    pub(crate) async fn recipients_read(
+        &self,
+        users: &[&str],
+        marker_ids: &[String],
+        questions: bool,
+    ) -> Result<Vec<RecipientRead>, StoreError> {
+        #[derive(Deserialize)]
+        struct Marker {
+            #[serde(default)]
+            run: Option<String>,
+        }
+        let mut paths: Vec<String> = marker_ids
+            .iter()
+            .map(|id| self.document_path(SCENARIO_ANSWERS, id))
+            .collect();
+        if questions {
+            paths.extend(users.iter().map(|user| self.document_path(OPEN_QUESTIONS, user)));
+        }
+        let found = self.get_many(paths).await?;
+        let (markers, open) = found.split_at(marker_ids.len().min(found.len()));
+        let mut reads = Vec::with_capacity(users.len());
+        for (index, marker) in markers.iter().enumerate() {
+            let marker = marker
+                .as_ref()
+                .map(|document| -> Result<_, StoreError> {
+                    let read: Marker = firestore::FirestoreDb::deserialize_doc_to(document)?;
+                    Ok((read.run, Version::new(document.update_time.unwrap_or_default())))
+                })
+                .transpose()?;
+            let question = open
+                .get(index)
+                .and_then(Option::as_ref)
+                .map(|document| Version::new(document.update_time.unwrap_or_default()));
+            reads.push(RecipientRead { marker, question });
+        }
+        Ok(reads)
+    }
+}
+
 /// A state change of a campaign, written by its lease holder or an operator.
 #[derive(Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -660,4 +794,7 @@ pub(crate) struct CampaignChange {
         skip_serializing_if = "Option::is_none"
     )]
     pub(crate) ended_at: Option<FirestoreInstant>,
+    /// A cancel that also cancels the recipients' timers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) cancel_timers: Option<bool>,
 }

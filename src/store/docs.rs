@@ -47,6 +47,9 @@ pub(crate) struct AnswerDoc {
     /// The arm of the A/B split the question is behind; absent when none is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) variant: Option<String>,
+    /// The campaign whose run the question was asked in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) campaign_id: Option<String>,
 }
 
 /// `scenario_answers/{markerId}`: one user and one scenario. `lastAnswerId` set

@@ -13,8 +13,8 @@ use super::messages::MessageKey;
 use super::questions::QuestionChange;
 use super::timers::TimerDoc;
 use super::writes::{
-    CommitOutcome, Expect, array_remove, array_union, create, expecting, maximum, merge, merge_paths, minimum,
-    transform_only,
+    CommitOutcome, Expect, array_remove, array_union, create, expecting, maximum, merge, merge_deleting, merge_paths,
+    minimum, transform_only,
 };
 use super::{Store, StoreError, Version};
 use crate::values::{AnswerValue, FieldValue, UserChanges};
@@ -61,6 +61,8 @@ pub(crate) struct AnswerRecord<'a> {
     /// `users/{id}` as a branch of the follow-up read it: the commit lands only
     /// if the user's record is unchanged since.
     pub(crate) user_read: Option<Expect>,
+    /// The campaign whose run the question was asked in.
+    pub(crate) campaign_id: Option<&'a str>,
 }
 
 /// A guarded start (guards 2 and 3): recorded on the user's marker, conditional
@@ -92,6 +94,8 @@ pub(crate) struct RunRecord<'a> {
     pub(crate) run_version: u32,
     /// The split arm the run's first messages took.
     pub(crate) variant: Option<&'a str>,
+    /// The campaign whose run this is.
+    pub(crate) campaign_id: Option<&'a str>,
 }
 
 /// The effects of a trigger or a card tap.
@@ -184,6 +188,7 @@ impl Store {
             answered_at: now,
             webhook_event_id: answer.webhook_event_id.to_owned(),
             variant: answer.variant.map(str::to_owned),
+            campaign_id: answer.campaign_id.map(str::to_owned),
         };
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
@@ -296,10 +301,12 @@ impl Store {
                 variant: start.variant,
             };
             let expect = start.read.map_or(Expect::Absent, Expect::At);
+            // A new run is no campaign's: the campaign of the run before goes.
             writes.push(expecting(
-                merge(
+                merge_deleting(
                     self.document_path(SCENARIO_ANSWERS, start.marker_id),
                     &started,
+                    &["campaignId"],
                     Vec::new(),
                 )?,
                 expect,
@@ -343,6 +350,8 @@ impl Store {
             run_version: u32,
             #[serde(skip_serializing_if = "Option::is_none")]
             variant: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            campaign_id: Option<&'a str>,
         }
         let fields = Run {
             scenario_id: run.scenario_id,
@@ -350,10 +359,18 @@ impl Store {
             run: run.run,
             run_version: run.run_version,
             variant: run.variant,
+            campaign_id: run.campaign_id,
         };
-        Ok(merge(
+        // A run that is no campaign's drops the campaign of the run before it.
+        let drop: &[&str] = if run.campaign_id.is_none() {
+            &["campaignId"]
+        } else {
+            &[]
+        };
+        Ok(merge_deleting(
             self.document_path(SCENARIO_ANSWERS, run.marker_id),
             &fields,
+            drop,
             Vec::new(),
         )?)
     }

@@ -43,8 +43,8 @@ mod writes;
 
 pub(crate) use backlog::Backlog;
 pub(crate) use campaigns::{
-    CampaignChange, CampaignCreate, CampaignDoc, CampaignState, ChunkCounts, ChunkDoc, ChunkEnd, ChunkState, UserScan,
-    chunk_id,
+    CampaignChange, CampaignCreate, CampaignDoc, CampaignState, ChunkCounts, ChunkDoc, ChunkEnd, ChunkState,
+    RecipientPart, RecipientRead, UserScan, chunk_id,
 };
 pub(crate) use docs::{
     AsksDoc, DeadLetterDoc, DeadLetterKind, EntryCounts, InboxDoc, InboxState, LedgerDoc, LedgerState, RouteDoc,
@@ -119,6 +119,14 @@ impl Version {
 
     fn timestamp(self) -> Timestamp {
         self.0
+    }
+
+    /// The update time in milliseconds since the epoch (Firestore's clock).
+    pub(crate) fn as_millis(self) -> i64 {
+        self.0
+            .seconds
+            .saturating_mul(1000)
+            .saturating_add(i64::from(self.0.nanos) / 1_000_000)
     }
 }
 

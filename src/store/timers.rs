@@ -564,6 +564,65 @@ impl Store {
         }
     }
 
+    /// Cancels every pending timer of `run` (a campaign's: all its
+    /// recipients'), 500 at a time, each conditional on the version read; one
+    /// that changed meanwhile (claimed, re-armed) is read and cancelled again,
+    /// and a firing that claimed it first then commits nothing. Returns how
+    /// many were cancelled.
+    pub(crate) async fn cancel_run_timers(&self, run: &str, outcome: &str) -> Result<usize, StoreError> {
+        const PAGE: u32 = 500;
+        const CONFLICT_ROUNDS: usize = 5;
+        let end = TimerEnd {
+            state: TimerState::Cancelled,
+            outcome,
+            ledger_id: None,
+            rearm: None,
+        };
+        let (mut cancelled, mut conflicts) = (0, 0);
+        loop {
+            super::round_trips::count();
+            let documents: Vec<Document> = self
+                .db
+                .fluent()
+                .select()
+                .from(TIMERS)
+                .filter(|q| {
+                    q.for_all([
+                        q.field("run").eq(run),
+                        q.field("state").eq(TimerState::Pending.as_str()),
+                    ])
+                })
+                .limit(PAGE)
+                .query()
+                .timed(super::round_trips::QUERY)
+                .await
+                .map_err(classify)?;
+            if documents.is_empty() {
+                return Ok(cancelled);
+            }
+            let writes = documents
+                .into_iter()
+                .map(|document| {
+                    let id = super::lease::document_id(&document.name).to_owned();
+                    let version = Version::new(document.update_time.unwrap_or_default());
+                    self.timer_end_write(&id, version, &end)
+                })
+                .collect::<Result<Vec<Write>, StoreError>>()?;
+            super::round_trips::count();
+            let statuses = batch_write(&self.db, writes, self.options.request_timeout).await?;
+            let missed = statuses.iter().filter(|status| status.code != code::OK).count();
+            cancelled += statuses.len() - missed;
+            if missed > 0 {
+                conflicts += 1;
+                if conflicts >= CONFLICT_ROUNDS {
+                    return Err(StoreError::Unavailable(
+                        "the campaign's timers kept changing while being cancelled".into(),
+                    ));
+                }
+            }
+        }
+    }
+
     /// Gives a claimed timer back unstarted (at shutdown, or its claim ran out
     /// in the queue): due again now, for any instance, with the claim count it
     /// had before (`attempts`): a claim that never started is no attempt.

@@ -1,4 +1,5 @@
 use super::*;
+use crate::ids::TimerKind;
 use crate::scenario::load_dir;
 use serde_json::json;
 use std::sync::Arc;
@@ -194,23 +195,41 @@ fn the_scan_is_the_narrowest_indexed_query() {
 }
 
 #[test]
-fn a_campaign_sends_the_same_messages_in_one_run_and_refuses_per_user_state() {
+fn a_campaign_sends_the_same_messages_in_one_run_and_says_what_each_recipient_records() {
     let engine = engine();
     let start = engine
         .campaign_start(&satisfaction(), "c1")
-        .expect("satisfaction has no timers");
+        .expect("satisfaction renders");
     assert_eq!(start, engine.campaign_start(&satisfaction(), "c1").expect("again"));
     assert_ne!(start.run, engine.campaign_start(&satisfaction(), "c2").expect("c2").run);
-    let followup = ScenarioId::parse("ja_followup").expect("valid");
-    assert!(matches!(
-        engine.campaign_start(&followup, "c1"),
-        Err(CampaignStartError::NeedsPerUserState(_))
-    ));
-    let profile = ScenarioId::parse("ja_profile").expect("valid");
-    assert!(matches!(
-        engine.campaign_start(&profile, "c1"),
-        Err(CampaignStartError::NeedsPerUserState(_))
-    ));
+    assert!(start.run.is_campaign_run());
+    // A survey alone: the marker naming the run, nothing else.
+    assert_eq!(start.recipient, RecipientStart::default());
+    assert_eq!((start.recipient.writes(), start.recipient.chunk_size()), (1, 498));
+
+    // A wait first: its step is the recipient's timer.
+    let followup = engine
+        .campaign_start(&ScenarioId::parse("ja_followup").expect("valid"), "c1")
+        .expect("waits are fine");
+    let kinds: Vec<TimerKind> = followup.recipient.timers.iter().map(|plan| plan.kind).collect();
+    assert_eq!(kinds, vec![TimerKind::Step]);
+    assert!(followup.recipient.timers.iter().all(|plan| plan.run == followup.run));
+    assert_eq!(followup.asks, None);
+
+    // A typed question first: it opens for each recipient.
+    let profile = engine
+        .campaign_start(&ScenarioId::parse("ja_profile").expect("valid"), "c1")
+        .expect("a typed question first is fine");
+    let opens = profile.recipient.opens.as_ref().expect("opens a question");
+    assert_eq!(opens.run.as_ref(), Some(&profile.run));
+
+    // Tags and fields of the first nodes are the recipient's too.
+    let member = engine
+        .campaign_start(&ScenarioId::parse("ja_member").expect("valid"), "c1")
+        .expect("tags and fields are fine");
+    assert_eq!(member.recipient.changes.tag, vec!["未回答".to_owned()]);
+    assert!(member.recipient.changes.set.contains_key("member_source"));
+
     assert!(matches!(
         engine.campaign_start(&ScenarioId::parse("nope").expect("valid"), "c1"),
         Err(CampaignStartError::UnknownScenario(_))
@@ -220,6 +239,52 @@ fn a_campaign_sends_the_same_messages_in_one_run_and_refuses_per_user_state() {
     let branch = engine.campaign_start(&ScenarioId::parse("ja_vip").expect("valid"), "c1");
     assert!(matches!(&branch, Err(CampaignStartError::Branches(_))), "{branch:?}");
     assert!(branch.is_err_and(|error| error.to_string().contains("POST /admin/scenarios/ja_vip/send")));
+}
+
+#[test]
+fn chunks_shrink_so_a_settle_with_every_recipients_part_is_one_commit() {
+    let plan = |kind| TimerPlan {
+        kind,
+        scenario: satisfaction(),
+        version: 1,
+        run: RunId::of_campaign("0123456789abcdef0123456789abcdef01234567"),
+        node: crate::ids::NodeId::parse("rating").expect("valid"),
+    };
+    let question = QuestionRef {
+        scenario: satisfaction(),
+        version: 1,
+        node: crate::ids::NodeId::parse("comment").expect("valid"),
+        run: None,
+    };
+    let changes = |tag: bool, untag: bool| {
+        let mut changes = UserChanges::default();
+        if tag {
+            changes.add_tags([&"a".to_owned()]);
+        }
+        if untag {
+            changes.remove_tags([&"b".to_owned()]);
+        }
+        changes
+    };
+    // (opens, timers, tags added, tags removed, writes per recipient, chunk)
+    let cases = [
+        (false, vec![], false, false, 1, 498),
+        (true, vec![], false, false, 2, 249),
+        (false, vec![TimerKind::Step], false, false, 2, 249),
+        (true, vec![TimerKind::Remind, TimerKind::Expire], false, false, 4, 124),
+        (false, vec![TimerKind::Remind], true, false, 3, 166),
+        (false, vec![], true, true, 3, 166),
+        (false, vec![], false, true, 3, 166),
+    ];
+    for (opens, timers, tag, untag, writes, chunk) in cases {
+        let start = RecipientStart {
+            opens: opens.then(|| question.clone()),
+            timers: timers.into_iter().map(plan).collect(),
+            changes: changes(tag, untag),
+        };
+        assert_eq!((start.writes(), start.chunk_size()), (writes, chunk), "{start:?}");
+        assert!(chunk * writes + SETTLE_OWN_WRITES <= MAX_COMMIT_WRITES);
+    }
 }
 
 #[test]

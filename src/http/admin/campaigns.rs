@@ -79,6 +79,7 @@ pub(crate) async fn create(
             "scenarioId": campaign.scenario_id.as_str(),
             "count": found.count,
             "sample": found.sample,
+            "delivery": found.delivery,
         })));
     }
     // Required: a campaign retried without it would be a second campaign.
@@ -131,13 +132,39 @@ pub(crate) async fn show(
     }
 }
 
+/// The optional body of a cancel: `{"cancelTimers": true}` also cancels the
+/// recipients' reminders, expiries and steps not fired yet.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CancelBody {
+    #[serde(default)]
+    cancel_timers: bool,
+}
+
+fn parse_cancel(body: &[u8]) -> Result<CancelBody, AdminError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(CancelBody::default());
+    }
+    serde_json::from_slice(body).map_err(|error| {
+        AdminError::BadRequest(format!(
+            "the body, when given, must be {{\"cancelTimers\": true|false}}: {error}"
+        ))
+    })
+}
+
 pub(crate) async fn cancel(
     request: HttpRequest,
     path: web::Path<String>,
+    body: web::Bytes,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
     require_admin(&request, &state)?;
     let id = campaign_id(path.into_inner())?;
-    let now = state.campaigns.cancel(&id).await.map_err(admin_error)?;
+    let body = parse_cancel(&body)?;
+    let now = state
+        .campaigns
+        .cancel(&id, body.cancel_timers)
+        .await
+        .map_err(admin_error)?;
     Ok(HttpResponse::Ok().json(serde_json::json!({ "campaignId": id, "state": now })))
 }

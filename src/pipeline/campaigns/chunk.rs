@@ -3,10 +3,15 @@
 //! a campaign's calls.
 
 use super::Campaigns;
+use crate::engine::campaign::RecipientStart;
+use crate::ids::{LineUserId, ScenarioId, scenario_marker_id};
 use crate::line::client::{Delivered, SendError};
 use crate::line::messages::Message;
 use crate::outbound::ActionKey;
-use crate::store::{CampaignState, ChunkDoc, ChunkEnd, StoreError, Stored};
+use crate::store::{
+    CampaignDoc, CampaignState, ChunkDoc, ChunkEnd, RecipientPart, RecipientRead, RunRecord, StoreError, Stored,
+    Version,
+};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -77,6 +82,9 @@ pub(super) struct ChunkTurn<'a> {
     pub(super) scenario_id: &'a str,
     /// The question node the messages ask (counted as sent per recipient).
     pub(super) asks_node: Option<&'a str>,
+    /// What a sent chunk records for each of its recipients (`None`: a
+    /// campaign created before campaigns started runs).
+    pub(super) runs: Option<&'a Runs>,
     pub(super) pace: &'a Pace,
     /// Sending an uncertain chunk of a cancelled campaign again, to settle it.
     pub(super) resolving: bool,
@@ -101,22 +109,28 @@ impl ChunkTurn<'_> {
                 .await?
                 .is_some_and(|campaign| campaign.doc.state == CampaignState::Sending);
         if !sending {
-            if store.settle_chunk(chunk, claimed, &ChunkEnd::Skipped, None).await? {
+            if store
+                .settle_chunk(chunk, claimed, &ChunkEnd::Skipped, None, &[])
+                .await?
+            {
                 crate::metrics::series::campaign_chunk("skipped", chunk.doc.count);
             }
             return Ok(TurnOutcome::Cancelled);
         }
         let now_ms = self.campaigns.now().as_millisecond();
         let first_attempt = chunk.doc.first_attempt_ms.unwrap_or(now_ms);
+        let mut users = Vec::new();
         let end = if chunk.doc.uncertain && now_ms - first_attempt > RETRY_KEY_WINDOW_MS {
             ChunkEnd::Failed {
                 error: "not settled within LINE's 24-hour retry key window; it may have reached its users".into(),
                 status: None,
             }
         } else {
-            let Some(users) = store.chunk_users(&chunk.id).await? else {
+            // Read with the claim's version: the chunk as this turn holds it.
+            let Some(read) = store.chunk(&chunk.id).await? else {
                 return Ok(TurnOutcome::NotSettled);
             };
+            users = read.doc.users;
             let retry_key = ActionKey::campaign_chunk(&chunk.id).retry_key();
             let result = self
                 .campaigns
@@ -147,7 +161,7 @@ impl ChunkTurn<'_> {
             .asks
         });
         let sent_count = asks.as_ref().map(|asks| (self.scenario_id, asks));
-        if !store.settle_chunk(chunk, claimed, &end, sent_count).await? {
+        if !self.settle(chunk, claimed, &end, sent_count, &users).await? {
             return Ok(TurnOutcome::NotSettled);
         }
         crate::metrics::series::campaign_chunk(outcome, chunk.doc.count);
@@ -158,6 +172,67 @@ impl ChunkTurn<'_> {
             ChunkEnd::Failed { .. } | ChunkEnd::Skipped => TurnOutcome::Settled { sent: 0 },
             ChunkEnd::Retry { .. } => TurnOutcome::NotSettled,
         })
+    }
+
+    /// Settles the chunk conditional on the claim, with its recipients' runs
+    /// when LINE took it. A chunk an earlier turn may have sent (uncertain)
+    /// reads its recipients first: one who answered or started anew since
+    /// then keeps what they did, and each part written names the marker as
+    /// read, so a change that lands meanwhile makes the settle read again.
+    /// `Ok(false)`: the chunk moved on.
+    async fn settle(
+        &self,
+        chunk: &Stored<ChunkDoc>,
+        claimed: Version,
+        end: &ChunkEnd,
+        sent_count: Option<(&str, &crate::store::AsksDoc)>,
+        users: &[String],
+    ) -> Result<bool, StoreError> {
+        let store = &self.campaigns.inner.store;
+        let (ChunkEnd::Sent, Some(runs)) = (end, self.runs) else {
+            return store.settle_chunk(chunk, claimed, end, sent_count, &[]).await;
+        };
+        let now = self.campaigns.inner.clock.now();
+        let recipients = runs.recipients(users);
+        for _ in 0..SETTLE_ROUNDS {
+            let reads = if chunk.doc.uncertain {
+                let ids: Vec<&str> = recipients.iter().map(|recipient| recipient.user.as_str()).collect();
+                let markers: Vec<String> = recipients.iter().map(|recipient| recipient.marker_id.clone()).collect();
+                let read = store
+                    .recipients_read(&ids, &markers, runs.start.opens.is_some())
+                    .await?;
+                Some(read)
+            } else {
+                None
+            };
+            let since = chunk
+                .doc
+                .first_claimed_at
+                .map_or(chunk.doc.first_attempt_ms, |at| Some(at.as_millisecond()));
+            let engine = &self.campaigns.inner.engine;
+            let parts: Vec<RecipientPart<'_>> = recipients
+                .iter()
+                .enumerate()
+                .filter_map(|(index, recipient)| {
+                    let marker_read = match &reads {
+                        None => None,
+                        Some(reads) => Some(still_ours(reads.get(index)?, &runs.run, since)?),
+                    };
+                    Some(runs.part(engine, recipient, marker_read, now))
+                })
+                .collect();
+            if store.settle_chunk(chunk, claimed, end, sent_count, &parts).await? {
+                return Ok(true);
+            }
+            // Did the chunk move on, or a recipient's marker change since it was read?
+            let held = store.chunk(&chunk.id).await?.is_some_and(|now| now.version == claimed);
+            if !held || reads.is_none() {
+                return Ok(false);
+            }
+        }
+        Err(StoreError::Unavailable(
+            "the recipients' records kept changing while the chunk was settled".into(),
+        ))
     }
 
     fn end_of(&self, chunk: &Stored<ChunkDoc>, result: Result<Delivered, SendError>) -> ChunkEnd {
@@ -198,5 +273,160 @@ impl ChunkTurn<'_> {
             },
             Err(error) => retry(policy.backoff(attempts), &error, true),
         }
+    }
+}
+
+/// Rounds of read and settle of a chunk whose recipients' markers keep
+/// changing under a recovering settle.
+const SETTLE_ROUNDS: usize = 3;
+
+/// One recipient of a chunk, with the id of their marker.
+pub(super) struct Recipient {
+    user: String,
+    marker_id: String,
+}
+
+/// What a campaign's sent chunks record for each recipient: the run the
+/// engine decided once for everyone ([`RecipientStart`]), begun for each.
+pub(super) struct Runs {
+    start: RecipientStart,
+    scenario: ScenarioId,
+    version: u32,
+    run: String,
+    campaign_id: String,
+}
+
+impl Runs {
+    /// `None` for a campaign created before campaigns started runs.
+    pub(super) fn of(campaign_id: &str, doc: &CampaignDoc) -> Result<Option<Self>, String> {
+        let Some(raw) = &doc.recipient else {
+            return Ok(None);
+        };
+        let start: RecipientStart = serde_json::from_str(raw)
+            .map_err(|error| format!("what the campaign records per recipient cannot be read: {error}"))?;
+        let scenario = ScenarioId::parse(doc.scenario_id.clone()).map_err(|error| error.to_string())?;
+        Ok(Some(Self {
+            start,
+            scenario,
+            version: doc.scenario_version,
+            run: doc.run.clone(),
+            campaign_id: campaign_id.to_owned(),
+        }))
+    }
+
+    /// The chunk's users that are LINE user ids (the planner keeps no other).
+    fn recipients(&self, users: &[String]) -> Vec<Recipient> {
+        users
+            .iter()
+            .filter_map(|user| {
+                let id = LineUserId::parse(user.clone()).ok()?;
+                Some(Recipient {
+                    marker_id: scenario_marker_id(&self.scenario, &id),
+                    user: user.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// One recipient's part: their marker naming the run and the campaign,
+    /// the question the messages open, their timers due from `now`, what the
+    /// first nodes do to their record.
+    fn part<'a>(
+        &'a self,
+        engine: &crate::engine::Engine,
+        recipient: &'a Recipient,
+        marker_read: Option<crate::store::Expect>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> RecipientPart<'a> {
+        let timers = LineUserId::parse(recipient.user.clone())
+            .map(|user| crate::pipeline::timers::schedule(engine, &user, &self.start.timers, now))
+            .unwrap_or_default();
+        RecipientPart {
+            run: RunRecord {
+                marker_id: &recipient.marker_id,
+                scenario_id: self.scenario.as_str(),
+                user: &recipient.user,
+                run: &self.run,
+                run_version: self.version,
+                variant: None,
+                campaign_id: Some(&self.campaign_id),
+            },
+            question: self
+                .start
+                .opens
+                .as_ref()
+                .map(|opens| crate::pipeline::typed::opening(&recipient.user, opens, None, now)),
+            timers,
+            changes: &self.start.changes,
+            marker_read,
+        }
+    }
+}
+
+/// Whether a recovering settle still writes a recipient's part, and on what
+/// marker: `None` when the recipient already holds this run (they answered
+/// the message that did reach them) or their marker or open question changed
+/// after the chunk was first claimed (`since`, ms: they moved on, perhaps
+/// because of it); otherwise the marker as read, which the write names.
+fn still_ours(read: &RecipientRead, run: &str, since: Option<i64>) -> Option<crate::store::Expect> {
+    let changed_since = |version: Version| since.is_none_or(|since| version.as_millis() > since);
+    if let Some((held_run, version)) = &read.marker
+        && (held_run.as_deref() == Some(run) || changed_since(*version))
+    {
+        return None;
+    }
+    if read.question.is_some_and(changed_since) {
+        return None;
+    }
+    Some(match &read.marker {
+        Some((_, version)) => crate::store::Expect::At(*version),
+        None => crate::store::Expect::Absent,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Expect;
+
+    fn at(ms: i64) -> Version {
+        Version::new_for_tests(gcloud_sdk::prost_types::Timestamp {
+            seconds: ms / 1000,
+            nanos: i32::try_from((ms % 1000) * 1_000_000).unwrap_or(0),
+        })
+    }
+
+    #[test]
+    fn a_recovering_settle_leaves_recipients_who_acted_since_the_first_claim_alone() {
+        const RUN: &str = "kabc";
+        let first_claim = Some(10_000);
+        let marker = |run: &str, ms| Some((Some(run.to_owned()), at(ms)));
+        // (marker, open question, expected)
+        let cases = [
+            (None, None, Some(Expect::Absent)),
+            (marker("older", 9_000), None, Some(Expect::At(at(9_000)))),
+            (marker("older", 9_000), Some(at(8_000)), Some(Expect::At(at(9_000)))),
+            // Already in this run: their answer to the message that arrived.
+            (marker(RUN, 9_000), None, None),
+            (marker(RUN, 11_000), None, None),
+            // Started something else after the first claim.
+            (marker("newer", 11_000), None, None),
+            // Another question opened for them since.
+            (None, Some(at(12_000)), None),
+            (marker("older", 9_000), Some(at(12_000)), None),
+        ];
+        for (marker, question, expected) in cases {
+            let read = RecipientRead {
+                marker: marker.clone(),
+                question,
+            };
+            assert_eq!(still_ours(&read, RUN, first_claim), expected, "{marker:?} {question:?}");
+        }
+        // No first claim recorded (an older chunk): any marker counts as changed.
+        let read = RecipientRead {
+            marker: marker("older", 1),
+            question: None,
+        };
+        assert_eq!(still_ours(&read, RUN, None), None);
     }
 }

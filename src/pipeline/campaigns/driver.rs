@@ -3,7 +3,7 @@
 //! flight are dropped; their claims run out and are sent again, with the same
 //! retry keys, by the new holder).
 
-use super::chunk::{ChunkTurn, Pace, TurnOutcome};
+use super::chunk::{ChunkTurn, Pace, Runs, TurnOutcome};
 use super::members::Members;
 use super::{Campaigns, Stop};
 use crate::engine::campaign::{AudienceRequest, CHUNK_SIZE};
@@ -219,6 +219,10 @@ impl Campaigns {
             Err(problem) => return self.abandon(lease, CampaignState::Planning, &problem).await,
         };
         let plan_id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
+        let chunk_size = doc
+            .chunk_size
+            .map_or(CHUNK_SIZE, |size| usize::try_from(size).unwrap_or(CHUNK_SIZE))
+            .clamp(1, CHUNK_SIZE);
         let started = Instant::now();
         let skip = doc.skip_answered.then_some(&scenario);
         let mut members = Members::read(store, audience, skip).await?;
@@ -234,8 +238,8 @@ impl Campaigns {
             let page = members.next_page().await?;
             let last = page.is_none();
             buffer.extend(page.unwrap_or_default());
-            while buffer.len() >= CHUNK_SIZE || (last && !buffer.is_empty()) {
-                let users: Vec<String> = buffer.drain(..buffer.len().min(CHUNK_SIZE)).collect();
+            while buffer.len() >= chunk_size || (last && !buffer.is_empty()) {
+                let users: Vec<String> = buffer.drain(..buffer.len().min(chunk_size)).collect();
                 planned += users.len() as u64;
                 staged.push(new_chunk(&lease.id, &plan_id, index, users));
                 index += 1;
@@ -278,6 +282,10 @@ impl Campaigns {
             Ok(sendable) => sendable,
             Err(problem) => return self.abandon(lease, CampaignState::Sending, &problem).await,
         };
+        let runs = match Runs::of(&lease.id, &doc) {
+            Ok(runs) => runs,
+            Err(problem) => return self.abandon(lease, CampaignState::Sending, &problem).await,
+        };
         let pace = Pace::new(doc.calls_per_second);
         let started = Instant::now();
         let mut sent_users = 0u64;
@@ -304,6 +312,7 @@ impl Campaigns {
                 unit: &doc.aggregation_unit,
                 scenario_id: &doc.scenario_id,
                 asks_node: doc.asks_node.as_deref(),
+                runs: runs.as_ref(),
                 pace: &pace,
                 resolving: false,
             };
@@ -342,12 +351,14 @@ impl Campaigns {
         let store = &self.inner.store;
         let doc = lease.doc().await;
         let Some(plan_id) = doc.plan_id.clone() else {
+            // Cancelled before its plan: no chunk was sent, no run began.
             return self
                 .finish(lease, CampaignState::Cancelling, CampaignState::Cancelled)
                 .await;
         };
-        let messages = match sendable(&doc) {
-            Ok((_, messages)) => messages,
+        let (messages, runs) = match sendable(&doc).and_then(|(_, messages)| Ok((messages, Runs::of(&lease.id, &doc)?)))
+        {
+            Ok(sendable) => sendable,
             Err(problem) => return self.abandon(lease, CampaignState::Cancelling, &problem).await,
         };
         let pace = Pace::new(doc.calls_per_second);
@@ -358,12 +369,14 @@ impl Campaigns {
             unit: &doc.aggregation_unit,
             scenario_id: &doc.scenario_id,
             asks_node: doc.asks_node.as_deref(),
+            runs: runs.as_ref(),
             pace: &pace,
             resolving: true,
         };
         loop {
             let pending = store.pending_chunks(&lease.id, &plan_id, CHUNK_PAGE).await?;
             if pending.is_empty() {
+                self.cancel_timers(lease).await?;
                 return self
                     .finish(lease, CampaignState::Cancelling, CampaignState::Cancelled)
                     .await;
@@ -386,7 +399,7 @@ impl Campaigns {
                     // Not claimed and due: skipped conditional on the version
                     // read, without a claim (which would mark it uncertain).
                     if store
-                        .settle_chunk(chunk, chunk.version, &ChunkEnd::Skipped, None)
+                        .settle_chunk(chunk, chunk.version, &ChunkEnd::Skipped, None, &[])
                         .await?
                     {
                         crate::metrics::series::campaign_chunk("skipped", chunk.doc.count);
@@ -394,6 +407,27 @@ impl Campaigns {
                 }
             }
         }
+    }
+
+    /// With `cancelTimers`, cancels the timers of the recipients' runs that
+    /// have not fired: once no chunk is left to settle, so none that a chunk
+    /// in flight scheduled is missed.
+    async fn cancel_timers(&self, lease: &Lease) -> Result<(), Stop> {
+        let doc = lease.doc().await;
+        if !doc.cancel_timers || doc.recipient.is_none() {
+            return Ok(());
+        }
+        let cancelled = self
+            .inner
+            .store
+            .cancel_run_timers(&doc.run, "campaign_cancelled")
+            .await?;
+        tracing::info!(
+            timers = cancelled,
+            outcome = "timers_cancelled",
+            "the campaign's timers were cancelled"
+        );
+        Ok(())
     }
 
     /// Records the campaign's end and its final counts.
@@ -461,6 +495,7 @@ fn new_chunk(campaign_id: &str, plan_id: &str, index: u32, users: Vec<String>) -
             wake_at_ms: 0,
             attempts: 0,
             first_attempt_ms: None,
+            first_claimed_at: None,
             last_error: None,
             line_status: None,
             uncertain: false,

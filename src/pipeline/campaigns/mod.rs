@@ -69,7 +69,9 @@ pub(crate) enum CampaignError {
     KeyReused,
     #[error("no campaign with id {0:?}")]
     UnknownCampaign(String),
-    #[error("the campaign is {0} and cannot be cancelled")]
+    #[error(
+        "the campaign is {0} and cannot be cancelled: everything was sent (with {{\"cancelTimers\": true}} a cancel still stops its recipients' reminders, expiries and steps)"
+    )]
     Finished(&'static str),
     /// Firestore failed, the campaign kept changing, or what it would store
     /// cannot be encoded: the kinds the admin API maps to statuses.
@@ -88,7 +90,12 @@ impl From<StoreError> for CampaignError {
 pub(crate) struct DryRun {
     pub(crate) count: u64,
     pub(crate) sample: Vec<String>,
+    /// How its messages would go out (see [`CampaignStatus::delivery`]).
+    pub(crate) delivery: &'static str,
 }
+
+/// Every recipient of a chunk gets the same bytes: one multicast per chunk.
+const MULTICAST: &str = "multicast";
 
 /// A campaign's state and counts, as reported.
 #[derive(Debug, serde::Serialize)]
@@ -104,6 +111,12 @@ pub(crate) struct CampaignStatus {
     /// Planned users not sent, failed or skipped yet.
     pub(crate) pending: u64,
     pub(crate) chunks: u32,
+    /// `multicast`: one call per chunk, every recipient the same bytes.
+    pub(crate) delivery: &'static str,
+    /// Recipients per chunk (fewer than 500 when each recipient's run takes
+    /// several writes of the chunk's settle).
+    pub(crate) chunk_size: u32,
+    pub(crate) cancel_timers: bool,
     pub(crate) skip_answered: bool,
     pub(crate) calls_per_second: u32,
     pub(crate) aggregation_unit: String,
@@ -197,7 +210,11 @@ impl Campaigns {
             count += page.len() as u64;
             sample.extend(page.into_iter().take(SAMPLE_SIZE.saturating_sub(sample.len())));
         }
-        Ok(DryRun { count, sample })
+        Ok(DryRun {
+            count,
+            sample,
+            delivery: MULTICAST,
+        })
     }
 
     /// Creates the campaign (or finds the one this key created) and returns its id.
@@ -211,6 +228,12 @@ impl Campaigns {
             .map_err(|error| PipelineError::Encoding(format!("the campaign's messages cannot be encoded: {error}")))?;
         let audience = serde_json::to_string(&request.audience)
             .map_err(|error| PipelineError::Encoding(format!("the campaign's audience cannot be encoded: {error}")))?;
+        let recipient = serde_json::to_string(&start.recipient).map_err(|error| {
+            PipelineError::Encoding(format!(
+                "what the campaign records per recipient cannot be encoded: {error}"
+            ))
+        })?;
+        let chunk_size = u32::try_from(start.recipient.chunk_size()).unwrap_or(1);
         let doc = CampaignDoc {
             scenario_id: request.scenario_id.to_string(),
             scenario_version: start.version,
@@ -223,6 +246,9 @@ impl Campaigns {
             messages,
             aggregation_unit: aggregation_unit(&id),
             asks_node: start.asks.as_ref().map(ToString::to_string),
+            recipient: Some(recipient),
+            chunk_size: Some(chunk_size),
+            cancel_timers: false,
             state: CampaignState::Planning,
             plan_id: None,
             planned: 0,
@@ -278,6 +304,11 @@ impl Campaigns {
             skipped: counts.skipped,
             pending: counts.pending,
             chunks: doc.chunks,
+            delivery: MULTICAST,
+            chunk_size: doc
+                .chunk_size
+                .unwrap_or(u32::try_from(crate::engine::campaign::CHUNK_SIZE).unwrap_or(500)),
+            cancel_timers: doc.cancel_timers,
             skip_answered: doc.skip_answered,
             calls_per_second: doc.calls_per_second,
             aggregation_unit: doc.aggregation_unit,
@@ -287,8 +318,11 @@ impl Campaigns {
         })
     }
 
-    /// Stops the campaign: chunks not yet claimed are not sent.
-    pub(crate) async fn cancel(&self, id: &str) -> Result<&'static str, CampaignError> {
+    /// Stops the campaign: chunks not yet claimed are not sent; with
+    /// `cancel_timers`, neither are the reminders, expiries and steps of the
+    /// recipients' runs that have not fired yet (cancelled once every chunk
+    /// is settled, so none that a chunk in flight schedules is missed).
+    pub(crate) async fn cancel(&self, id: &str, cancel_timers: bool) -> Result<&'static str, CampaignError> {
         let store = &self.inner.store;
         for _ in 0..ROUNDS {
             let stored = store
@@ -296,12 +330,19 @@ impl Campaigns {
                 .await?
                 .ok_or_else(|| CampaignError::UnknownCampaign(id.to_owned()))?;
             match stored.doc.state {
+                // A second cancel asking for the timers too, while the first
+                // is still under way, adds them.
+                CampaignState::Cancelling | CampaignState::Cancelled if cancel_timers && !stored.doc.cancel_timers => {}
                 CampaignState::Cancelling | CampaignState::Cancelled => return Ok(stored.doc.state.as_str()),
+                // Sent to everyone, its reminders and expiries still to come:
+                // the driver takes it up again to cancel them.
+                CampaignState::Done if cancel_timers => {}
                 CampaignState::Done => return Err(CampaignError::Finished("done")),
                 CampaignState::Planning | CampaignState::Sending => {}
             }
             let change = CampaignChange {
                 state: Some(CampaignState::Cancelling),
+                cancel_timers: cancel_timers.then_some(true),
                 ..CampaignChange::default()
             };
             if store.change_campaign(id, stored.version, &change).await?.is_some() {

@@ -1,0 +1,251 @@
+//! Campaigns that run whole surveys: each recipient's run (marker, open
+//! question, reminder and expiry timers) recorded with the chunk LINE accepted,
+//! answers naming the campaign, reminders for who did not answer, expiry for
+//! who still has not, and a cancel that stops the timers too. Effects are
+//! counted where they land: LINE's deliveries and Firestore's documents.
+
+use crate::campaigns::{seed_users, start_campaign, wait_for_state};
+use crate::helpers::events::{postback, text};
+use crate::helpers::firestore_rest::{FirestoreRest, string_field};
+use crate::helpers::line_stand_in::{Call, LineStandIn};
+use crate::helpers::{ADMIN_TOKEN, TestApp, TestOptions, spawn_app_with, wait_until};
+use serde_json::{Value, json};
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+const HOUR: Duration = Duration::from_secs(3600);
+/// Just past a due time (a step found later than `max_lateness` is skipped).
+const A_LITTLE: Duration = Duration::from_secs(1);
+
+/// The step fixtures (`remind`: a survey reminded after 1 h and closed after
+/// 3 h; `nickname`: a typed question closed after 1 h) on a clock the test moves.
+async fn app() -> TestApp {
+    spawn_app_with(TestOptions {
+        adjust: |config| {
+            config.scenarios_dir = crate::helpers::repo_path("tests/fixtures/steps");
+            config.campaign_calls_per_second = 200;
+        },
+        test_clock: true,
+        ..TestOptions::default()
+    })
+    .await
+}
+
+/// Per user, the accepted pushes carrying `text`.
+fn pushes_with(line: &LineStandIn, text: &str) -> HashMap<String, usize> {
+    let mut per_user = HashMap::new();
+    for call in line.accepted() {
+        if call.texts().iter().any(|sent| sent == text)
+            && let Some(to) = call.to()
+        {
+            *per_user.entry(to.to_owned()).or_default() += 1;
+        }
+    }
+    per_user
+}
+
+/// The documents of `collection` whose `field` is `value`.
+async fn where_field(firestore: &FirestoreRest, collection: &str, field: &str, value: &str) -> Vec<Value> {
+    firestore
+        .list(collection)
+        .await
+        .into_iter()
+        .filter(|document| string_field(document, field).as_deref() == Some(value))
+        .collect()
+}
+
+/// The first button's postback data of the campaign's multicast.
+fn campaign_button(line: &LineStandIn) -> String {
+    let multicast = line.accepted().into_iter().find(Call::is_multicast).expect("sent");
+    multicast.messages()[0]["template"]["actions"][0]["data"]
+        .as_str()
+        .expect("a postback button")
+        .to_owned()
+}
+
+async fn cancel(app: &TestApp, id: &str, body: Option<Value>) -> reqwest::Response {
+    let mut request = reqwest::Client::new()
+        .post(format!("{}/admin/campaigns/{id}/cancel", app.address))
+        .bearer_auth(ADMIN_TOKEN);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    request.send().await.expect("service reachable")
+}
+
+#[tokio::test]
+async fn each_recipient_gets_a_run_and_only_who_did_not_answer_is_reminded_then_closed() {
+    const USERS: usize = 30;
+    const ANSWERING: usize = 5;
+    let app = app().await;
+    let users = seed_users(&app.firestore, USERS, |_| true, |_| false).await;
+    let id = start_campaign(&app.address, &json!({"scenarioId": "remind"}), "remind-30").await;
+    let status = wait_for_state(&app.address, &id, "done", Duration::from_secs(30)).await;
+    assert_eq!(status["delivery"], "multicast");
+    assert_eq!(status["sent"], json!(USERS));
+    let deliveries = app.line.multicast_deliveries();
+    assert_eq!(deliveries.len(), USERS);
+    assert!(deliveries.values().all(|times| *times == 1));
+
+    // Every recipient's marker names the campaign's run and the campaign.
+    let markers = where_field(&app.firestore, "scenario_answers", "campaignId", &id).await;
+    assert_eq!(markers.len(), USERS);
+    let run = string_field(&markers[0], "run").expect("a run");
+    assert!(run.starts_with('k'), "a campaign's run: {run}");
+    assert!(
+        markers
+            .iter()
+            .all(|marker| string_field(marker, "run").as_deref() == Some(run.as_str()))
+    );
+    // Each has a reminder and an expiry in that run, and the button carries it.
+    let timers = where_field(&app.firestore, "timers", "run", &run).await;
+    assert_eq!(timers.len(), 2 * USERS);
+    let button = campaign_button(&app.line);
+    assert!(button.contains(&format!("r={run}")), "{button}");
+
+    // Some answer, each with a double tap: one answer each, naming the campaign.
+    let (answering, silent) = users.split_at(ANSWERING);
+    for user in answering {
+        let (tap, again) = (postback(user, &button), postback(user, &button));
+        tokio::join!(app.deliver(&tap), app.deliver(&again));
+    }
+    let answers = app.firestore.list("survey_responses").await;
+    assert_eq!(answers.len(), ANSWERING);
+    assert!(
+        answers
+            .iter()
+            .all(|answer| string_field(answer, "campaignId").as_deref() == Some(id.as_str())),
+        "{answers:?}"
+    );
+    assert_eq!(app.line.accepted_with_text("Thanks!"), ANSWERING);
+
+    // An hour later, exactly the others are reminded; three hours, closed.
+    app.advance_clock(HOUR + A_LITTLE).await;
+    wait_until(Duration::from_secs(60), || {
+        pushes_with(&app.line, "Reminder: one tap answers it.").len() == silent.len()
+    })
+    .await;
+    app.advance_clock(2 * HOUR).await;
+    wait_until(Duration::from_secs(60), || {
+        pushes_with(&app.line, "This question is closed.").len() == silent.len()
+    })
+    .await;
+    app.settled().await;
+    let silent: HashSet<&String> = silent.iter().collect();
+    for text in ["Reminder: one tap answers it.", "This question is closed."] {
+        let got = pushes_with(&app.line, text);
+        assert!(
+            got.keys().all(|user| silent.contains(user)),
+            "{text} to someone who answered"
+        );
+        assert!(got.values().all(|times| *times == 1), "{text} twice: {got:?}");
+    }
+    assert_eq!(app.line.accepted_with_text("Thanks!"), ANSWERING, "nothing twice");
+}
+
+#[tokio::test]
+async fn a_typed_first_question_opens_for_each_recipient_and_the_typed_answer_names_the_campaign() {
+    const USERS: usize = 12;
+    let app = app().await;
+    let users = seed_users(&app.firestore, USERS, |_| true, |_| false).await;
+    let id = start_campaign(&app.address, &json!({"scenarioId": "nickname"}), "nickname-12").await;
+    wait_for_state(&app.address, &id, "done", Duration::from_secs(30)).await;
+    let open = app.firestore.list("open_questions").await;
+    assert_eq!(open.len(), USERS, "the question is open for each recipient");
+    assert!(
+        open.iter()
+            .all(|question| string_field(question, "nodeId").as_deref() == Some("ask"))
+    );
+
+    app.deliver(&app.sent_now(&text(&users[0], "Bob"))).await;
+    let answers = app.firestore.list("survey_responses").await;
+    assert_eq!(answers.len(), 1);
+    assert_eq!(string_field(&answers[0], "campaignId").as_deref(), Some(id.as_str()));
+    assert_eq!(app.line.accepted_with_text("Nice name!"), 1);
+
+    // The others' question closes after its hour; the one who answered hears nothing.
+    app.advance_clock(HOUR + A_LITTLE).await;
+    wait_until(Duration::from_secs(60), || {
+        pushes_with(&app.line, "Too late for a nickname.").len() == USERS - 1
+    })
+    .await;
+    assert!(!pushes_with(&app.line, "Too late for a nickname.").contains_key(&users[0]));
+}
+
+#[tokio::test]
+async fn chunks_hold_as_many_recipients_as_their_settle_can_write_in_one_commit() {
+    // A reminder and an expiry each: marker + 2 timers = 3 writes a recipient,
+    // so 166 a chunk (498 writes and the chunk's own two).
+    const USERS: usize = 400;
+    let app = app().await;
+    seed_users(&app.firestore, USERS, |_| true, |_| false).await;
+    let id = start_campaign(&app.address, &json!({"scenarioId": "remind"}), "remind-400").await;
+    let status = wait_for_state(&app.address, &id, "done", Duration::from_secs(60)).await;
+    assert_eq!(status["chunkSize"], json!(166));
+    let multicasts: Vec<Call> = app.line.accepted().into_iter().filter(Call::is_multicast).collect();
+    let sizes: Vec<usize> = multicasts.iter().map(|call| call.recipients().len()).collect();
+    assert_eq!(multicasts.len(), USERS.div_ceil(166), "{sizes:?}");
+    assert!(sizes.iter().all(|size| *size <= 166), "{sizes:?}");
+    assert_eq!(app.firestore.list("timers").await.len(), 2 * USERS);
+    assert_eq!(
+        where_field(&app.firestore, "scenario_answers", "campaignId", &id)
+            .await
+            .len(),
+        USERS
+    );
+}
+
+#[tokio::test]
+async fn a_cancel_with_cancel_timers_stops_the_reminders_of_a_campaign_already_sent() {
+    const USERS: usize = 10;
+    let app = app().await;
+    seed_users(&app.firestore, USERS, |_| true, |_| false).await;
+    let id = start_campaign(&app.address, &json!({"scenarioId": "remind"}), "remind-cancel").await;
+    wait_for_state(&app.address, &id, "done", Duration::from_secs(30)).await;
+
+    // Without a body a cancel of a sent campaign is refused, as before.
+    let refused = cancel(&app, &id, None).await;
+    assert_eq!(refused.status(), 409);
+    let bad = cancel(&app, &id, Some(json!({"cancelTimers": "yes"}))).await;
+    assert_eq!(bad.status(), 400);
+    let accepted = cancel(&app, &id, Some(json!({"cancelTimers": true}))).await;
+    assert_eq!(accepted.status(), 200);
+    let status = wait_for_state(&app.address, &id, "cancelled", Duration::from_secs(30)).await;
+    assert_eq!(status["sent"], json!(USERS), "what went out stays counted");
+    assert_eq!(status["cancelTimers"], json!(true));
+
+    let timers = app.firestore.list("timers").await;
+    assert_eq!(timers.len(), 2 * USERS);
+    assert!(
+        timers
+            .iter()
+            .all(|timer| string_field(timer, "state").as_deref() == Some("cancelled")
+                && string_field(timer, "outcome").as_deref() == Some("campaign_cancelled")),
+        "{timers:?}"
+    );
+    app.advance_clock(4 * HOUR).await;
+    // Give a due timer time to be swept and fire, if one were left.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(pushes_with(&app.line, "Reminder: one tap answers it.").is_empty());
+    assert!(pushes_with(&app.line, "This question is closed.").is_empty());
+}
+
+#[tokio::test]
+async fn a_user_who_starts_the_scenario_again_leaves_the_campaign_run() {
+    let app = app().await;
+    let users = seed_users(&app.firestore, 2, |_| true, |_| false).await;
+    let id = start_campaign(&app.address, &json!({"scenarioId": "remind"}), "remind-restart").await;
+    wait_for_state(&app.address, &id, "done", Duration::from_secs(30)).await;
+    // A keyword starts a run of its own: the marker names no campaign any more.
+    app.deliver(&app.sent_now(&text(&users[0], "remind"))).await;
+    let markers = where_field(&app.firestore, "scenario_answers", "lineUserId", &users[0]).await;
+    assert_eq!(markers.len(), 1);
+    assert_eq!(string_field(&markers[0], "campaignId"), None);
+    assert_eq!(
+        where_field(&app.firestore, "scenario_answers", "campaignId", &id)
+            .await
+            .len(),
+        1,
+        "the other recipient is still in the campaign's run"
+    );
+}
