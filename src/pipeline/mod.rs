@@ -37,6 +37,7 @@ mod sender;
 mod start;
 mod sweeper;
 pub(crate) mod timer_cancel;
+mod timer_pace;
 mod timers;
 mod typed;
 mod versions;
@@ -57,6 +58,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use timer_pace::{TimerPace, TimerTurn};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
@@ -212,76 +214,6 @@ const SEND_QUEUE: usize = 64;
 /// a tap during it is queued behind other events only, never behind timers.
 const TIMER_QUEUE: usize = 500;
 
-/// The share of the workers (and so of the LINE calls, a firing pushes inline)
-/// timers may hold at once: the rest stay for events and sends, even when
-/// nothing else waits, so a tap arriving in a storm does not wait behind timers.
-fn timer_share(workers: usize) -> usize {
-    (workers * 3 / 4).max(1)
-}
-
-/// Timers holding fewer workers than this go before events: a steady stream
-/// of events (an overflow backlog, a campaign's answers) must not hold every
-/// reminder back for as long as it lasts.
-fn timer_floor(workers: usize) -> usize {
-    (workers / 8).max(1)
-}
-
-/// Where timers stand when `firing` of them run on `workers` workers, `live`
-/// when webhook events came in within [`LIVE_WINDOW`]: then timers keep to
-/// their floor, so the storm's commits and pushes leave Firestore and LINE to
-/// the users talking to the bot (their acknowledgements wait on Firestore).
-fn timer_turn(firing: usize, workers: usize, live: bool) -> TimerTurn {
-    let share = if live {
-        timer_floor(workers)
-    } else {
-        timer_share(workers)
-    };
-    if firing < timer_floor(workers) {
-        TimerTurn::First
-    } else if firing < share {
-        TimerTurn::Last
-    } else {
-        TimerTurn::Held
-    }
-}
-
-/// How long after a webhook event timers keep to their floor.
-const LIVE_WINDOW: Duration = Duration::from_secs(2);
-
-/// When this instance last took a webhook event in (ms since it started, on
-/// the monotonic clock: a test clock's jumps must not make traffic look live).
-/// Written by ingest, read by the workers when they pick a job.
-struct LiveTraffic {
-    started: Instant,
-    last_ms: std::sync::atomic::AtomicU64,
-}
-
-impl LiveTraffic {
-    fn new() -> Self {
-        Self {
-            started: Instant::now(),
-            last_ms: std::sync::atomic::AtomicU64::new(0),
-        }
-    }
-
-    fn elapsed_ms(&self) -> u64 {
-        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
-
-    fn event_came(&self) {
-        // Offset by one: 0 means "never".
-        self.last_ms
-            .store(self.elapsed_ms().saturating_add(1), AtomicOrdering::Relaxed);
-    }
-
-    fn is_live(&self) -> bool {
-        match self.last_ms.load(AtomicOrdering::Relaxed) {
-            0 => false,
-            last => self.elapsed_ms().saturating_add(1).saturating_sub(last) < LIVE_WINDOW.as_millis() as u64,
-        }
-    }
-}
-
 #[derive(Debug, Clone)]
 pub(crate) struct PipelineSettings {
     /// Jobs processed at once. 0: this instance only stores events (ingest only).
@@ -362,8 +294,9 @@ pub(crate) struct Pipeline {
     sweep_soon: SweepSoon,
     /// Free worker slots; `None` on an ingest-only instance.
     slots: Option<Arc<Semaphore>>,
-    /// When a webhook event last came in: the workers' timer share follows it.
-    live: Arc<LiveTraffic>,
+    /// Live traffic and the timers' firing time: the timers' share of the
+    /// workers and the timer sweeper's claims follow them.
+    pace: Arc<TimerPace>,
 }
 
 /// Room in the queue, reserved before a lease is taken.
@@ -425,7 +358,7 @@ impl Pipeline {
             in_hand: in_hand.clone(),
             sweep_soon: sweep_soon.clone(),
             slots: slots.clone(),
-            live: Arc::new(LiveTraffic::new()),
+            pace: Arc::new(TimerPace::new(settings.workers)),
         });
         if let Some(slots) = slots {
             let queues = Queues {
@@ -463,7 +396,7 @@ impl Pipeline {
                 queues,
                 slots,
                 in_hand,
-                pipeline.live.clone(),
+                pipeline.pace.clone(),
                 shutdown.clone(),
             ));
             let timers = tokio::spawn(sweeper.clone().run_timers(shutdown.clone()));
@@ -479,9 +412,10 @@ impl Pipeline {
         pipeline
     }
 
-    /// A webhook event came in: for [`LIVE_WINDOW`] timers keep to their floor.
+    /// A webhook event came in (see [`timer_pace`]: enough of them make
+    /// timers keep to their floor).
     pub(crate) fn live_event(&self) {
-        self.live.event_came();
+        self.pace.event_came();
     }
 
     /// Reserves room for one job, unless the queue is full, the instance stops,
@@ -500,19 +434,11 @@ impl Pipeline {
         self.reserve_in(&self.timers)
     }
 
-    /// Whether webhook events came in within [`LIVE_WINDOW`].
-    fn is_live(&self) -> bool {
-        self.live.is_live()
-    }
-
-    /// Claimed timers waiting in the timer queue (reserved room included).
-    fn timers_queued(&self) -> usize {
-        self.timers.max_capacity().saturating_sub(self.timers.capacity())
-    }
-
-    /// Room left in the timer queue: what a timer sweep may claim.
-    fn timer_room(&self) -> usize {
-        self.timers.capacity()
+    /// How many due timers a sweep may claim now (see [`timer_pace`]).
+    fn timer_claims(&self) -> timer_pace::Claims {
+        let room = self.timers.capacity();
+        let queued = self.timers.max_capacity().saturating_sub(room);
+        self.pace.claims(queued, room, self.store.lease())
     }
 
     fn reserve_in<'a>(&'a self, queue: &'a mpsc::Sender<Job>) -> Option<QueueSlot<'a>> {
@@ -623,18 +549,6 @@ struct Queues<T = Job> {
     timers: mpsc::Receiver<T>,
 }
 
-/// Where timers stand in the workers' order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TimerTurn {
-    /// Before events (after sends when sends go first): timers hold less than
-    /// their floor, so a steady stream of events cannot hold them back for ever.
-    First,
-    /// After everything else.
-    Last,
-    /// Not at all: timers hold their share of the workers.
-    Held,
-}
-
 impl<T> Queues<T> {
     /// The next job. Sends go first unless `sends_first` is false (half the
     /// workers already send: events must not starve behind a slow LINE);
@@ -678,22 +592,32 @@ impl<T> Queues<T> {
         }
     }
 
-    /// Closes the queues and takes what is in them, including the jobs of room
-    /// reserved before the close (a sweep holds its reservations across its
-    /// claim, a webhook across its inbox commit): `recv` ends only when the
-    /// queue is empty and no reservation is left, so a job sent into reserved
-    /// room after the close is handed back too, not dropped with its lease held.
-    async fn close_and_drain(&mut self) -> Vec<T> {
+    /// Closes the queues and takes the jobs waiting in them now.
+    fn close_and_take(&mut self) -> Vec<T> {
         self.sends.close();
         self.events.close();
         self.timers.close();
-        let mut left = Vec::new();
+        let mut waiting = Vec::new();
         for queue in [&mut self.sends, &mut self.events, &mut self.timers] {
-            while let Some(job) = queue.recv().await {
-                left.push(job);
+            while let Ok(job) = queue.try_recv() {
+                waiting.push(job);
             }
         }
-        left
+        waiting
+    }
+
+    /// After [`Self::close_and_take`]: the jobs sent into room reserved before
+    /// the close (a sweep holds its reservations across its claim, a webhook
+    /// across its inbox commit), as they come. `recv` ends only when a closed
+    /// queue is empty and no reservation is left, so none is dropped with its
+    /// lease held; each reservation ends within a Firestore timeout.
+    async fn next_late(&mut self) -> Option<T> {
+        for queue in [&mut self.sends, &mut self.events, &mut self.timers] {
+            if let Some(job) = queue.recv().await {
+                return Some(job);
+            }
+        }
+        None
     }
 }
 
@@ -753,7 +677,7 @@ async fn run_workers(
     mut queues: Queues,
     slots: Arc<Semaphore>,
     in_hand: Arc<InHand>,
-    live: Arc<LiveTraffic>,
+    pace: Arc<TimerPace>,
     shutdown: CancellationToken,
 ) {
     let mut running = JoinSet::new();
@@ -764,7 +688,7 @@ async fn run_workers(
     let timer_ended = Arc::new(tokio::sync::Notify::new());
     loop {
         let sends_first = sending.load(AtomicOrdering::Relaxed) < (workers / 2).max(1);
-        let timers = timer_turn(firing.load(AtomicOrdering::Relaxed), workers, live.is_live());
+        let timers = pace.turn(firing.load(AtomicOrdering::Relaxed));
         let job = tokio::select! {
             _ = shutdown.cancelled() => break,
             job = queues.next(sends_first, timers) => match job { Some(job) => job, None => break },
@@ -789,8 +713,13 @@ async fn run_workers(
         };
         let send = matches!(job, Job::Outbound(_)).then(|| Sending::start(&sending, None));
         let fire = matches!(job, Job::Timer(_)).then(|| Sending::start(&firing, Some(timer_ended.clone())));
+        let pace = pace.clone();
         running.spawn(async move {
+            let began = Instant::now();
             dispatch.run(job).await;
+            if fire.is_some() {
+                pace.fired(began.elapsed());
+            }
             drop(send);
             drop(fire);
             drop(held);
@@ -799,19 +728,27 @@ async fn run_workers(
         // Reap finished tasks so the set does not grow without bound.
         while running.try_join_next().is_some() {}
     }
-    let left = queues.close_and_drain().await;
-    let handed_back = left.len();
-    // A sweep may have queued 500 timers: one at a time, their hand-backs would
-    // not fit the grace, and what is not handed back waits out its lease.
-    futures::stream::iter(left)
+    // What waits goes back at once; what a sweep or a webhook was still
+    // putting into room reserved before the close, as it comes. A sweep may
+    // have queued 500 timers: one at a time, their hand-backs would not fit
+    // the grace, and what is not handed back waits out its lease.
+    let waiting = queues.close_and_take();
+    let late = futures::stream::unfold(queues, |mut queues| async move {
+        queues.next_late().await.map(|job| (job, queues))
+    });
+    let handed_back = AtomicUsize::new(0);
+    futures::stream::iter(waiting)
+        .chain(late)
         .for_each_concurrent(HAND_BACKS_AT_ONCE, |job| {
-            let (dispatch, in_hand) = (&dispatch, &in_hand);
+            let (dispatch, in_hand, handed_back) = (&dispatch, &in_hand, &handed_back);
             async move {
                 dispatch.hand_back(&job).await;
                 in_hand.remove(job.id());
+                handed_back.fetch_add(1, AtomicOrdering::Relaxed);
             }
         })
         .await;
+    let handed_back = handed_back.into_inner();
     if handed_back > 0 {
         tracing::info!(jobs = handed_back, "queued work handed back at shutdown");
     }
@@ -821,68 +758,6 @@ async fn run_workers(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timers_hold_at_most_three_quarters_of_the_workers_and_always_one() {
-        for (workers, share) in [(1, 1), (2, 1), (4, 3), (16, 12), (64, 48)] {
-            assert_eq!(timer_share(workers), share, "{workers} workers");
-        }
-    }
-
-    #[test]
-    fn timers_go_first_below_their_floor_last_below_their_share_and_not_beyond() {
-        use TimerTurn::{First, Held, Last};
-        // (firing, workers, webhook events within the live window, turn)
-        let cases = [
-            (0, 16, false, First),
-            (1, 16, false, First),
-            (2, 16, false, Last),
-            (11, 16, false, Last),
-            (12, 16, false, Held),
-            (0, 1, false, First),
-            (1, 1, false, Held),
-            (0, 4, false, First),
-            (2, 4, false, Last),
-            (3, 4, false, Held),
-            // Users talking to the bot: timers keep to their floor.
-            (0, 16, true, First),
-            (1, 16, true, First),
-            (2, 16, true, Held),
-            (11, 16, true, Held),
-            (0, 1, true, First),
-            (1, 1, true, Held),
-            (0, 4, true, First),
-            (1, 4, true, Held),
-        ];
-        for (firing, workers, live, turn) in cases {
-            assert_eq!(
-                timer_turn(firing, workers, live),
-                turn,
-                "{firing} of {workers}, live {live}"
-            );
-        }
-    }
-
-    #[test]
-    fn traffic_is_live_for_the_window_after_an_event_and_not_before_any() {
-        // Started a while ago, so "a window ago" is after the start.
-        let traffic = LiveTraffic {
-            started: Instant::now()
-                .checked_sub(Duration::from_secs(10))
-                .unwrap_or_else(Instant::now),
-            last_ms: std::sync::atomic::AtomicU64::new(0),
-        };
-        assert!(!traffic.is_live(), "live before any event");
-        traffic.event_came();
-        assert!(traffic.is_live(), "not live just after an event");
-        let window_ms = LIVE_WINDOW.as_millis() as u64;
-        // An event that came a whole window ago (moved back by hand).
-        traffic.last_ms.store(
-            traffic.elapsed_ms().saturating_add(1).saturating_sub(window_ms),
-            AtomicOrdering::Relaxed,
-        );
-        assert!(!traffic.is_live(), "still live a window after the event");
-    }
 
     /// The three queues of `capacity` each, with their senders (sends,
     /// events, timers).
@@ -974,17 +849,26 @@ mod tests {
             permit.send("claimed timer");
         });
         // Let the sweep reserve its room, then shut down while it claims.
-        while timers.capacity() == 2 {
+        for _ in 0..1000 {
+            if timers.capacity() < 2 {
+                break;
+            }
             tokio::task::yield_now().await;
         }
-        let drained = tokio::spawn(async move { queues.close_and_drain().await });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(!drained.is_finished(), "the drain ended with a reservation outstanding");
-        let _ = go.send(());
-        let mut left = drained.await.unwrap_or_default();
-        left.sort_unstable();
-        assert_eq!(left, vec!["claimed timer", "queued event"]);
+        assert_eq!(timers.capacity(), 1, "the sweep did not reserve its room");
+        assert_eq!(queues.close_and_take(), vec!["queued event"], "what waits goes at once");
         assert!(sends.try_send("after").is_err(), "a closed queue takes no new job");
+        let late = tokio::spawn(async move {
+            let mut late = Vec::new();
+            while let Some(job) = queues.next_late().await {
+                late.push(job);
+            }
+            late
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!late.is_finished(), "the drain ended with a reservation outstanding");
+        let _ = go.send(());
+        assert_eq!(late.await.unwrap_or_default(), vec!["claimed timer"]);
         drop(sweep.await);
     }
 }

@@ -22,13 +22,6 @@ const BATCH: usize = 64;
 /// Work this instance holds (queued or running) up to which the timer sweeper
 /// claims due timers.
 const MAX_TIMERS: usize = 500;
-/// Less room than this in the timer queue (500 claimed timers at most wait
-/// there; a claim must outlast its wait, and a firing is a commit and a push:
-/// tens of milliseconds): the timer sweeper waits for it to drain. Large
-/// batches matter on the emulator, where every due query scans the collection.
-const MIN_TIMER_BATCH: usize = 100;
-/// Timers claimed per sweep while webhook events come in (see [`super::LIVE_WINDOW`]).
-const LIVE_TIMER_BATCH: usize = 32;
 /// Between timer sweeps while more timers are due than one sweep took.
 const SOON: std::time::Duration = std::time::Duration::from_millis(20);
 
@@ -159,28 +152,13 @@ impl Sweeper {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(wait) => {}
             }
-            // No more than the timer queue has room for, and no more than a
+            // What the timers' workers fire within half a lease (fewer while
+            // users talk to the bot: see `timer_pace`), and no more than a
             // busy instance can start soon: what it holds already (events,
             // sends, timers) counts against it, so an idle peer takes the rest.
-            let budget = self
-                .queues
-                .timer_room()
-                .min(MAX_TIMERS.saturating_sub(self.in_hand.len()));
-            // While users talk to the bot, timers fire at their floor: small
-            // sweeps, each once the few claimed before are nearly gone, keep
-            // the due query and the batched claims short (every one of them
-            // delays the acknowledgements Firestore answers meanwhile).
-            let (budget, least) = if self.queues.is_live() {
-                let queued = self.queues.timers_queued();
-                let budget = if queued > LIVE_TIMER_BATCH / 2 {
-                    0
-                } else {
-                    budget.min(LIVE_TIMER_BATCH)
-                };
-                (budget, 1)
-            } else {
-                (budget, MIN_TIMER_BATCH)
-            };
+            let claims = self.queues.timer_claims();
+            let budget = claims.budget.min(MAX_TIMERS.saturating_sub(self.in_hand.len()));
+            let least = claims.least;
             if budget < least {
                 wait = SOON;
                 continue;
@@ -192,7 +170,10 @@ impl Sweeper {
                         // The query and the batched claims, shared by the timers found.
                         self.metrics.record("timer_sweep", round_trips);
                     }
-                    if swept.more { SOON } else { base }
+                    // More due, and some taken: back soon. None taken (all
+                    // held here, or lost to other instances): the base wait,
+                    // not a due query every few milliseconds.
+                    if swept.more && swept.claimed > 0 { SOON } else { base }
                 }
                 Err(error) => {
                     tracing::warn!(error = %error, "sweep of due timers failed");
@@ -341,6 +322,8 @@ struct TimerSweep {
     found: usize,
     /// More were due than it asked for.
     more: bool,
+    /// Claimed and queued.
+    claimed: usize,
 }
 
 impl Sweeper {
@@ -419,6 +402,7 @@ impl Sweeper {
                 vec![None; won.len()]
             }
         };
+        let claimed = won.len();
         for ((timer, version, slot), context) in won.into_iter().zip(contexts) {
             slot.send(Job::Timer(Box::new(super::timers::job(
                 timer,
@@ -427,7 +411,11 @@ impl Sweeper {
                 context,
             ))));
         }
-        Ok(TimerSweep { found: count, more })
+        Ok(TimerSweep {
+            found: count,
+            more,
+            claimed,
+        })
     }
 
     /// Takes over up to `budget` pending actions that are due; how many were due.

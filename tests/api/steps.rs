@@ -647,6 +647,9 @@ async fn texts_during_a_storm_of_due_timers_are_queued_not_left_for_a_sweep() {
         ..TestOptions::default()
     })
     .await;
+    // Each push takes 20 ms: the storm lasts well beyond the texts, however
+    // fast the machine.
+    app.line.set_latency(Duration::from_millis(20));
     let users: Vec<String> = (0..DUE).map(|_| events::new_user()).collect();
     seed_due_steps(&app.firestore, &users).await;
     wait_until(Duration::from_secs(60), || !hour_later_per_user(&app.line).is_empty()).await;

@@ -1,0 +1,320 @@
+//! How fast due timers go: their share of the workers (and so of the LINE
+//! calls, a firing pushes inline), where they stand in the workers' order, and
+//! how many the timer sweeper claims at once.
+//!
+//! - Timers hold at most three quarters of the workers; below an eighth they
+//!   go before events, so a steady stream of events cannot hold every reminder
+//!   back.
+//! - While users talk to the bot (at least [`LIVE_EVENTS`] webhook events
+//!   within [`LIVE_WINDOW`]) timers keep to that eighth, and sweeps claim at
+//!   most [`LIVE_TIMER_BATCH`]: a storm's commits and pushes leave Firestore
+//!   and LINE to the taps, whose acknowledgements wait on Firestore. A quiet
+//!   account (an event now and then) keeps the whole share.
+//! - A sweep claims no more than the timers' workers can fire within half a
+//!   lease at the firing time measured so far: a claim that runs out in the
+//!   queue is claimed again elsewhere and counts as an attempt, and ten of
+//!   those give the timer up.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Where timers stand in the workers' order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TimerTurn {
+    /// Before events (after sends when sends go first): timers hold less than
+    /// their floor, so a steady stream of events cannot hold them back for ever.
+    First,
+    /// After everything else.
+    Last,
+    /// Not at all: timers hold their share of the workers.
+    Held,
+}
+
+/// The share of the workers timers may hold at once: the rest stay for events
+/// and sends, even when nothing else waits, so a tap arriving in a storm does
+/// not wait behind timers.
+pub(super) fn timer_share(workers: usize) -> usize {
+    (workers * 3 / 4).max(1)
+}
+
+/// Timers holding fewer workers than this go before events; while traffic is
+/// live, this is their share.
+pub(super) fn timer_floor(workers: usize) -> usize {
+    (workers / 8).max(1)
+}
+
+/// Where timers stand when `firing` of them run on `workers` workers.
+pub(super) fn timer_turn(firing: usize, workers: usize, live: bool) -> TimerTurn {
+    let share = if live {
+        timer_floor(workers)
+    } else {
+        timer_share(workers)
+    };
+    if firing < timer_floor(workers) {
+        TimerTurn::First
+    } else if firing < share {
+        TimerTurn::Last
+    } else {
+        TimerTurn::Held
+    }
+}
+
+/// Webhook events within [`LIVE_WINDOW`] that make traffic live: about five a
+/// second, users tapping through a survey, not an event now and then.
+pub(super) const LIVE_EVENTS: u32 = 10;
+/// The window live traffic is counted over (two buckets of half of it).
+pub(super) const LIVE_WINDOW: Duration = Duration::from_secs(2);
+/// Timers claimed per sweep at most while traffic is live.
+pub(super) const LIVE_TIMER_BATCH: usize = 32;
+/// Fewer than this left to claim and the timer sweeper waits (large batches
+/// matter on the emulator, where every due query scans the collection).
+const MIN_TIMER_BATCH: usize = 100;
+/// A firing's time before any was measured: a commit and a push.
+const FIRST_FIRING_GUESS: Duration = Duration::from_millis(200);
+
+/// The instance's traffic and its timers' firing time, shared by ingest (which
+/// counts events), the workers (which time firings) and the timer sweeper.
+pub(super) struct TimerPace {
+    workers: usize,
+    started: Instant,
+    /// Events per half-window bucket: (bucket number, this bucket, the one
+    /// before). Monotonic time: a test clock's jumps change nothing here.
+    events: Mutex<(u64, u32, u32)>,
+    /// The mean firing time in µs (weighted towards the latest), 0 before any.
+    firing_micros: AtomicU64,
+}
+
+impl TimerPace {
+    pub(super) fn new(workers: usize) -> Self {
+        Self {
+            workers,
+            started: Instant::now(),
+            events: Mutex::new((0, 0, 0)),
+            firing_micros: AtomicU64::new(0),
+        }
+    }
+
+    fn bucket(&self) -> u64 {
+        let half = (LIVE_WINDOW / 2).as_millis().max(1);
+        u64::try_from(self.started.elapsed().as_millis() / half).unwrap_or(u64::MAX)
+    }
+
+    /// A webhook event came in.
+    pub(super) fn event_came(&self) {
+        let bucket = self.bucket();
+        if let Ok(mut events) = self.events.lock() {
+            *events = rolled(*events, bucket);
+            events.1 = events.1.saturating_add(1);
+        }
+    }
+
+    /// Whether users are talking to the bot now.
+    pub(super) fn is_live(&self) -> bool {
+        let bucket = self.bucket();
+        self.events.lock().is_ok_and(|events| {
+            let (_, now, before) = rolled(*events, bucket);
+            now.saturating_add(before) >= LIVE_EVENTS
+        })
+    }
+
+    /// A timer's firing took `took`.
+    pub(super) fn fired(&self, took: Duration) {
+        let sample = u64::try_from(took.as_micros()).unwrap_or(u64::MAX).max(1);
+        let mean = self.firing_micros.load(Ordering::Relaxed);
+        let next = if mean == 0 {
+            sample
+        } else {
+            mean.saturating_mul(7).saturating_add(sample) / 8
+        };
+        self.firing_micros.store(next, Ordering::Relaxed);
+    }
+
+    fn firing_time(&self) -> Duration {
+        match self.firing_micros.load(Ordering::Relaxed) {
+            0 => FIRST_FIRING_GUESS,
+            micros => Duration::from_micros(micros),
+        }
+    }
+
+    /// Where timers stand in the workers' order with `firing` running.
+    pub(super) fn turn(&self, firing: usize) -> TimerTurn {
+        timer_turn(firing, self.workers, self.is_live())
+    }
+
+    /// How many due timers a sweep may claim now with `queued` waiting and
+    /// `room` left in their queue, and the fewest worth a sweep.
+    pub(super) fn claims(&self, queued: usize, room: usize, lease: Duration) -> Claims {
+        claims(self.workers, self.is_live(), self.firing_time(), lease, queued, room)
+    }
+}
+
+/// What a timer sweep may claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Claims {
+    pub(super) budget: usize,
+    /// Less than this to claim: wait for the queue to drain.
+    pub(super) least: usize,
+}
+
+/// The buckets as of `bucket`: older counts move back or fall out.
+fn rolled((at, now, before): (u64, u32, u32), bucket: u64) -> (u64, u32, u32) {
+    match bucket.saturating_sub(at) {
+        0 => (at, now, before),
+        1 => (bucket, 0, now),
+        _ => (bucket, 0, 0),
+    }
+}
+
+/// What a sweep may claim: no more than the timers' workers fire within half
+/// a lease at `firing` each (counting what waits already), no more than the
+/// queue's room, and while `live` no more than [`LIVE_TIMER_BATCH`].
+fn claims(workers: usize, live: bool, firing: Duration, lease: Duration, queued: usize, room: usize) -> Claims {
+    let firing_workers = if live {
+        timer_floor(workers)
+    } else {
+        timer_share(workers)
+    };
+    let per_worker = (lease / 2).as_micros() / firing.as_micros().max(1);
+    let drainable = usize::try_from(per_worker)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(firing_workers)
+        .max(1);
+    // While live, what waits and what is claimed stay within one small batch:
+    // small sweeps, each once the batch before is nearly gone.
+    let (ceiling, least) = if live {
+        (drainable.min(LIVE_TIMER_BATCH), LIVE_TIMER_BATCH / 2)
+    } else {
+        (drainable, MIN_TIMER_BATCH)
+    };
+    let budget = ceiling.saturating_sub(queued).min(room);
+    // A slow firing makes what drains small: then that is worth a sweep.
+    Claims {
+        budget,
+        least: least.min(drainable),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timers_hold_at_most_three_quarters_of_the_workers_and_always_one() {
+        for (workers, share) in [(1, 1), (2, 1), (4, 3), (16, 12), (64, 48)] {
+            assert_eq!(timer_share(workers), share, "{workers} workers");
+        }
+    }
+
+    #[test]
+    fn timers_go_first_below_their_floor_last_below_their_share_and_not_beyond() {
+        use TimerTurn::{First, Held, Last};
+        // (firing, workers, live traffic, turn)
+        let cases = [
+            (0, 16, false, First),
+            (1, 16, false, First),
+            (2, 16, false, Last),
+            (11, 16, false, Last),
+            (12, 16, false, Held),
+            (0, 1, false, First),
+            (1, 1, false, Held),
+            (0, 4, false, First),
+            (2, 4, false, Last),
+            (3, 4, false, Held),
+            // Users talking to the bot: timers keep to their floor.
+            (0, 16, true, First),
+            (1, 16, true, First),
+            (2, 16, true, Held),
+            (11, 16, true, Held),
+            (0, 1, true, First),
+            (1, 1, true, Held),
+            (0, 4, true, First),
+            (1, 4, true, Held),
+        ];
+        for (firing, workers, live, turn) in cases {
+            assert_eq!(
+                timer_turn(firing, workers, live),
+                turn,
+                "{firing} of {workers}, live {live}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_buckets_roll_with_time_and_forget_what_is_a_window_old() {
+        // (buckets as stored, bucket now, buckets as of now)
+        let cases = [
+            ((5, 3, 4), 5, (5, 3, 4)),
+            ((5, 3, 4), 6, (6, 0, 3)),
+            ((5, 3, 4), 7, (7, 0, 0)),
+            ((5, 3, 4), 100, (100, 0, 0)),
+            // A bucket number from before (never happens): kept as is.
+            ((5, 3, 4), 4, (5, 3, 4)),
+        ];
+        for (stored, bucket, expected) in cases {
+            assert_eq!(rolled(stored, bucket), expected, "{stored:?} at {bucket}");
+        }
+    }
+
+    #[test]
+    fn traffic_is_live_with_enough_events_in_the_window_only() {
+        let pace = TimerPace::new(16);
+        assert!(!pace.is_live(), "live before any event");
+        for _ in 0..LIVE_EVENTS - 1 {
+            pace.event_came();
+        }
+        assert!(!pace.is_live(), "an event now and then is not live traffic");
+        pace.event_came();
+        assert!(pace.is_live());
+        // A window later (the buckets as a bucket two halves on sees them).
+        let bucket = pace.bucket() + 2;
+        let stored = *pace.events.lock().expect("not poisoned");
+        let (_, now, before) = rolled(stored, bucket);
+        assert!(now + before < LIVE_EVENTS, "still live a window later");
+    }
+
+    #[test]
+    fn the_firing_time_follows_the_latest_firings() {
+        let pace = TimerPace::new(16);
+        assert_eq!(pace.firing_time(), FIRST_FIRING_GUESS);
+        pace.fired(Duration::from_millis(40));
+        assert_eq!(pace.firing_time(), Duration::from_millis(40));
+        for _ in 0..40 {
+            pace.fired(Duration::from_secs(3));
+        }
+        let slow = pace.firing_time();
+        assert!(
+            slow > Duration::from_millis(2900) && slow <= Duration::from_secs(3),
+            "{slow:?}"
+        );
+    }
+
+    #[test]
+    fn a_sweep_claims_what_drains_within_half_a_lease_and_less_while_live() {
+        let lease = Duration::from_secs(30);
+        let fast = Duration::from_millis(25);
+        let slow = Duration::from_secs(3);
+        // (live, firing time, queued, room, budget, least)
+        let cases = [
+            // Fast firings: the queue's room is the limit.
+            (false, fast, 0, 500, 500, 100),
+            (false, fast, 0, 120, 120, 100),
+            // LINE answering in 3 s: 12 workers fire 60 in 15 s.
+            (false, slow, 0, 500, 60, 60),
+            (false, slow, 50, 450, 10, 60),
+            // Live: at most 32, and 2 workers at 3 s fire 10 in 15 s.
+            (true, fast, 0, 500, 32, 16),
+            (true, fast, 10, 490, 22, 16),
+            (true, fast, 20, 480, 12, 16),
+            (true, slow, 0, 500, 10, 10),
+            (true, slow, 8, 492, 2, 10),
+        ];
+        for (live, firing, queued, room, budget, least) in cases {
+            assert_eq!(
+                claims(16, live, firing, lease, queued, room),
+                Claims { budget, least },
+                "live {live}, {firing:?} a firing, {queued} queued, room {room}"
+            );
+        }
+    }
+}
