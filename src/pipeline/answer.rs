@@ -12,7 +12,7 @@ use super::hold::{Failure, Found, Hold};
 use super::notice::Noticed;
 use super::processed::Processed;
 use super::timers::{ANSWERED_CANCEL, AskedTimers, OPERATOR_CANCEL};
-use super::typed::{answer_record, answered, open_question};
+use super::typed::{answered, open_question};
 use super::work::Work;
 use super::worker::EventWorker;
 use crate::engine::AnswerPlan;
@@ -91,13 +91,7 @@ impl EventWorker {
                 timers: &timers,
                 cancels: &cancels,
                 user_read,
-                ..answer_record(
-                    work,
-                    plan,
-                    self.versions.current(),
-                    self.clock.now(),
-                    campaign.as_deref(),
-                )
+                ..self.answer_record(work, plan, campaign.as_deref())
             };
             if let Some(staged) = follow_up.as_mut() {
                 staged.renew_lease(&self.store);

@@ -286,13 +286,7 @@ impl EventWorker {
             timers: &timers,
             cancels: &cancels,
             user_read,
-            ..answer_record(
-                work,
-                plan,
-                self.versions.current(),
-                self.clock.now(),
-                campaign.as_deref(),
-            )
+            ..self.answer_record(work, plan, campaign.as_deref())
         };
         let entry = follow_up.as_ref().map(StagedAction::entry);
         let found = match self.store.commit_answer(&hold.key, hold.version, &record, entry).await {
@@ -478,37 +472,38 @@ struct Reaction<'a> {
     prior: Option<super::branches::PriorRead>,
 }
 
-/// The answer as the store records it.
-pub(super) fn answer_record<'a>(
-    work: &'a Work,
-    plan: &'a AnswerPlan,
-    engine: &crate::engine::Engine,
-    now: DateTime<Utc>,
-    campaign_id: Option<&'a str>,
-) -> AnswerRecord<'a> {
-    AnswerRecord {
-        day: engine.day_of(&plan.scenario, now),
-        answer_id: &plan.answer_id,
-        marker_id: &plan.marker_id,
-        scenario_id: plan.scenario.as_str(),
-        node_id: plan.node.as_str(),
-        user: plan.user.as_str(),
-        value: &plan.value,
-        value_type: &plan.value_type,
-        tags: &plan.tags,
-        changes: plan.user_changes(),
-        scenario_version: plan.scenario_version,
-        webhook_event_id: &work.webhook_event_id,
-        question: None,
-        message: None,
-        timers: &[],
-        cancels: &[],
-        variant: plan.variant.as_deref(),
-        run_variant: plan
-            .variant
-            .as_deref()
-            .or(plan.follow_arms.took.as_ref().map(|took| took.label.as_str())),
-        user_read: None,
-        campaign_id,
+impl super::EventWorker {
+    /// The answer as the store records it, today by the service's clock.
+    pub(super) fn answer_record<'a>(
+        &self,
+        work: &'a Work,
+        plan: &'a AnswerPlan,
+        campaign_id: Option<&'a str>,
+    ) -> AnswerRecord<'a> {
+        AnswerRecord {
+            day: self.versions.current().day_of(&plan.scenario, self.clock.now()),
+            answer_id: &plan.answer_id,
+            marker_id: &plan.marker_id,
+            scenario_id: plan.scenario.as_str(),
+            node_id: plan.node.as_str(),
+            user: plan.user.as_str(),
+            value: &plan.value,
+            value_type: &plan.value_type,
+            tags: &plan.tags,
+            changes: plan.user_changes(),
+            scenario_version: plan.scenario_version,
+            webhook_event_id: &work.webhook_event_id,
+            question: None,
+            message: None,
+            timers: &[],
+            cancels: &[],
+            variant: plan.variant.as_deref(),
+            run_variant: plan
+                .variant
+                .as_deref()
+                .or(plan.follow_arms.took.as_ref().map(|took| took.label.as_str())),
+            user_read: None,
+            campaign_id,
+        }
     }
 }

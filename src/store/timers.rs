@@ -537,20 +537,10 @@ impl Store {
                 // Only timers scheduled after the unfollow are left (or none).
                 return Ok(cancelled);
             }
-            let end = TimerEnd {
-                state: TimerState::Cancelled,
-                outcome,
-                ledger_id: None,
-                rearm: None,
-            };
-            let writes = pending
-                .iter()
-                .map(|timer| self.timer_end_write(&timer.id, timer.version, &end))
-                .collect::<Result<Vec<Write>, StoreError>>()?;
-            super::round_trips::count();
-            let statuses = batch_write(&self.db, writes, self.options.request_timeout).await?;
-            let missed = statuses.iter().filter(|status| status.code != code::OK).count();
-            cancelled += statuses.len() - missed;
+            let targets: Vec<(&str, Version)> =
+                pending.iter().map(|timer| (timer.id.as_str(), timer.version)).collect();
+            let (done, missed) = self.cancel_timers(&targets, outcome).await?;
+            cancelled += done;
             if missed > 0 {
                 conflicts += 1;
                 if conflicts >= 3 {
@@ -572,12 +562,6 @@ impl Store {
     pub(crate) async fn cancel_run_timers(&self, run: &str, outcome: &str) -> Result<usize, StoreError> {
         const PAGE: u32 = 500;
         const CONFLICT_ROUNDS: usize = 5;
-        let end = TimerEnd {
-            state: TimerState::Cancelled,
-            outcome,
-            ledger_id: None,
-            rearm: None,
-        };
         let (mut cancelled, mut conflicts) = (0, 0);
         loop {
             super::round_trips::count();
@@ -600,18 +584,15 @@ impl Store {
             if documents.is_empty() {
                 return Ok(cancelled);
             }
-            let writes = documents
-                .into_iter()
+            let targets: Vec<(&str, Version)> = documents
+                .iter()
                 .map(|document| {
-                    let id = super::lease::document_id(&document.name).to_owned();
-                    let version = Version::new(document.update_time.unwrap_or_default());
-                    self.timer_end_write(&id, version, &end)
+                    let id = super::lease::document_id(&document.name);
+                    (id, Version::new(document.update_time.unwrap_or_default()))
                 })
-                .collect::<Result<Vec<Write>, StoreError>>()?;
-            super::round_trips::count();
-            let statuses = batch_write(&self.db, writes, self.options.request_timeout).await?;
-            let missed = statuses.iter().filter(|status| status.code != code::OK).count();
-            cancelled += statuses.len() - missed;
+                .collect();
+            let (done, missed) = self.cancel_timers(&targets, outcome).await?;
+            cancelled += done;
             if missed > 0 {
                 conflicts += 1;
                 if conflicts >= CONFLICT_ROUNDS {
@@ -621,6 +602,25 @@ impl Store {
                 }
             }
         }
+    }
+
+    /// Cancels `timers`, each conditional on its version, in one `BatchWrite`:
+    /// how many were cancelled and how many had changed meanwhile.
+    async fn cancel_timers(&self, timers: &[(&str, Version)], outcome: &str) -> Result<(usize, usize), StoreError> {
+        let end = TimerEnd {
+            state: TimerState::Cancelled,
+            outcome,
+            ledger_id: None,
+            rearm: None,
+        };
+        let writes = timers
+            .iter()
+            .map(|(id, version)| self.timer_end_write(id, *version, &end))
+            .collect::<Result<Vec<Write>, StoreError>>()?;
+        super::round_trips::count();
+        let statuses = batch_write(&self.db, writes, self.options.request_timeout).await?;
+        let missed = statuses.iter().filter(|status| status.code != code::OK).count();
+        Ok((statuses.len() - missed, missed))
     }
 
     /// Gives a claimed timer back unstarted (at shutdown, or its claim ran out
