@@ -11,7 +11,7 @@ use crate::engine::Rendered;
 use crate::ids::{LineUserId, NodeId, RunId, ScenarioId, answer_id, scenario_marker_id};
 use crate::scenario::UserState;
 use crate::scenario::typed::AnswerValue;
-use crate::store::{Expect, Store, StoreError};
+use crate::store::{Expect, Store};
 use crate::values::UserChanges;
 
 /// A chain decided through its branches, and what its commit must expect of
@@ -50,7 +50,7 @@ impl super::worker::EventWorker {
     pub(super) async fn decide_follow_up(
         &self,
         plan: &crate::engine::AnswerPlan,
-    ) -> Result<(Option<crate::engine::AnswerPlan>, Option<Expect>, Option<PriorRead>), StoreError> {
+    ) -> Result<(Option<crate::engine::AnswerPlan>, Option<Expect>, Option<PriorRead>), super::PipelineError> {
         if plan.follow_branch.is_none() {
             return Ok((None, None, None));
         }
@@ -85,7 +85,7 @@ pub(crate) async fn decide(
     chain: Rendered,
     run: Option<&RunId>,
     step: StepSoFar<'_>,
-) -> Result<Decided, StoreError> {
+) -> Result<Decided, super::PipelineError> {
     let Some(at) = chain.branch.clone() else {
         return Ok(Decided {
             chain,
@@ -94,7 +94,9 @@ pub(crate) async fn decide(
         });
     };
     let Some(loaded) = engine.scenario(scenario) else {
-        return Err(StoreError::Unavailable(format!("scenario {scenario} is not loaded")));
+        return Err(super::PipelineError::Defect(format!(
+            "scenario {scenario} is not loaded"
+        )));
     };
     let reads = loaded.branch_reads(&at);
     let mut answers: Vec<(ScenarioId, NodeId)> = reads.answers.iter().cloned().collect();
@@ -141,7 +143,7 @@ pub(crate) async fn decide(
     let (chain, taken) = engine
         .resolve_branches(loaded, chain, run, who, &state, &step.changes)
         .map_err(|problem| {
-            StoreError::Unavailable(format!("the chain after branch {at} cannot be rendered: {problem}"))
+            super::PipelineError::Defect(format!("the chain after branch {at} cannot be rendered: {problem}"))
         })?;
     for way in &taken {
         tracing::info!(

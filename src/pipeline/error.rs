@@ -22,4 +22,8 @@ pub(crate) enum PipelineError {
     /// A value could not be encoded for storage: a defect, not the caller's fault.
     #[error("{0}")]
     Encoding(String),
+    /// What loading checked does not hold (a scenario a run names is not
+    /// loaded, a chain validation walked does not render): a defect.
+    #[error("{0}")]
+    Defect(String),
 }

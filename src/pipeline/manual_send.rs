@@ -80,8 +80,15 @@ pub(crate) enum ManualSendError {
     KeyReused,
     #[error("the Idempotency-Key cannot be used: it contains NUL")]
     BadKey,
+    /// Firestore failed (the kinds the admin API maps to statuses once).
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Pipeline(#[from] super::PipelineError),
+}
+
+impl From<StoreError> for ManualSendError {
+    fn from(error: StoreError) -> Self {
+        ManualSendError::Pipeline(super::PipelineError::Store(error))
+    }
 }
 
 impl ManualSender {

@@ -54,8 +54,15 @@ pub(crate) enum ReplayError {
     /// It failed again and was parked again, with a new letter.
     #[error("the replay failed again and was parked: {0}")]
     FailedAgain(String),
+    /// Firestore failed (the kinds the admin API maps to statuses once).
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Pipeline(#[from] super::PipelineError),
+}
+
+impl From<StoreError> for ReplayError {
+    fn from(error: StoreError) -> Self {
+        ReplayError::Pipeline(super::PipelineError::Store(error))
+    }
 }
 
 /// Why replaying a parked message may deliver it twice.
@@ -205,7 +212,7 @@ impl Replayer {
                     },
                     Err(park) => {
                         tracing::error!(inbox.id = key.as_str(), error = %park, "a failed replay could not be parked again; its lease will run out and the sweeper retries it");
-                        Err(ReplayError::Store(park))
+                        Err(ReplayError::from(park))
                     }
                 }
             }

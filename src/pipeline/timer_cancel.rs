@@ -23,8 +23,15 @@ pub(crate) enum TimerCancelError {
     /// It changed under every round (claimed and released, say).
     #[error("the timer kept changing; try again")]
     KeptChanging,
+    /// Firestore failed (the kinds the admin API maps to statuses once).
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Pipeline(#[from] super::PipelineError),
+}
+
+impl From<StoreError> for TimerCancelError {
+    fn from(error: StoreError) -> Self {
+        TimerCancelError::Pipeline(super::PipelineError::Store(error))
+    }
 }
 
 #[derive(Clone)]

@@ -89,7 +89,7 @@ pub(crate) async fn replay(
             ReplayError::FailedAgain(reason) => {
                 AdminError::Upstream(format!("the replay failed again and was parked: {reason}"))
             }
-            ReplayError::Store(error) => AdminError::Store(error),
+            ReplayError::Pipeline(error) => error.into(),
         })?;
     let result = match &replayed {
         Replayed::Event(processed) => processed.as_str(),

@@ -113,6 +113,10 @@ impl From<PipelineError> for AdminError {
                 tracing::error!(error = %message, outcome = "defect", "a value could not be encoded");
                 AdminError::Internal(message)
             }
+            PipelineError::Defect(message) => {
+                tracing::error!(error = %message, outcome = "defect", "the pipeline met a defect");
+                AdminError::Internal(message)
+            }
         }
     }
 }
@@ -222,6 +226,11 @@ mod tests {
                 PipelineError::Encoding("the plan cannot be encoded".into()),
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "the plan cannot be encoded",
+            ),
+            (
+                PipelineError::Defect("scenario \"x\" is not loaded".into()),
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "scenario \"x\" is not loaded",
             ),
         ];
         for (error, status, message) in cases {

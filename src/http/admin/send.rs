@@ -106,7 +106,7 @@ pub(crate) async fn send_scenario(
             ManualSendError::BrokenScenario(..) => AdminError::Internal(error.to_string()),
             ManualSendError::KeyReused => AdminError::KeyReused,
             ManualSendError::BadKey => AdminError::BadRequest(error.to_string()),
-            ManualSendError::Store(error) => AdminError::Store(error),
+            ManualSendError::Pipeline(error) => error.into(),
         })?;
     let results: Vec<UserResult> = outcomes
         .iter()

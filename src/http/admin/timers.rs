@@ -103,7 +103,7 @@ fn cancel_error(error: TimerCancelError) -> AdminError {
             message,
             state: "pending",
         },
-        TimerCancelError::Store(error) => AdminError::Store(error),
+        TimerCancelError::Pipeline(error) => error.into(),
     }
 }
 
@@ -120,7 +120,7 @@ mod tests {
             (TimerCancelError::NotPending("done"), StatusCode::CONFLICT, Some("done")),
             (TimerCancelError::KeptChanging, StatusCode::CONFLICT, Some("pending")),
             (
-                TimerCancelError::Store(crate::store::StoreError::Unavailable("timed out".into())),
+                TimerCancelError::from(crate::store::StoreError::Unavailable("timed out".into())),
                 StatusCode::SERVICE_UNAVAILABLE,
                 None,
             ),

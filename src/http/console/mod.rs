@@ -468,7 +468,10 @@ fn replay_outcome(id: &str, result: Result<Replayed, ReplayError>) -> (bool, Str
         Err(ReplayError::NotReplayable(message)) => (false, format!("{id}: {message}")),
         Err(ReplayError::NeedsForce(risk)) => (false, format!("{id} was not replayed: {}.", confirmation(risk))),
         Err(ReplayError::FailedAgain(reason)) => (false, format!("{id} failed again and was parked again: {reason}")),
-        Err(ReplayError::Store(error)) => (false, format!("{id}: Firestore did not answer ({error}); try again.")),
+        Err(ReplayError::Pipeline(crate::pipeline::PipelineError::Store(error))) => {
+            (false, format!("{id}: Firestore did not answer ({error}); try again."))
+        }
+        Err(ReplayError::Pipeline(error)) => (false, format!("{id} was not replayed: {error}")),
     }
 }
 

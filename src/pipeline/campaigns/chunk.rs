@@ -8,9 +8,9 @@ use crate::ids::{LineUserId, ScenarioId, scenario_marker_id};
 use crate::line::client::{Delivered, SendError};
 use crate::line::messages::Message;
 use crate::outbound::ActionKey;
+use crate::pipeline::PipelineError;
 use crate::store::{
-    CampaignDoc, CampaignState, ChunkDoc, ChunkEnd, RecipientPart, RecipientRead, RunRecord, StoreError, Stored,
-    Version,
+    CampaignDoc, CampaignState, ChunkDoc, ChunkEnd, RecipientPart, RecipientRead, RunRecord, Stored, Version,
 };
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -93,7 +93,7 @@ pub(super) struct ChunkTurn<'a> {
 impl ChunkTurn<'_> {
     /// Claims the chunk, checks the campaign still sends, makes its one call
     /// and settles it conditional on the claim.
-    pub(super) async fn run(&self, chunk: &Stored<ChunkDoc>) -> Result<TurnOutcome, StoreError> {
+    pub(super) async fn run(&self, chunk: &Stored<ChunkDoc>) -> Result<TurnOutcome, PipelineError> {
         let store = &self.campaigns.inner.store;
         self.pace.slot().await;
         let Some(claimed) = store.claim_chunk(chunk).await? else {
@@ -187,10 +187,10 @@ impl ChunkTurn<'_> {
         end: &ChunkEnd,
         sent_count: Option<(&str, &crate::store::AsksDoc)>,
         users: &[String],
-    ) -> Result<bool, StoreError> {
+    ) -> Result<bool, PipelineError> {
         let store = &self.campaigns.inner.store;
         let (ChunkEnd::Sent, Some(runs)) = (end, self.runs) else {
-            return store.settle_chunk(chunk, claimed, end, sent_count, &[]).await;
+            return Ok(store.settle_chunk(chunk, claimed, end, sent_count, &[]).await?);
         };
         let now = self.campaigns.inner.clock.now();
         let recipients = runs.recipients(users);
@@ -230,7 +230,7 @@ impl ChunkTurn<'_> {
                 return Ok(false);
             }
         }
-        Err(StoreError::Unavailable(
+        Err(PipelineError::Contention(
             "the recipients' records kept changing while the chunk was settled".into(),
         ))
     }

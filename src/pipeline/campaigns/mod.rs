@@ -159,6 +159,12 @@ impl From<StoreError> for Stop {
     }
 }
 
+impl From<PipelineError> for Stop {
+    fn from(error: PipelineError) -> Self {
+        Stop::Failed(error)
+    }
+}
+
 impl Campaigns {
     pub(crate) fn new(
         engine: Engine,
