@@ -6,7 +6,7 @@ use super::render::{QuestionRef, TimerPlan, render_in_run};
 use crate::ids::{NodeId, RunId, ScenarioId, deterministic_id};
 use crate::line::messages::Message;
 use crate::values::{FieldValue, UserChanges};
-use chrono::NaiveDate;
+use chrono::{DateTime, NaiveDate, Utc};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -420,6 +420,44 @@ impl Engine {
                 changes: rendered.changes,
             },
         })
+    }
+}
+
+/// How far ahead a campaign may be scheduled.
+pub(crate) const MAX_SCHEDULE_DAYS: i64 = 90;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum SendAtError {
+    #[error("sendAt {0} has passed: give a time to come, or leave sendAt out to send now")]
+    Past(String),
+    #[error("sendAt {0} is more than {MAX_SCHEDULE_DAYS} days ahead")]
+    TooFar(String),
+    #[error("no scenario with id {0:?}")]
+    UnknownScenario(String),
+}
+
+impl Engine {
+    /// When a campaign of `scenario` asked to send at `requested` starts
+    /// sending: then, or when the scenario's quiet hours end if it falls
+    /// inside them. `requested` must be to come (at `now`), and within
+    /// [`MAX_SCHEDULE_DAYS`].
+    pub(crate) fn campaign_starts_at(
+        &self,
+        scenario: &ScenarioId,
+        requested: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<DateTime<Utc>, SendAtError> {
+        let loaded = self
+            .scenario(scenario)
+            .ok_or_else(|| SendAtError::UnknownScenario(scenario.to_string()))?;
+        let shown = requested.to_rfc3339();
+        if requested <= now {
+            return Err(SendAtError::Past(shown));
+        }
+        if requested - now > chrono::TimeDelta::days(MAX_SCHEDULE_DAYS) {
+            return Err(SendAtError::TooFar(shown));
+        }
+        Ok(crate::scenario::schedule::after_quiet_hours(loaded.timing(), requested))
     }
 }
 

@@ -64,6 +64,20 @@ pub(crate) struct CampaignDoc {
     /// recipients' runs have not fired yet.
     #[serde(default)]
     pub(crate) cancel_timers: bool,
+    /// The send time asked for (`sendAt`), when scheduled.
+    #[serde(
+        default,
+        with = "firestore::serialize_as_optional_timestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub(crate) send_at: Option<FirestoreInstant>,
+    /// When it fires: `send_at`, or the end of the scenario's quiet hours.
+    #[serde(
+        default,
+        with = "firestore::serialize_as_optional_timestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub(crate) starts_at: Option<FirestoreInstant>,
     pub(crate) state: CampaignState,
     /// The plan being sent (chunk ids start with it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -99,6 +113,9 @@ pub(crate) struct CampaignDoc {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum CampaignState {
+    /// Waits for its send time (`startsAt`); fired once, by the instance
+    /// whose conditional move to `planning` lands.
+    Scheduled,
     /// Its audience is being snapshotted into chunks.
     Planning,
     Sending,
@@ -111,6 +128,7 @@ pub(crate) enum CampaignState {
 impl CampaignState {
     pub(crate) fn as_str(self) -> &'static str {
         match self {
+            CampaignState::Scheduled => "scheduled",
             CampaignState::Planning => "planning",
             CampaignState::Sending => "sending",
             CampaignState::Cancelling => "cancelling",
@@ -307,6 +325,23 @@ impl Store {
         self.get_stored(CAMPAIGNS, id).await
     }
 
+    /// Campaigns waiting for their send time, at most `limit`, in no order.
+    pub(crate) async fn scheduled_campaigns(&self, limit: u32) -> Result<Vec<Stored<CampaignDoc>>, StoreError> {
+        super::round_trips::count();
+        let documents: Vec<Document> = self
+            .db
+            .fluent()
+            .select()
+            .from(CAMPAIGNS)
+            .filter(|q| q.for_all([q.field("state").eq(CampaignState::Scheduled.as_str())]))
+            .limit(limit)
+            .query()
+            .timed(super::round_trips::QUERY)
+            .await
+            .map_err(classify)?;
+        Ok(readable(documents))
+    }
+
     /// The newest campaigns first.
     pub(crate) async fn campaigns(&self, limit: u32) -> Result<Vec<Stored<CampaignDoc>>, StoreError> {
         super::round_trips::count();
@@ -342,10 +377,11 @@ impl Store {
         Ok(documents.first().map(|document| document_id(&document.name).to_owned()))
     }
 
-    /// Campaigns still planning, sending or being cancelled.
+    /// Campaigns waiting for their send time, planning, sending or being cancelled.
     pub(crate) async fn active_campaigns(&self) -> Result<Vec<Stored<CampaignDoc>>, StoreError> {
         super::round_trips::count();
         let active: Vec<&str> = [
+            CampaignState::Scheduled,
             CampaignState::Planning,
             CampaignState::Sending,
             CampaignState::Cancelling,

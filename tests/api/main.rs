@@ -10,6 +10,7 @@ mod admin;
 mod bad_input;
 mod branch;
 mod campaign_runs;
+mod campaign_schedule;
 mod campaigns;
 mod cli;
 mod clock;

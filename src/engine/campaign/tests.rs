@@ -381,3 +381,63 @@ fn bad_field_conditions_are_refused_by_name() {
         Err(AudienceError::TooManyFields(21))
     ));
 }
+
+#[test]
+fn a_send_time_is_to_come_within_90_days_and_moves_out_of_quiet_hours() {
+    let engine = engine();
+    let at = |raw: &str| chrono::DateTime::parse_from_rfc3339(raw).expect("RFC 3339").to_utc();
+    let now = at("2026-12-04T12:00:00+09:00");
+    // satisfaction has no quiet hours; ja_followup is quiet 21:00-09:00 Tokyo.
+    let followup = ScenarioId::parse("ja_followup").expect("valid");
+    // (scenario, asked for, starts at or the error)
+    let cases: [(ScenarioId, &str, Result<&str, &str>); 8] = [
+        (
+            satisfaction(),
+            "2026-12-07T10:00:00+09:00",
+            Ok("2026-12-07T10:00:00+09:00"),
+        ),
+        (
+            satisfaction(),
+            "2026-12-07T23:30:00+09:00",
+            Ok("2026-12-07T23:30:00+09:00"),
+        ),
+        (
+            followup.clone(),
+            "2026-12-07T10:00:00+09:00",
+            Ok("2026-12-07T10:00:00+09:00"),
+        ),
+        (
+            followup.clone(),
+            "2026-12-07T23:30:00+09:00",
+            Ok("2026-12-08T09:00:00+09:00"),
+        ),
+        (
+            followup.clone(),
+            "2026-12-07T06:00:00+09:00",
+            Ok("2026-12-07T09:00:00+09:00"),
+        ),
+        (satisfaction(), "2026-12-04T11:59:59+09:00", Err("has passed")),
+        (satisfaction(), "2026-12-04T12:00:00+09:00", Err("has passed")),
+        (
+            satisfaction(),
+            "2027-03-05T12:00:01+09:00",
+            Err("more than 90 days ahead"),
+        ),
+    ];
+    for (scenario, asked, expected) in cases {
+        let got = engine.campaign_starts_at(&scenario, at(asked), now);
+        match expected {
+            Ok(starts) => assert_eq!(got, Ok(at(starts)), "{scenario} {asked}"),
+            Err(problem) => assert!(
+                got.as_ref().is_err_and(|error| error.to_string().contains(problem)),
+                "{scenario} {asked}: {got:?}"
+            ),
+        }
+    }
+    // 90 days exactly is fine.
+    assert!(
+        engine
+            .campaign_starts_at(&satisfaction(), at("2027-03-04T12:00:00+09:00"), now)
+            .is_ok()
+    );
+}

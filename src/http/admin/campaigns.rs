@@ -26,6 +26,9 @@ struct CampaignBody {
     skip_answered: bool,
     #[serde(default)]
     calls_per_second: Option<u32>,
+    /// RFC 3339 with an offset: `2026-12-07T10:00:00+09:00`.
+    #[serde(default)]
+    send_at: Option<String>,
 }
 
 fn parse_body(body: &[u8]) -> Result<(CampaignRequest, bool), AdminError> {
@@ -38,12 +41,24 @@ fn parse_body(body: &[u8]) -> Result<(CampaignRequest, bool), AdminError> {
     })?;
     let scenario_id = ScenarioId::parse(body.scenario_id.clone())
         .map_err(|_| AdminError::BadRequest(format!("no scenario with id {:?}", body.scenario_id)))?;
+    let send_at = body
+        .send_at
+        .as_deref()
+        .map(|raw| {
+            chrono::DateTime::parse_from_rfc3339(raw).map_err(|_| {
+                AdminError::BadRequest(format!(
+                    "sendAt {raw:?} is not a time with an offset such as \"2026-12-07T10:00:00+09:00\""
+                ))
+            })
+        })
+        .transpose()?;
     Ok((
         CampaignRequest {
             scenario_id,
             audience: body.audience,
             skip_answered: body.skip_answered,
             calls_per_second: body.calls_per_second,
+            send_at,
         },
         body.dry_run,
     ))
@@ -52,9 +67,11 @@ fn parse_body(body: &[u8]) -> Result<(CampaignRequest, bool), AdminError> {
 fn admin_error(error: CampaignError) -> AdminError {
     match error {
         CampaignError::Scenario(CampaignStartError::Broken(..)) => AdminError::Internal(error.to_string()),
-        CampaignError::Audience(_) | CampaignError::Scenario(_) | CampaignError::BadRate(_) | CampaignError::BadKey => {
-            AdminError::BadRequest(error.to_string())
-        }
+        CampaignError::Audience(_)
+        | CampaignError::Scenario(_)
+        | CampaignError::SendAt(_)
+        | CampaignError::BadRate(_)
+        | CampaignError::BadKey => AdminError::BadRequest(error.to_string()),
         CampaignError::KeyReused => AdminError::KeyReused,
         CampaignError::UnknownCampaign(id) => AdminError::UnknownCampaign(id),
         CampaignError::Finished(state) => AdminError::Conflict {
@@ -80,6 +97,7 @@ pub(crate) async fn create(
             "count": found.count,
             "sample": found.sample,
             "delivery": found.delivery,
+            "startsAt": found.starts_at,
         })));
     }
     // Required: a campaign retried without it would be a second campaign.

@@ -128,6 +128,11 @@ impl Campaigns {
     async fn phases(&self, lease: &Lease) -> Result<(), Stop> {
         loop {
             match lease.doc().await.state {
+                CampaignState::Scheduled => {
+                    if !self.fire(lease).await? {
+                        return Ok(());
+                    }
+                }
                 CampaignState::Planning => self.plan(lease).await?,
                 CampaignState::Sending => self.send(lease).await?,
                 CampaignState::Cancelling => self.skip_rest(lease).await?,
@@ -196,6 +201,29 @@ impl Campaigns {
     async fn abandon(&self, lease: &Lease, from: CampaignState, problem: &str) -> Result<(), Stop> {
         tracing::error!(problem, outcome = "cancelled", "the campaign cannot go on");
         self.finish(lease, from, CampaignState::Cancelled).await
+    }
+
+    /// Fires a scheduled campaign whose time came: its one move to `planning`,
+    /// conditional on the campaign as this lease holder read it, so across
+    /// instances and restarts it fires once; its audience is read from now
+    /// on. `Ok(false)`: not its time yet.
+    async fn fire(&self, lease: &Lease) -> Result<bool, Stop> {
+        let doc = lease.doc().await;
+        let now = self.now();
+        if doc
+            .starts_at
+            .is_some_and(|at| at.as_millisecond() > now.as_millisecond())
+        {
+            return Ok(false);
+        }
+        let change = CampaignChange {
+            state: Some(CampaignState::Planning),
+            ..CampaignChange::default()
+        };
+        if self.change(lease, CampaignState::Scheduled, change).await? {
+            tracing::info!(outcome = "fired", "a scheduled campaign's time came");
+        }
+        Ok(true)
     }
 
     /// Snapshots the audience into chunks of one plan, then starts sending it.

@@ -22,7 +22,7 @@ pub(crate) use crate::engine::campaign::{AudienceRequest, CampaignStartError};
 
 use crate::clock::Clock;
 use crate::engine::Engine;
-use crate::engine::campaign::{AudienceError, aggregation_unit, campaign_id};
+use crate::engine::campaign::{AudienceError, SendAtError, aggregation_unit, campaign_id};
 use crate::ids::ScenarioId;
 use crate::line::client::LineClient;
 use crate::outbound::RetryPolicy;
@@ -53,6 +53,9 @@ pub(crate) struct CampaignRequest {
     pub(crate) audience: AudienceRequest,
     pub(crate) skip_answered: bool,
     pub(crate) calls_per_second: Option<u32>,
+    /// When to send it (absent: now).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) send_at: Option<chrono::DateTime<chrono::FixedOffset>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +64,8 @@ pub(crate) enum CampaignError {
     Audience(#[from] AudienceError),
     #[error(transparent)]
     Scenario(#[from] CampaignStartError),
+    #[error(transparent)]
+    SendAt(#[from] SendAtError),
     #[error("callsPerSecond must be 1 to {0} (LINE's multicast rate limit)")]
     BadRate(u32),
     #[error("the Idempotency-Key cannot be used: it contains NUL")]
@@ -92,6 +97,8 @@ pub(crate) struct DryRun {
     pub(crate) sample: Vec<String>,
     /// How its messages would go out (see [`CampaignStatus::delivery`]).
     pub(crate) delivery: &'static str,
+    /// When a campaign with this `sendAt` would fire (after quiet hours).
+    pub(crate) starts_at: Option<String>,
 }
 
 /// Every recipient of a chunk gets the same bytes: one multicast per chunk.
@@ -122,6 +129,12 @@ pub(crate) struct CampaignStatus {
     pub(crate) aggregation_unit: String,
     pub(crate) audience: serde_json::Value,
     pub(crate) created_at: String,
+    /// The send time asked for, when scheduled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) send_at: Option<String>,
+    /// When it fires (after the scenario's quiet hours), when scheduled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) starts_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) ended_at: Option<String>,
 }
@@ -207,6 +220,10 @@ impl Campaigns {
         let engine = &self.inner.engine;
         engine.campaign_start(&request.scenario_id, "dry-run")?;
         self.rate(request)?;
+        let starts_at = request
+            .send_at
+            .map(|at| engine.campaign_starts_at(&request.scenario_id, at.to_utc(), self.inner.clock.now()))
+            .transpose()?;
         let audience = engine.audience(&request.audience, &request.scenario_id)?;
         let skip = request.skip_answered.then_some(&request.scenario_id);
         let mut members = Members::read(&self.inner.store, audience, skip).await?;
@@ -220,13 +237,29 @@ impl Campaigns {
             count,
             sample,
             delivery: MULTICAST,
+            starts_at: starts_at.map(|at| at.to_rfc3339()),
         })
     }
 
     /// Creates the campaign (or finds the one this key created) and returns its id.
     pub(crate) async fn create(&self, key: &str, request: &CampaignRequest) -> Result<String, CampaignError> {
         let id = campaign_id(key).ok_or(CampaignError::BadKey)?;
+        // The key first: a retry of a scheduled campaign is the same campaign,
+        // even once its send time has passed.
+        if request.send_at.is_some()
+            && let Some(existing) = self.inner.store.campaign(&id).await?
+        {
+            return if existing.doc.request_hash == request_hash(request) {
+                Ok(id)
+            } else {
+                Err(CampaignError::KeyReused)
+            };
+        }
         let engine = &self.inner.engine;
+        let starts_at = request
+            .send_at
+            .map(|at| engine.campaign_starts_at(&request.scenario_id, at.to_utc(), self.inner.clock.now()))
+            .transpose()?;
         let start = engine.campaign_start(&request.scenario_id, &id)?;
         let rate = self.rate(request)?;
         engine.audience(&request.audience, &request.scenario_id)?;
@@ -255,7 +288,13 @@ impl Campaigns {
             recipient: Some(recipient),
             chunk_size: Some(chunk_size),
             cancel_timers: false,
-            state: CampaignState::Planning,
+            send_at: request.send_at.map(|at| super::instant(at.to_utc())),
+            starts_at: starts_at.map(super::instant),
+            state: if starts_at.is_some() {
+                CampaignState::Scheduled
+            } else {
+                CampaignState::Planning
+            },
             plan_id: None,
             planned: 0,
             chunks: 0,
@@ -284,11 +323,30 @@ impl Campaigns {
         }
     }
 
-    /// The newest campaigns first.
+    /// Campaigns waiting for their send time first (soonest first), then the
+    /// others, newest first; `limit` in all.
     pub(crate) async fn list(&self, limit: u32) -> Result<Vec<CampaignStatus>, StoreError> {
+        let store = &self.inner.store;
+        let mut scheduled = store.scheduled_campaigns(limit).await?;
+        scheduled.sort_by_key(|stored| stored.doc.starts_at.map(firestore::jiff::Timestamp::as_millisecond));
         let mut listed = Vec::new();
-        for stored in self.inner.store.campaigns(limit).await? {
+        for stored in scheduled {
             listed.push(self.report(stored).await?);
+        }
+        let room = limit.saturating_sub(u32::try_from(listed.len()).unwrap_or(limit));
+        if room > 0 {
+            // Scheduled ones are listed already; a campaign that fired between
+            // the two reads shows up in the second read only.
+            for stored in store.campaigns(limit).await? {
+                if listed.len() >= limit as usize {
+                    break;
+                }
+                if stored.doc.state != CampaignState::Scheduled
+                    && !listed.iter().any(|shown| shown.campaign_id == stored.id)
+                {
+                    listed.push(self.report(stored).await?);
+                }
+            }
         }
         Ok(listed)
     }
@@ -320,6 +378,8 @@ impl Campaigns {
             aggregation_unit: doc.aggregation_unit,
             audience: serde_json::from_str(&doc.audience).unwrap_or(serde_json::Value::Null),
             created_at: doc.created_at.to_string(),
+            send_at: doc.send_at.map(|at| at.to_string()),
+            starts_at: doc.starts_at.map(|at| at.to_string()),
             ended_at: doc.ended_at.map(|at| at.to_string()),
         })
     }
@@ -335,7 +395,23 @@ impl Campaigns {
                 .campaign(id)
                 .await?
                 .ok_or_else(|| CampaignError::UnknownCampaign(id.to_owned()))?;
+            if stored.doc.state == CampaignState::Scheduled {
+                // Not fired: nothing planned, nothing sent, no run begun.
+                let change = CampaignChange {
+                    state: Some(CampaignState::Cancelled),
+                    counts: Some(ChunkCounts::default()),
+                    ended_at: Some(self.now()),
+                    cancel_timers: cancel_timers.then_some(true),
+                    ..CampaignChange::default()
+                };
+                if store.change_campaign(id, stored.version, &change).await?.is_some() {
+                    tracing::info!(campaign.id = %id, outcome = "cancelled", "a scheduled campaign was cancelled before its time");
+                    return Ok(CampaignState::Cancelled.as_str());
+                }
+                continue;
+            }
             match stored.doc.state {
+                CampaignState::Scheduled => {}
                 // A second cancel asking for the timers too, while the first
                 // is still under way, adds them.
                 CampaignState::Cancelling | CampaignState::Cancelled if cancel_timers && !stored.doc.cancel_timers => {}
@@ -360,15 +436,18 @@ impl Campaigns {
         Err(PipelineError::Contention("the campaign kept changing; try again".into()).into())
     }
 
-    /// Looks for campaigns to drive until `shutdown`: at every `interval`, and
-    /// when one is created or cancelled here.
+    /// Looks for campaigns to drive until `shutdown`: at every `interval`
+    /// (sooner when a scheduled one's time comes first), and when one is
+    /// created or cancelled here.
     pub(crate) async fn run(self, interval: Duration, shutdown: CancellationToken) {
+        let mut wait = interval;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = self.inner.wake.notified() => {}
-                _ = tokio::time::sleep(interval) => {}
+                _ = tokio::time::sleep(wait) => {}
             }
+            wait = interval;
             let active = match self.inner.store.active_campaigns().await {
                 Ok(active) => active,
                 Err(error) => {
@@ -378,6 +457,10 @@ impl Campaigns {
             };
             let now = self.now();
             for stored in active {
+                if let Some(until) = not_yet(&stored.doc, now) {
+                    wait = wait.min(until);
+                    continue;
+                }
                 let free = stored.doc.lease_until.is_none_or(|until| until < now)
                     || stored.doc.lease_owner.as_deref() == Some(self.inner.store.instance_id());
                 if !free || !self.start_driving(&stored.id) {
@@ -413,6 +496,16 @@ impl Campaigns {
             driving.remove(id);
         }
     }
+}
+
+/// How long until a scheduled campaign's time comes, as of `now`; `None` when
+/// it came (or the campaign is not scheduled).
+fn not_yet(doc: &CampaignDoc, now: FirestoreInstant) -> Option<Duration> {
+    if doc.state != CampaignState::Scheduled {
+        return None;
+    }
+    let left = doc.starts_at?.as_millisecond().saturating_sub(now.as_millisecond());
+    (left > 0).then(|| Duration::from_millis(u64::try_from(left).unwrap_or(u64::MAX)))
 }
 
 /// The request as understood, for comparing a retried call with the first.
