@@ -61,6 +61,9 @@ pub struct Config {
     pub http_workers: usize,
     /// Multicast calls per second of a campaign, unless its request sets its own.
     pub campaign_calls_per_second: u32,
+    /// Users with this tag are in no campaign's audience and get no reminder,
+    /// step or closing message from one (`CAMPAIGN_OPT_OUT_TAG`).
+    pub campaign_opt_out_tag: String,
     /// How long a console login lasts (`CONSOLE_SESSION_MINUTES`).
     pub console_session: Duration,
     /// Which clock the service reads the time from (`CLOCK`).
@@ -76,6 +79,10 @@ const MIN_ADMIN_TOKEN_CHARS: usize = 32;
 pub const MAX_CONSOLE_SESSION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
 /// LINE's published rate limit of the multicast endpoint, per channel.
+/// The campaigns' opt-out tag unless `CAMPAIGN_OPT_OUT_TAG` names another
+/// (「配信停止」: "stop sending").
+pub const DEFAULT_OPT_OUT_TAG: &str = "配信停止";
+
 pub const LINE_MULTICAST_CALLS_PER_SECOND: u32 = 200;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -232,6 +239,7 @@ impl Config {
             instance_id: get("INSTANCE_ID").unwrap_or_else(default_instance_id),
             http_workers: parse(&get, "HTTP_WORKERS", default_http_workers())?,
             campaign_calls_per_second: parse(&get, "CAMPAIGN_CALLS_PER_SECOND", 20)?,
+            campaign_opt_out_tag: get("CAMPAIGN_OPT_OUT_TAG").unwrap_or_else(|| DEFAULT_OPT_OUT_TAG.to_owned()),
             console_session: Duration::from_secs(
                 parse::<u64>(&get, "CONSOLE_SESSION_MINUTES", 480)?.saturating_mul(60),
             ),
@@ -320,6 +328,10 @@ impl Config {
         }
         if self.firestore_database.is_empty() || self.firestore_database.contains('/') {
             return invalid("FIRESTORE_DATABASE", "must be (default) or a database id");
+        }
+        let tag = &self.campaign_opt_out_tag;
+        if tag.trim().is_empty() || tag.chars().count() > 100 || tag.contains('\0') {
+            return invalid("CAMPAIGN_OPT_OUT_TAG", "must be a tag: 1 to 100 characters, not blank");
         }
         if !(1..=LINE_MULTICAST_CALLS_PER_SECOND).contains(&self.campaign_calls_per_second) {
             return invalid(
@@ -487,7 +499,9 @@ mod tests {
 
     #[test]
     fn settings_that_would_break_at_run_time_are_refused_by_name() {
-        let cases: [(&str, &str, &str); 24] = [
+        let cases: [(&str, &str, &str); 25] = [
+            // (Blank is unset, as for every setting: the default tag.)
+            ("CAMPAIGN_OPT_OUT_TAG", &"x".repeat(101), "CAMPAIGN_OPT_OUT_TAG"),
             ("FIRESTORE_SCAN_TIMEOUT_MS", "0", "FIRESTORE_SCAN_TIMEOUT_MS"),
             ("CAMPAIGN_CALLS_PER_SECOND", "0", "CAMPAIGN_CALLS_PER_SECOND"),
             ("CAMPAIGN_CALLS_PER_SECOND", "201", "CAMPAIGN_CALLS_PER_SECOND"),
@@ -527,6 +541,9 @@ mod tests {
         assert_eq!(ok.worker_count, 0, "an ingest-only instance is fine");
         assert_eq!(ok.firestore_database, "(default)");
         assert_eq!(ok.start_dedup, Duration::from_secs(30));
+        assert_eq!(ok.campaign_opt_out_tag, "配信停止");
+        let own = deployed(&[("CAMPAIGN_OPT_OUT_TAG", "no_campaigns")]).unwrap();
+        assert_eq!(own.campaign_opt_out_tag, "no_campaigns");
     }
 
     #[test]

@@ -137,6 +137,7 @@ impl Application {
             personal.clone(),
             metrics.clone(),
             clock.clone(),
+            config.campaign_opt_out_tag.clone(),
         ));
         let replayer = Replayer::new(events.clone(), sender.clone(), store.clone(), clock.clone());
         let pipeline = Pipeline::start(
@@ -175,6 +176,7 @@ impl Application {
             campaign_line,
             policy,
             config.campaign_calls_per_second,
+            config.campaign_opt_out_tag.clone(),
             clock.clone(),
         );
         if config.worker_count > 0 {

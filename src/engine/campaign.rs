@@ -204,6 +204,17 @@ impl Audience {
         }
     }
 
+    /// The audience without the users holding `tag` (the campaigns' opt-out
+    /// tag: whatever the request says, they are never in an audience).
+    /// (An audience asking for the tag itself is then empty, never wider.)
+    pub(crate) fn without_tag(mut self, tag: &str) -> Self {
+        let tag = tag.to_owned();
+        if !self.none_of.contains(&tag) {
+            self.none_of.push(tag);
+        }
+        self
+    }
+
     /// The scenarios whose answers the filter needs.
     pub(crate) fn needs_answers(&self) -> impl Iterator<Item = &ScenarioId> {
         self.answered.iter().chain(&self.not_answered)

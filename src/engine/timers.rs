@@ -40,6 +40,9 @@ pub(crate) struct FiringSeen {
     pub(crate) expired: bool,
     /// For a reminder: when its question's pending expiry is due.
     pub(crate) expires_at: Option<DateTime<Utc>>,
+    /// The timer's run is a campaign's and the user has since taken the
+    /// campaigns' opt-out tag: nothing more of it is sent.
+    pub(crate) opted_out: bool,
 }
 
 /// Why a timer that fell due sends nothing.
@@ -60,6 +63,8 @@ pub(crate) enum Skip {
     Late,
     /// A reminder of a question that expired (or is due to).
     Expired,
+    /// A campaign's timer for a user who took the opt-out tag.
+    OptedOut,
 }
 
 impl Skip {
@@ -73,6 +78,7 @@ impl Skip {
             Skip::NotOpen => "not_open",
             Skip::Late => "late",
             Skip::Expired => "expired",
+            Skip::OptedOut => "opted_out",
         }
     }
 }
@@ -132,6 +138,11 @@ impl Engine {
         let loaded = self.scenario(&timer.scenario).ok_or(Skip::UnknownScenario)?;
         if !seen.following {
             return Err(Skip::Unfollowed);
+        }
+        // Opted out of campaigns: no step, no reminder; an expiry still closes
+        // the question, silently.
+        if seen.opted_out && timer.kind != TimerKind::Expire {
+            return Err(Skip::OptedOut);
         }
         if seen.current_run.as_deref() != Some(timer.run.as_str()) {
             return Err(Skip::Superseded);
@@ -203,8 +214,8 @@ impl Engine {
                 let timers = loaded.question_timers(&timer.node).ok_or(Skip::UnknownNode)?;
                 still_asked(node, timer, seen)?;
                 let closes = !matches!(node, Node::Survey(_));
-                // Late, it still closes the question, but sends nothing late.
-                let rendered = match (&timers.on_expire, late) {
+                // Late (or opted out), it still closes the question, but sends nothing.
+                let rendered = match (&timers.on_expire, late || seen.opted_out) {
                     (Some(next), false) => Some(
                         render_in_run(
                             loaded,
@@ -227,7 +238,13 @@ impl Engine {
                     changes: rendered.changes,
                     closes,
                     rearm: None,
-                    outcome: if late { "expired_late" } else { "expired" },
+                    outcome: if seen.opted_out {
+                        "expired_opted_out"
+                    } else if late {
+                        "expired_late"
+                    } else {
+                        "expired"
+                    },
                 })
             }
         }
@@ -349,6 +366,7 @@ mod tests {
             open: None,
             expired: false,
             expires_at: None,
+            opted_out: false,
         }
     }
 
@@ -460,6 +478,33 @@ mod tests {
                 timer(TimerKind::Expire, "revisit", hours(0)),
                 seen(run, true, true),
                 Err(Skip::Answered),
+            ),
+            (
+                "a campaign's step to who opted out",
+                timer(TimerKind::Step, "one_day", hours(0)),
+                FiringSeen {
+                    opted_out: true,
+                    ..seen(run, true, false)
+                },
+                Err(Skip::OptedOut),
+            ),
+            (
+                "a campaign's reminder to who opted out",
+                timer(TimerKind::Remind, "revisit", hours(0)),
+                FiringSeen {
+                    opted_out: true,
+                    ..seen(run, true, false)
+                },
+                Err(Skip::OptedOut),
+            ),
+            (
+                "a campaign's expiry for who opted out closes silently",
+                timer(TimerKind::Expire, "revisit", hours(0)),
+                FiringSeen {
+                    opted_out: true,
+                    ..seen(run, true, false)
+                },
+                Ok((vec![], "expired_opted_out")),
             ),
         ];
         for (name, due, seen, expected) in cases {

@@ -153,6 +153,8 @@ pub(crate) struct TimerFirer {
     personal: super::personal::Personaliser,
     metrics: Arc<Metrics>,
     clock: Clock,
+    /// A campaign's timers send nothing to who holds it (`CAMPAIGN_OPT_OUT_TAG`).
+    opt_out_tag: String,
 }
 
 impl TimerFirer {
@@ -163,6 +165,7 @@ impl TimerFirer {
         personal: super::personal::Personaliser,
         metrics: Arc<Metrics>,
         clock: Clock,
+        opt_out_tag: String,
     ) -> Self {
         Self {
             versions,
@@ -171,6 +174,7 @@ impl TimerFirer {
             personal,
             metrics,
             clock,
+            opt_out_tag,
         }
     }
 
@@ -252,6 +256,7 @@ impl TimerFirer {
                 expires_at: expiry
                     .filter(|expiry| expiry.doc.state == TimerState::Pending)
                     .map(|expiry| utc(expiry.doc.due_at)),
+                opted_out: due.run.is_campaign_run() && context.tags.contains(&self.opt_out_tag),
             };
             let now = self.clock.now();
             // `Some`: a branch read the user's record (at that version, or absent).

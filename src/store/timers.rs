@@ -99,6 +99,8 @@ pub(crate) struct TimerContext {
     pub(crate) marker: Option<(MarkerRun, Version)>,
     /// `false` only when the user unfollowed last.
     pub(crate) following: bool,
+    /// The user's tags (the campaigns' opt-out tag stops a campaign's timers).
+    pub(crate) tags: Vec<String>,
     /// The version of `users/{id}` as read (`None`: absent): the firing
     /// commit names it, so an unfollow recorded meanwhile stops the push.
     pub(crate) user_version: Option<Version>,
@@ -140,13 +142,19 @@ fn decode_context(
     struct Following {
         #[serde(default)]
         following: Option<bool>,
+        #[serde(default)]
+        tags: Vec<String>,
     }
-    let (following, user_version) = match found.next().flatten() {
+    let (following, user_version, tags) = match found.next().flatten() {
         Some(document) => {
             let stored = Stored::<Following>::decode(document)?;
-            (stored.doc.following != Some(false), Some(stored.version))
+            (
+                stored.doc.following != Some(false),
+                Some(stored.version),
+                stored.doc.tags,
+            )
         }
-        None => (true, None),
+        None => (true, None, Vec::new()),
     };
     let open_question = if request.reads_open_question {
         found.next().flatten().map(Stored::decode).transpose()?
@@ -164,6 +172,7 @@ fn decode_context(
     Ok(TimerContext {
         marker,
         following,
+        tags,
         user_version,
         answered,
         open_question,

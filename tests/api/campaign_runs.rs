@@ -409,3 +409,75 @@ async fn two_thousand_recipients_through_a_sigkill_get_the_question_once_and_onl
         answering.len()
     );
 }
+
+#[tokio::test]
+async fn the_opt_out_tag_keeps_users_out_of_campaigns_and_stops_what_a_campaign_sends_them_later() {
+    const USERS: usize = 12;
+    let app = app().await;
+    // Users 0 to 3 opted out before the campaign.
+    let users = seed_users(&app.firestore, USERS, |_| true, |_| false).await;
+    let opted = |i: usize| i < 4;
+    for (i, user) in users.iter().enumerate().filter(|(i, _)| opted(*i)) {
+        let tags = json!({"arrayValue": {"values": [{"stringValue": "配信停止"}, {"stringValue": format!("u{i}")}]}});
+        app.firestore.patch("users", user, &[("tags", tags)]).await;
+    }
+    let dry: Value = reqwest::Client::new()
+        .post(format!("{}/admin/campaigns", app.address))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"scenarioId": "remind", "dryRun": true}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(dry["count"], json!(USERS - 4), "{dry}");
+    let id = start_campaign(&app.address, &json!({"scenarioId": "remind"}), "remind-opt-out").await;
+    let status = wait_for_state(&app.address, &id, "done", Duration::from_secs(30)).await;
+    assert_eq!(status["sent"], json!(USERS - 4));
+    let got = app.line.multicast_deliveries();
+    assert!(
+        users
+            .iter()
+            .enumerate()
+            .all(|(i, user)| got.contains_key(user) != opted(i))
+    );
+
+    // User 4 takes the tag after the question reached them (an "unsubscribe"
+    // answer elsewhere): no reminder, and the question closes silently.
+    let later = &users[4];
+    let tags = json!({"arrayValue": {"values": [{"stringValue": "配信停止"}]}});
+    app.firestore.patch("users", later, &[("tags", tags)]).await;
+    app.advance_clock(HOUR + A_LITTLE).await;
+    wait_until(Duration::from_secs(60), || {
+        pushes_with(&app.line, "Reminder: one tap answers it.").len() == USERS - 5
+    })
+    .await;
+    app.advance_clock(2 * HOUR).await;
+    wait_until(Duration::from_secs(60), || {
+        pushes_with(&app.line, "This question is closed.").len() == USERS - 5
+    })
+    .await;
+    app.settled().await;
+    assert!(!pushes_with(&app.line, "Reminder: one tap answers it.").contains_key(later));
+    assert!(!pushes_with(&app.line, "This question is closed.").contains_key(later));
+    let theirs: Vec<(String, String)> = where_field(&app.firestore, "timers", "lineUserId", later)
+        .await
+        .iter()
+        .map(|timer| {
+            (
+                string_field(timer, "kind").unwrap_or_default(),
+                string_field(timer, "outcome").unwrap_or_default(),
+            )
+        })
+        .collect();
+    let mut theirs = theirs;
+    theirs.sort();
+    assert_eq!(
+        theirs,
+        vec![
+            ("expire".to_owned(), "expired_opted_out".to_owned()),
+            ("remind".to_owned(), "opted_out".to_owned())
+        ]
+    );
+}

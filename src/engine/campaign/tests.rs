@@ -441,3 +441,37 @@ fn a_send_time_is_to_come_within_90_days_and_moves_out_of_quiet_hours() {
             .is_ok()
     );
 }
+
+#[test]
+fn users_with_the_opt_out_tag_are_in_no_audience_whatever_it_asks() {
+    let no_fields: &'static BTreeMap<String, FieldValue> = Box::leak(Box::default());
+    let opted: &'static [String] = Box::leak(tags(&["配信停止", "vip"]).into_boxed_slice());
+    let vip: &'static [String] = Box::leak(tags(&["vip"]).into_boxed_slice());
+    let user = |tags: &'static [String]| Candidate {
+        id: "Ua",
+        following: Some(true),
+        tags,
+        first_seen_ms: None,
+        fields: no_fields,
+    };
+    let answered_by = AnsweredBy::new();
+    // (audience asked for, the user's tags, included)
+    let cases = [
+        (serde_json::json!({}), vip, true),
+        (serde_json::json!({}), opted, false),
+        (serde_json::json!({"tags": {"anyOf": ["vip"]}}), opted, false),
+        (serde_json::json!({"tags": {"anyOf": ["配信停止"]}}), opted, false),
+        // Asking for the tag itself makes the audience empty, not wider.
+        (serde_json::json!({"tags": {"anyOf": ["配信停止"]}}), vip, false),
+        (
+            serde_json::json!({"tags": {"allOf": ["配信停止", "vip"]}}),
+            opted,
+            false,
+        ),
+        (serde_json::json!({"tags": {"allOf": ["vip"]}}), vip, true),
+    ];
+    for (raw, tags, included) in cases {
+        let audience = audience(raw.clone()).expect("good").without_tag("配信停止");
+        assert_eq!(audience.includes(&user(tags), &answered_by), included, "{raw} {tags:?}");
+    }
+}

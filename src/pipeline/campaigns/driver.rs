@@ -236,12 +236,7 @@ impl Campaigns {
         };
         let audience = serde_json::from_str::<AudienceRequest>(&doc.audience)
             .map_err(|error| error.to_string())
-            .and_then(|request| {
-                self.inner
-                    .engine
-                    .audience(&request, &scenario)
-                    .map_err(|error| error.to_string())
-            });
+            .and_then(|request| self.audience(&request, &scenario).map_err(|error| error.to_string()));
         let audience = match audience {
             Ok(audience) => audience,
             Err(problem) => return self.abandon(lease, CampaignState::Planning, &problem).await,

@@ -150,6 +150,8 @@ struct Inner {
     line: LineClient,
     policy: RetryPolicy,
     default_rate: u32,
+    /// Users with this tag are in no audience (`CAMPAIGN_OPT_OUT_TAG`).
+    opt_out_tag: String,
     /// Creation and end times, lease checks and chunk wake times read it.
     clock: Clock,
     wake: Notify,
@@ -185,6 +187,7 @@ impl Campaigns {
         line: LineClient,
         policy: RetryPolicy,
         default_rate: u32,
+        opt_out_tag: String,
         clock: Clock,
     ) -> Self {
         Self {
@@ -194,11 +197,25 @@ impl Campaigns {
                 line,
                 policy,
                 default_rate,
+                opt_out_tag,
                 clock,
                 wake: Notify::new(),
                 driving: Mutex::new(HashSet::new()),
             }),
         }
+    }
+
+    /// The audience `request` asks for, without the users who opted out.
+    fn audience(
+        &self,
+        request: &AudienceRequest,
+        scenario: &crate::ids::ScenarioId,
+    ) -> Result<crate::engine::campaign::Audience, AudienceError> {
+        Ok(self
+            .inner
+            .engine
+            .audience(request, scenario)?
+            .without_tag(&self.inner.opt_out_tag))
     }
 
     /// Now, as the service's clock sees it.
@@ -224,7 +241,7 @@ impl Campaigns {
             .send_at
             .map(|at| engine.campaign_starts_at(&request.scenario_id, at.to_utc(), self.inner.clock.now()))
             .transpose()?;
-        let audience = engine.audience(&request.audience, &request.scenario_id)?;
+        let audience = self.audience(&request.audience, &request.scenario_id)?;
         let skip = request.skip_answered.then_some(&request.scenario_id);
         let mut members = Members::read(&self.inner.store, audience, skip).await?;
         let mut count = 0u64;
@@ -262,7 +279,7 @@ impl Campaigns {
             .transpose()?;
         let start = engine.campaign_start(&request.scenario_id, &id)?;
         let rate = self.rate(request)?;
-        engine.audience(&request.audience, &request.scenario_id)?;
+        self.audience(&request.audience, &request.scenario_id)?;
         let messages = serde_json::to_string(&start.messages)
             .map_err(|error| PipelineError::Encoding(format!("the campaign's messages cannot be encoded: {error}")))?;
         let audience = serde_json::to_string(&request.audience)
