@@ -3,7 +3,7 @@
 
 use super::Engine;
 use super::render::{QuestionRef, TimerPlan, render_in_run};
-use crate::ids::{NodeId, RunId, ScenarioId, deterministic_id};
+use crate::ids::{NodeId, RunId, ScenarioId, TimerKind, deterministic_id};
 use crate::line::messages::Message;
 use crate::values::{FieldValue, UserChanges};
 use chrono::{DateTime, NaiveDate, Utc};
@@ -273,6 +273,11 @@ pub(crate) struct CampaignStart {
     pub(crate) asks: Option<NodeId>,
     /// What each recipient's run records once LINE accepted their message.
     pub(crate) recipient: RecipientStart,
+    /// Messages of the account's monthly quota each recipient costs: the
+    /// first send, and the pushes its timers are set to make (each step, each
+    /// reminder up to `max_reminders`, an expiry's `on_expire`). Answers'
+    /// follow-ups are replies, which cost nothing.
+    pub(crate) messages_per_recipient: u32,
 }
 
 /// A recipient's part of a campaign's run, written in the commit that settles
@@ -420,7 +425,21 @@ impl Engine {
         // Rendered once for everyone: literal braces (`{{`) become braces.
         let mut messages = rendered.messages;
         super::personal::render(&mut messages, None);
+        let timer_sends: u32 = rendered
+            .timers
+            .iter()
+            .map(|plan| match plan.kind {
+                TimerKind::Step => 1,
+                TimerKind::Remind => loaded
+                    .question_timers(&plan.node)
+                    .map_or(0, |timers| timers.max_reminders),
+                TimerKind::Expire => loaded
+                    .question_timers(&plan.node)
+                    .map_or(0, |timers| u32::from(timers.on_expire.is_some())),
+            })
+            .sum();
         Ok(CampaignStart {
+            messages_per_recipient: 1 + timer_sends,
             messages,
             version: loaded.scenario.version,
             run,

@@ -61,6 +61,22 @@ impl SendError {
     }
 }
 
+/// The account's monthly message quota as LINE reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Quota {
+    /// Messages the account may send this month; `None`: no limit.
+    pub(crate) limit: Option<u64>,
+    /// Messages sent this month.
+    pub(crate) used: u64,
+}
+
+impl Quota {
+    /// What is left this month; `None`: no limit.
+    pub(crate) fn remaining(&self) -> Option<u64> {
+        self.limit.map(|limit| limit.saturating_sub(self.used))
+    }
+}
+
 #[derive(Clone)]
 pub(crate) struct LineClient {
     transport: Transport,
@@ -187,6 +203,74 @@ impl LineClient {
                 Err(error) => Err(SendError::NoAnswer(format!("the profile could not be read: {error}"))),
             },
             404 => Ok(None),
+            429 => Err(SendError::RateLimited { retry_after: None }),
+            status @ 400..=499 => Err(SendError::Rejected {
+                status,
+                reason: line_error_message(response).await,
+            }),
+            status => Err(SendError::ServerError { status }),
+        }
+    }
+
+    /// The account's message quota this month (`GET /v2/bot/message/quota`
+    /// and `/v2/bot/message/quota/consumption`); `Ok(None)` in a dry run.
+    pub(crate) async fn message_quota(&self) -> Result<Option<Quota>, SendError> {
+        #[derive(serde::Deserialize)]
+        struct Target {
+            #[serde(rename = "type")]
+            kind: String,
+            #[serde(default)]
+            value: Option<u64>,
+        }
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Consumption {
+            total_usage: u64,
+        }
+        let Some(target) = self.get_json::<Target>("/v2/bot/message/quota").await? else {
+            return Ok(None);
+        };
+        let Some(used) = self
+            .get_json::<Consumption>("/v2/bot/message/quota/consumption")
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Quota {
+            limit: (target.kind == "limited").then_some(target.value.unwrap_or(0)),
+            used: used.total_usage,
+        }))
+    }
+
+    /// A GET of `path` read as JSON; `Ok(None)` in a dry run.
+    async fn get_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<Option<T>, SendError> {
+        let (http, base_url, access_token) = match &self.transport {
+            Transport::DryRun => return Ok(None),
+            Transport::Http {
+                http,
+                base_url,
+                access_token,
+            } => (http, base_url, access_token),
+        };
+        let started = std::time::Instant::now();
+        let response = http
+            .get(format!("{base_url}{path}"))
+            .bearer_auth(access_token)
+            .send()
+            .await;
+        let called = match &response {
+            Ok(response) => LineStatus::Http(response.status().as_u16()),
+            Err(error) if error.is_timeout() => LineStatus::Timeout,
+            Err(_) => LineStatus::Error,
+        };
+        series::line_call(path, called, started.elapsed());
+        let response = response.map_err(|error| SendError::NoAnswer(error.without_url().to_string()))?;
+        match response.status().as_u16() {
+            200 => response
+                .json::<T>()
+                .await
+                .map(Some)
+                .map_err(|error| SendError::NoAnswer(format!("LINE's answer to {path} could not be read: {error}"))),
             429 => Err(SendError::RateLimited { retry_after: None }),
             status @ 400..=499 => Err(SendError::Rejected {
                 status,

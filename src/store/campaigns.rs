@@ -64,6 +64,10 @@ pub(crate) struct CampaignDoc {
     /// recipients' runs have not fired yet.
     #[serde(default)]
     pub(crate) cancel_timers: bool,
+    /// Messages of the monthly quota each recipient costs (first send and
+    /// timers' pushes); absent on campaigns created before it was counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) messages_per_recipient: Option<u32>,
     /// The send time asked for (`sendAt`), when scheduled.
     #[serde(
         default,

@@ -9,6 +9,7 @@ mod actions;
 mod admin;
 mod bad_input;
 mod branch;
+mod campaign_quota;
 mod campaign_runs;
 mod campaign_schedule;
 mod campaigns;

@@ -1,5 +1,5 @@
 use super::*;
-use crate::ids::TimerKind;
+
 use crate::scenario::load_dir;
 use serde_json::json;
 use std::sync::Arc;
@@ -206,6 +206,7 @@ fn a_campaign_sends_the_same_messages_in_one_run_and_says_what_each_recipient_re
     // A survey alone: the marker naming the run, nothing else.
     assert_eq!(start.recipient, RecipientStart::default());
     assert_eq!((start.recipient.writes(), start.recipient.chunk_size()), (1, 498));
+    assert_eq!(start.messages_per_recipient, 1);
 
     // A wait first: its step is the recipient's timer.
     let followup = engine
@@ -213,6 +214,7 @@ fn a_campaign_sends_the_same_messages_in_one_run_and_says_what_each_recipient_re
         .expect("waits are fine");
     let kinds: Vec<TimerKind> = followup.recipient.timers.iter().map(|plan| plan.kind).collect();
     assert_eq!(kinds, vec![TimerKind::Step]);
+    assert_eq!(followup.messages_per_recipient, 2, "the first send and the step");
     assert!(followup.recipient.timers.iter().all(|plan| plan.run == followup.run));
     assert_eq!(followup.asks, None);
 

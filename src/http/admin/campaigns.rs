@@ -29,6 +29,8 @@ struct CampaignBody {
     /// RFC 3339 with an offset: `2026-12-07T10:00:00+09:00`.
     #[serde(default)]
     send_at: Option<String>,
+    #[serde(default)]
+    allow_over_quota: bool,
 }
 
 fn parse_body(body: &[u8]) -> Result<(CampaignRequest, bool), AdminError> {
@@ -59,6 +61,7 @@ fn parse_body(body: &[u8]) -> Result<(CampaignRequest, bool), AdminError> {
             skip_answered: body.skip_answered,
             calls_per_second: body.calls_per_second,
             send_at,
+            allow_over_quota: body.allow_over_quota,
         },
         body.dry_run,
     ))
@@ -73,6 +76,11 @@ fn admin_error(error: CampaignError) -> AdminError {
         | CampaignError::BadRate(_)
         | CampaignError::BadKey => AdminError::BadRequest(error.to_string()),
         CampaignError::KeyReused => AdminError::KeyReused,
+        CampaignError::OverQuota(figures) => AdminError::OverQuota {
+            message: error.to_string(),
+            figures,
+        },
+        CampaignError::QuotaUnknown(_) => AdminError::Upstream(error.to_string()),
         CampaignError::UnknownCampaign(id) => AdminError::UnknownCampaign(id),
         CampaignError::Finished(state) => AdminError::Conflict {
             message: error.to_string(),
@@ -97,6 +105,12 @@ pub(crate) async fn create(
             "count": found.count,
             "sample": found.sample,
             "delivery": found.delivery,
+            "messages": found.quota.messages,
+            "quota": {
+                "limit": found.quota.limit,
+                "used": found.quota.used,
+                "remaining": found.quota.remaining,
+            },
             "startsAt": found.starts_at,
         })));
     }

@@ -43,6 +43,13 @@ pub(crate) enum AdminError {
     /// names it (`retry_key_expired`).
     #[error("{message}")]
     NeedsConfirmation { reason: &'static str, message: String },
+    /// 409: a campaign would go beyond the month's message quota; the body
+    /// carries the figures (`reason`: `over_quota`).
+    #[error("{message}")]
+    OverQuota {
+        message: String,
+        figures: crate::pipeline::campaigns::QuotaFigures,
+    },
     #[error("this Idempotency-Key was used for a different request; use a new key")]
     KeyReused,
     /// Other writers kept changing the record the call reads: trying again may
@@ -70,9 +77,10 @@ impl ResponseError for AdminError {
             | AdminError::UnknownTimer(_)
             | AdminError::UnknownUser(_)
             | AdminError::UnknownCampaign(_) => StatusCode::NOT_FOUND,
-            AdminError::Conflict { .. } | AdminError::NeedsConfirmation { .. } | AdminError::Contention(_) => {
-                StatusCode::CONFLICT
-            }
+            AdminError::Conflict { .. }
+            | AdminError::NeedsConfirmation { .. }
+            | AdminError::OverQuota { .. }
+            | AdminError::Contention(_) => StatusCode::CONFLICT,
             AdminError::KeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             AdminError::Upstream(_) => StatusCode::BAD_GATEWAY,
             AdminError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -95,6 +103,15 @@ impl ResponseError for AdminError {
         }
         if let AdminError::NeedsConfirmation { reason, .. } = self {
             body["reason"] = serde_json::Value::from(*reason);
+        }
+        if let AdminError::OverQuota { figures, .. } = self {
+            body["reason"] = serde_json::Value::from("over_quota");
+            body["messages"] = serde_json::Value::from(figures.messages);
+            body["quota"] = serde_json::json!({
+                "limit": figures.limit,
+                "used": figures.used,
+                "remaining": figures.remaining,
+            });
         }
         response.json(body)
     }

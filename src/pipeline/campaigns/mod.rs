@@ -17,6 +17,9 @@
 mod chunk;
 mod driver;
 mod members;
+mod quota;
+
+pub(crate) use quota::QuotaFigures;
 
 pub(crate) use crate::engine::campaign::{AudienceRequest, CampaignStartError};
 
@@ -56,6 +59,9 @@ pub(crate) struct CampaignRequest {
     /// When to send it (absent: now).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) send_at: Option<chrono::DateTime<chrono::FixedOffset>>,
+    /// Create it even when it would go beyond the month's message quota.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) allow_over_quota: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -74,6 +80,16 @@ pub(crate) enum CampaignError {
     KeyReused,
     #[error("no campaign with id {0:?}")]
     UnknownCampaign(String),
+    /// It would send more messages than the month's quota has left.
+    #[error(
+        "the campaign would send {} messages and the month's quota has {} left; send to fewer users, or set \"allowOverQuota\": true",
+        .0.messages,
+        .0.remaining.unwrap_or(0)
+    )]
+    OverQuota(QuotaFigures),
+    /// LINE did not say what is left of the quota.
+    #[error("LINE's message quota could not be read ({0}); try again, or set \"allowOverQuota\": true")]
+    QuotaUnknown(String),
     #[error(
         "the campaign is {0} and cannot be cancelled: everything was sent (with {{\"cancelTimers\": true}} a cancel still stops its recipients' reminders, expiries and steps)"
     )]
@@ -97,6 +113,8 @@ pub(crate) struct DryRun {
     pub(crate) sample: Vec<String>,
     /// How its messages would go out (see [`CampaignStatus::delivery`]).
     pub(crate) delivery: &'static str,
+    /// What it would send against the month's quota.
+    pub(crate) quota: QuotaFigures,
     /// When a campaign with this `sendAt` would fire (after quiet hours).
     pub(crate) starts_at: Option<String>,
 }
@@ -124,6 +142,10 @@ pub(crate) struct CampaignStatus {
     /// several writes of the chunk's settle).
     pub(crate) chunk_size: u32,
     pub(crate) cancel_timers: bool,
+    /// Once planned: what it sends against the month's quota (LINE's figures
+    /// read within the last minute).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) quota: Option<QuotaFigures>,
     pub(crate) skip_answered: bool,
     pub(crate) calls_per_second: u32,
     pub(crate) aggregation_unit: String,
@@ -150,6 +172,7 @@ struct Inner {
     line: LineClient,
     policy: RetryPolicy,
     default_rate: u32,
+    quota: quota::QuotaReader,
     /// Users with this tag are in no audience (`CAMPAIGN_OPT_OUT_TAG`).
     opt_out_tag: String,
     /// Creation and end times, lease checks and chunk wake times read it.
@@ -194,6 +217,7 @@ impl Campaigns {
             inner: Arc::new(Inner {
                 engine,
                 store,
+                quota: quota::QuotaReader::new(line.clone()),
                 line,
                 policy,
                 default_rate,
@@ -235,13 +259,30 @@ impl Campaigns {
     /// Counts the audience and shows some of it; sends and stores nothing.
     pub(crate) async fn dry_run(&self, request: &CampaignRequest) -> Result<DryRun, CampaignError> {
         let engine = &self.inner.engine;
-        engine.campaign_start(&request.scenario_id, "dry-run")?;
+        let start = engine.campaign_start(&request.scenario_id, "dry-run")?;
         self.rate(request)?;
         let starts_at = request
             .send_at
             .map(|at| engine.campaign_starts_at(&request.scenario_id, at.to_utc(), self.inner.clock.now()))
             .transpose()?;
         let audience = self.audience(&request.audience, &request.scenario_id)?;
+        let (count, sample) = self.count(request, audience).await?;
+        let quota = self.inner.quota.for_status().await;
+        Ok(DryRun {
+            count,
+            sample,
+            delivery: MULTICAST,
+            quota: QuotaFigures::of(count.saturating_mul(u64::from(start.messages_per_recipient)), quota),
+            starts_at: starts_at.map(|at| at.to_rfc3339()),
+        })
+    }
+
+    /// The audience's size now, and up to [`SAMPLE_SIZE`] of its users.
+    async fn count(
+        &self,
+        request: &CampaignRequest,
+        audience: crate::engine::campaign::Audience,
+    ) -> Result<(u64, Vec<String>), CampaignError> {
         let skip = request.skip_answered.then_some(&request.scenario_id);
         let mut members = Members::read(&self.inner.store, audience, skip).await?;
         let mut count = 0u64;
@@ -250,22 +291,41 @@ impl Campaigns {
             count += page.len() as u64;
             sample.extend(page.into_iter().take(SAMPLE_SIZE.saturating_sub(sample.len())));
         }
-        Ok(DryRun {
-            count,
-            sample,
-            delivery: MULTICAST,
-            starts_at: starts_at.map(|at| at.to_rfc3339()),
-        })
+        Ok((count, sample))
+    }
+
+    /// Refuses a campaign that would send more than the month's quota has
+    /// left, counting its audience now (a dry run's reads), unless the
+    /// request allows it.
+    async fn check_quota(&self, request: &CampaignRequest, per_recipient: u32) -> Result<(), CampaignError> {
+        if request.allow_over_quota {
+            return Ok(());
+        }
+        let quota = self
+            .inner
+            .quota
+            .now()
+            .await
+            .map_err(|error| CampaignError::QuotaUnknown(error.to_string()))?;
+        // No limit (or a dry run): nothing to count against.
+        if quota.is_none_or(|quota| quota.limit.is_none()) {
+            return Ok(());
+        }
+        let audience = self.audience(&request.audience, &request.scenario_id)?;
+        let (count, _) = self.count(request, audience).await?;
+        let figures = QuotaFigures::of(count.saturating_mul(u64::from(per_recipient)), quota);
+        if figures.over() {
+            return Err(CampaignError::OverQuota(figures));
+        }
+        Ok(())
     }
 
     /// Creates the campaign (or finds the one this key created) and returns its id.
     pub(crate) async fn create(&self, key: &str, request: &CampaignRequest) -> Result<String, CampaignError> {
         let id = campaign_id(key).ok_or(CampaignError::BadKey)?;
-        // The key first: a retry of a scheduled campaign is the same campaign,
-        // even once its send time has passed.
-        if request.send_at.is_some()
-            && let Some(existing) = self.inner.store.campaign(&id).await?
-        {
+        // The key first: a retry of a created campaign is the same campaign,
+        // even once its send time has passed or its messages used the quota.
+        if let Some(existing) = self.inner.store.campaign(&id).await? {
             return if existing.doc.request_hash == request_hash(request) {
                 Ok(id)
             } else {
@@ -289,6 +349,7 @@ impl Campaigns {
                 "what the campaign records per recipient cannot be encoded: {error}"
             ))
         })?;
+        self.check_quota(request, start.messages_per_recipient).await?;
         let chunk_size = u32::try_from(start.recipient.chunk_size()).unwrap_or(1);
         let doc = CampaignDoc {
             scenario_id: request.scenario_id.to_string(),
@@ -304,6 +365,7 @@ impl Campaigns {
             asks_node: start.asks.as_ref().map(ToString::to_string),
             recipient: Some(recipient),
             chunk_size: Some(chunk_size),
+            messages_per_recipient: Some(start.messages_per_recipient),
             cancel_timers: false,
             send_at: request.send_at.map(|at| super::instant(at.to_utc())),
             starts_at: starts_at.map(super::instant),
@@ -370,6 +432,13 @@ impl Campaigns {
 
     async fn report(&self, stored: Stored<CampaignDoc>) -> Result<CampaignStatus, StoreError> {
         let doc = stored.doc;
+        let quota = match (doc.messages_per_recipient, doc.plan_id.is_some()) {
+            (Some(per), true) => Some(QuotaFigures::of(
+                doc.planned.saturating_mul(u64::from(per)),
+                self.inner.quota.for_status().await,
+            )),
+            _ => None,
+        };
         let counts = match (&doc.counts, &doc.plan_id) {
             (Some(counts), _) => *counts,
             (None, Some(plan)) => self.inner.store.chunk_counts(&stored.id, plan).await?,
@@ -390,6 +459,7 @@ impl Campaigns {
                 .chunk_size
                 .unwrap_or(u32::try_from(crate::engine::campaign::CHUNK_SIZE).unwrap_or(500)),
             cancel_timers: doc.cancel_timers,
+            quota,
             skip_answered: doc.skip_answered,
             calls_per_second: doc.calls_per_second,
             aggregation_unit: doc.aggregation_unit,

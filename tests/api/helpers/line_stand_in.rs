@@ -21,6 +21,10 @@
 //!   apart from the send calls.
 //! - A message over one of LINE's limits, counted as LINE counts them, answers
 //!   400 and delivers nothing (see `line_limits`).
+//! - `GET /v2/bot/message/quota` answers `{"type": "none"}` unless a test set a
+//!   monthly limit ([`LineStandIn::set_quota`]); `/v2/bot/message/quota/consumption`
+//!   answers what was used: the month's usage a test set, plus one per push and
+//!   per multicast recipient accepted (replies are free, as on LINE).
 //!
 //! It records every call, with the status it answered, whether the message went
 //! out, and how long the answer was held back. It can inject faults: queued ones
@@ -180,6 +184,9 @@ struct State {
     profile_random: (f64, f64),
     /// The user id of every profile call, in arrival order.
     profile_calls: Vec<String>,
+    /// The month's message limit (`None`: `{"type": "none"}`) and what was
+    /// used before the test began.
+    quota: (Option<u64>, u64),
 }
 
 impl Default for State {
@@ -199,6 +206,7 @@ impl Default for State {
             profile_faults: VecDeque::new(),
             profile_random: (0.0, 0.0),
             profile_calls: Vec::new(),
+            quota: (None, 0),
         }
     }
 }
@@ -346,6 +354,44 @@ impl Respond for LineResponder {
     }
 }
 
+/// `GET /v2/bot/message/quota` and `.../quota/consumption`.
+struct QuotaResponder {
+    state: Arc<Mutex<State>>,
+}
+
+impl Respond for QuotaResponder {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let authorized = request
+            .headers
+            .get("authorization")
+            .and_then(|value| value.to_str().ok())
+            == Some(&format!("Bearer {ACCESS_TOKEN}"));
+        if !authorized {
+            return ResponseTemplate::new(401).set_body_json(serde_json::json!({"message": "Authentication failed"}));
+        }
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let (limit, used_before) = state.quota;
+        if request.url.path().ends_with("/consumption") {
+            let sent: usize = state
+                .calls
+                .iter()
+                .filter(|call| call.accepted)
+                .map(|call| match (call.is_multicast(), call.to()) {
+                    (true, _) => call.recipients().len(),
+                    (false, Some(_)) => 1,
+                    (false, None) => 0,
+                })
+                .sum();
+            return ResponseTemplate::new(200)
+                .set_body_json(serde_json::json!({"totalUsage": used_before + sent as u64}));
+        }
+        ResponseTemplate::new(200).set_body_json(match limit {
+            Some(limit) => serde_json::json!({"type": "limited", "value": limit}),
+            None => serde_json::json!({"type": "none"}),
+        })
+    }
+}
+
 const PROFILE_PATH: &str = "/v2/bot/profile/";
 
 /// `GET /v2/bot/profile/{userId}`.
@@ -434,11 +480,21 @@ impl LineStandIn {
             .respond_with(ProfileResponder { state: state.clone() })
             .mount(&server)
             .await;
+        Mock::given(method("GET"))
+            .and(wiremock::matchers::path_regex("^/v2/bot/message/quota(/consumption)?$"))
+            .respond_with(QuotaResponder { state: state.clone() })
+            .mount(&server)
+            .await;
         Self { server, state }
     }
 
     pub fn uri(&self) -> String {
         self.server.uri()
+    }
+
+    /// The month's message limit (`None`: none) and what was used before.
+    pub fn set_quota(&self, limit: Option<u64>, used: u64) {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).quota = (limit, used);
     }
 
     /// Faults for the next pushes, in order.
