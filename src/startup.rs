@@ -171,7 +171,7 @@ impl Application {
         );
 
         let campaigns = Campaigns::new(
-            engine.clone(),
+            versions.clone(),
             store.clone(),
             campaign_line,
             policy,

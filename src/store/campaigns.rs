@@ -19,7 +19,7 @@ use super::docs::{DeadLetterDoc, DeadLetterKind};
 use super::inbox::dead_letter_id;
 use super::lease::{Stored, document_id};
 use super::round_trips::Timed;
-use super::writes::{CommitOutcome, Expect, create, expecting, merge, set};
+use super::writes::{CommitOutcome, Expect, create, expecting, merge, merge_deleting, set};
 use super::{Store, StoreError, Version, classify};
 use firestore::FirestoreInstant;
 use firestore::select_filter_builder::FirestoreQueryFilterBuilder;
@@ -82,6 +82,12 @@ pub(crate) struct CampaignDoc {
         skip_serializing_if = "Option::is_none"
     )]
     pub(crate) starts_at: Option<FirestoreInstant>,
+    /// `starts_at` in ms, present only while scheduled: the due query ranges
+    /// over it (its single-field index), so campaigns scheduled far ahead
+    /// never crowd out the due ones, and it goes with the move out of
+    /// `scheduled`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) fire_at_ms: Option<i64>,
     pub(crate) state: CampaignState,
     /// The plan being sent (chunk ids start with it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -163,15 +169,16 @@ pub(crate) struct ChunkDoc {
     /// When it was first claimed: LINE keeps a retry key for 24 hours.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) first_attempt_ms: Option<i64>,
-    /// The same instant by Firestore's clock (the first claim's commit time):
-    /// a recipient's record changed after it may be their answer to a message
+    /// The claim whose call may have reached LINE first, of the attempts not
+    /// settled since (Firestore's clock: that claim's commit time). A
+    /// recipient's record changed after it may be their reaction to a message
     /// that reached them, which a later settle must not undo.
     #[serde(
         default,
         with = "firestore::serialize_as_optional_timestamp",
         skip_serializing_if = "Option::is_none"
     )]
-    pub(crate) first_claimed_at: Option<FirestoreInstant>,
+    pub(crate) uncertain_since: Option<FirestoreInstant>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) last_error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -296,7 +303,7 @@ const CHUNK_FIELDS_BUT_USERS: [&str; 14] = [
     "wakeAtMs",
     "attempts",
     "firstAttemptMs",
-    "firstClaimedAt",
+    "uncertainSince",
     "lastError",
     "lineStatus",
     "uncertain",
@@ -329,7 +336,9 @@ impl Store {
         self.get_stored(CAMPAIGNS, id).await
     }
 
-    /// Campaigns waiting for their send time, at most `limit`, in no order.
+    /// Campaigns waiting for their send time, soonest first, at most `limit`.
+    /// `fireAtMs` exists only while a campaign is scheduled, and its
+    /// single-field index serves the order.
     pub(crate) async fn scheduled_campaigns(&self, limit: u32) -> Result<Vec<Stored<CampaignDoc>>, StoreError> {
         super::round_trips::count();
         let documents: Vec<Document> = self
@@ -337,7 +346,7 @@ impl Store {
             .fluent()
             .select()
             .from(CAMPAIGNS)
-            .filter(|q| q.for_all([q.field("state").eq(CampaignState::Scheduled.as_str())]))
+            .order(|o| o.fields([o.field("fireAtMs").ascending()]))
             .limit(limit)
             .query()
             .timed(super::round_trips::QUERY)
@@ -381,11 +390,10 @@ impl Store {
         Ok(documents.first().map(|document| document_id(&document.name).to_owned()))
     }
 
-    /// Campaigns waiting for their send time, planning, sending or being cancelled.
+    /// Campaigns planning, sending or being cancelled.
     pub(crate) async fn active_campaigns(&self) -> Result<Vec<Stored<CampaignDoc>>, StoreError> {
         super::round_trips::count();
         let active: Vec<&str> = [
-            CampaignState::Scheduled,
             CampaignState::Planning,
             CampaignState::Sending,
             CampaignState::Cancelling,
@@ -426,8 +434,14 @@ impl Store {
         version: Version,
         change: &CampaignChange,
     ) -> Result<Option<Version>, StoreError> {
+        // Out of `scheduled`, out of the due query.
+        let unscheduled: &[&str] = if change.state.is_some_and(|state| state != CampaignState::Scheduled) {
+            &["fireAtMs"]
+        } else {
+            &[]
+        };
         let write = expecting(
-            merge(self.document_path(CAMPAIGNS, id), change, Vec::new())?,
+            merge_deleting(self.document_path(CAMPAIGNS, id), change, unscheduled, Vec::new())?,
             Expect::At(version),
         );
         self.commit(vec![write]).await.first_version()
@@ -554,10 +568,12 @@ impl Store {
             first_attempt_ms: chunk.doc.first_attempt_ms.unwrap_or(now.as_millisecond()),
             uncertain: true,
         };
-        let first_claim = if chunk.doc.first_claimed_at.is_none() {
-            vec![super::writes::commit_time("firstClaimedAt")]
-        } else {
+        // A claim of a chunk no earlier call of which may have reached LINE
+        // begins the window in which its users may have got it.
+        let first_claim = if chunk.doc.uncertain {
             Vec::new()
+        } else {
+            vec![super::writes::commit_time("uncertainSince")]
         };
         let write = expecting(
             merge(self.document_path(CAMPAIGN_CHUNKS, &chunk.id), &claim, first_claim)?,
@@ -749,10 +765,19 @@ pub(crate) struct RecipientPart<'a> {
 /// A recipient's marker and open question as a recovering settle reads them.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RecipientRead {
-    /// The marker: its run and version, or `None` when absent.
-    pub(crate) marker: Option<(Option<String>, Version)>,
+    /// The marker, or `None` when absent.
+    pub(crate) marker: Option<MarkerRead>,
     /// The open question's version, or `None` when none is open.
     pub(crate) question: Option<Version>,
+}
+
+/// What a recovering settle needs of a recipient's marker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MarkerRead {
+    pub(crate) run: Option<String>,
+    /// When a trigger or card last started the scenario (event time, ms).
+    pub(crate) last_started_ms: Option<i64>,
+    pub(crate) version: Version,
 }
 
 impl Store {
@@ -783,9 +808,12 @@ impl Store {
         questions: bool,
     ) -> Result<Vec<RecipientRead>, StoreError> {
         #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
         struct Marker {
             #[serde(default)]
             run: Option<String>,
+            #[serde(default, with = "firestore::serialize_as_optional_timestamp")]
+            last_started_at: Option<FirestoreInstant>,
         }
         let mut paths: Vec<String> = marker_ids
             .iter()
@@ -802,7 +830,11 @@ impl Store {
                 .as_ref()
                 .map(|document| -> Result<_, StoreError> {
                     let read: Marker = firestore::FirestoreDb::deserialize_doc_to(document)?;
-                    Ok((read.run, Version::new(document.update_time.unwrap_or_default())))
+                    Ok(MarkerRead {
+                        run: read.run,
+                        last_started_ms: read.last_started_at.map(firestore::jiff::Timestamp::as_millisecond),
+                        version: Version::new(document.update_time.unwrap_or_default()),
+                    })
                 })
                 .transpose()?;
             let question = open

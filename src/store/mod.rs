@@ -42,6 +42,8 @@ mod versions;
 mod writes;
 
 pub(crate) use backlog::Backlog;
+#[cfg(test)]
+pub(crate) use campaigns::MarkerRead;
 pub(crate) use campaigns::{
     CampaignChange, CampaignCreate, CampaignDoc, CampaignState, ChunkCounts, ChunkDoc, ChunkEnd, ChunkState,
     RecipientPart, RecipientRead, UserScan, chunk_id,

@@ -58,8 +58,8 @@ async fn a_scheduled_campaign_fires_once_at_its_time_with_three_instances_runnin
     let _second = spawn_app_with(first.beside()).await;
     let _third = spawn_app_with(first.beside()).await;
     let users = seed_users(&first.firestore, USERS, |_| true, |_| false).await;
-    let body = json!({"scenarioId": "lunch", "sendAt": send_at(TimeDelta::seconds(3))});
-    let id = start_campaign(&first.address, &body, "lunch-at-3s").await;
+    let body = json!({"scenarioId": "lunch", "sendAt": send_at(TimeDelta::seconds(5))});
+    let id = start_campaign(&first.address, &body, "lunch-at-5s").await;
 
     let scheduled = status(&first, &id).await;
     assert_eq!(scheduled["state"], "scheduled");
@@ -120,7 +120,7 @@ async fn a_scheduled_campaign_fires_once_at_its_time_with_three_instances_runnin
 async fn a_scheduled_campaign_cancelled_before_its_time_sends_nothing() {
     let app = spawn_app().await;
     seed_users(&app.firestore, 5, |_| true, |_| false).await;
-    let body = json!({"scenarioId": "lunch", "sendAt": send_at(TimeDelta::seconds(2))});
+    let body = json!({"scenarioId": "lunch", "sendAt": send_at(TimeDelta::seconds(5))});
     let id = start_campaign(&app.address, &body, "lunch-cancelled").await;
     let cancel: Value = reqwest::Client::new()
         .post(format!("{}/admin/campaigns/{id}/cancel", app.address))
@@ -132,7 +132,10 @@ async fn a_scheduled_campaign_cancelled_before_its_time_sends_nothing() {
         .await
         .unwrap();
     assert_eq!(cancel["state"], "cancelled");
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Well past its time (the campaign loop looks every 100 ms here).
+    while Utc::now() < at(&body["sendAt"]) + TimeDelta::seconds(2) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let after = status(&app, &id).await;
     assert_eq!(after["state"], "cancelled");
     assert_eq!(after["sent"], json!(0));
@@ -162,8 +165,8 @@ async fn send_times_past_or_too_far_are_refused_but_a_retry_after_the_time_is_th
         "a refused campaign is not stored"
     );
 
-    // Created for 1 s from now, then retried once its time has passed.
-    let body = json!({"scenarioId": "lunch", "sendAt": send_at(TimeDelta::seconds(1))});
+    // Created for a few seconds from now, then retried once its time has passed.
+    let body = json!({"scenarioId": "lunch", "sendAt": send_at(TimeDelta::seconds(4))});
     let first = post(&app, &body, "retried").await;
     assert_eq!(first.status(), 202);
     let id = first.json::<Value>().await.unwrap()["campaignId"].clone();

@@ -120,6 +120,9 @@ impl ChunkTurn<'_> {
         let now_ms = self.campaigns.now().as_millisecond();
         let first_attempt = chunk.doc.first_attempt_ms.unwrap_or(now_ms);
         let mut users = Vec::new();
+        // Since when its users may have it (Firestore's time), and whether they
+        // may have had time to act on it before the settle lands.
+        let mut window = Window::default();
         let end = if chunk.doc.uncertain && now_ms - first_attempt > RETRY_KEY_WINDOW_MS {
             ChunkEnd::Failed {
                 error: "not settled within LINE's 24-hour retry key window; it may have reached its users".into(),
@@ -132,12 +135,18 @@ impl ChunkTurn<'_> {
             };
             users = read.doc.users;
             let retry_key = ActionKey::campaign_chunk(&chunk.id).retry_key();
+            let called = std::time::Instant::now();
             let result = self
                 .campaigns
                 .inner
                 .line
                 .multicast(&users, self.messages, Some(self.unit), retry_key)
                 .await;
+            window = Window {
+                since_ms: read.doc.uncertain_since.map(firestore::jiff::Timestamp::as_millisecond),
+                recovering: chunk.doc.uncertain,
+                slow_call: called.elapsed() > REACTION_TIME,
+            };
             self.end_of(chunk, result)
         };
         let outcome = match &end {
@@ -152,7 +161,7 @@ impl ChunkTurn<'_> {
             let scenario = crate::ids::ScenarioId::parse(self.scenario_id).ok()?;
             let node = crate::ids::NodeId::parse(node).ok()?;
             super::super::asked_on(
-                &self.campaigns.inner.engine,
+                self.campaigns.engine(),
                 &scenario,
                 Some(&node),
                 &crate::engine::Arms::default(),
@@ -161,7 +170,7 @@ impl ChunkTurn<'_> {
             .asks
         });
         let sent_count = asks.as_ref().map(|asks| (self.scenario_id, asks));
-        if !self.settle(chunk, claimed, &end, sent_count, &users).await? {
+        if !self.settle(chunk, claimed, &end, sent_count, &users, window).await? {
             return Ok(TurnOutcome::NotSettled);
         }
         crate::metrics::series::campaign_chunk(outcome, chunk.doc.count);
@@ -175,10 +184,13 @@ impl ChunkTurn<'_> {
     }
 
     /// Settles the chunk conditional on the claim, with its recipients' runs
-    /// when LINE took it. A chunk an earlier turn may have sent (uncertain)
-    /// reads its recipients first: one who answered or started anew since
-    /// then keeps what they did, and each part written names the marker as
-    /// read, so a change that lands meanwhile makes the settle read again.
+    /// when LINE took it. When its users may have had time to act on it first
+    /// (an earlier turn's call may have reached them, or this call was slow),
+    /// it reads their markers and open questions: one who started the
+    /// scenario anew since keeps that run, an open question that changed
+    /// since stays, and each part written names the marker as read, so a
+    /// change that lands meanwhile makes the settle read again. Timers are
+    /// scheduled by the scenario version the run is pinned to.
     /// `Ok(false)`: the chunk moved on.
     async fn settle(
         &self,
@@ -187,15 +199,23 @@ impl ChunkTurn<'_> {
         end: &ChunkEnd,
         sent_count: Option<(&str, &crate::store::AsksDoc)>,
         users: &[String],
+        window: Window,
     ) -> Result<bool, PipelineError> {
         let store = &self.campaigns.inner.store;
         let (ChunkEnd::Sent, Some(runs)) = (end, self.runs) else {
             return Ok(store.settle_chunk(chunk, claimed, end, sent_count, &[]).await?);
         };
+        let engine = self
+            .campaigns
+            .inner
+            .versions
+            .engine_for(&runs.scenario, runs.version)
+            .await?;
         let now = self.campaigns.inner.clock.now();
         let recipients = runs.recipients(users);
+        let reads_first = window.recovering || window.slow_call;
         for _ in 0..SETTLE_ROUNDS {
-            let reads = if chunk.doc.uncertain {
+            let reads = if reads_first {
                 let ids: Vec<&str> = recipients.iter().map(|recipient| recipient.user.as_str()).collect();
                 let markers: Vec<String> = recipients.iter().map(|recipient| recipient.marker_id.clone()).collect();
                 let read = store
@@ -205,20 +225,19 @@ impl ChunkTurn<'_> {
             } else {
                 None
             };
-            let since = chunk
-                .doc
-                .first_claimed_at
-                .map_or(chunk.doc.first_attempt_ms, |at| Some(at.as_millisecond()));
-            let engine = &self.campaigns.inner.engine;
             let parts: Vec<RecipientPart<'_>> = recipients
                 .iter()
                 .enumerate()
                 .filter_map(|(index, recipient)| {
-                    let marker_read = match &reads {
-                        None => None,
-                        Some(reads) => Some(still_ours(reads.get(index)?, &runs.run, since)?),
+                    let part = match &reads {
+                        None => Part::Whole(None),
+                        Some(reads) => still_ours(reads.get(index)?, &runs.run, window.since_ms),
                     };
-                    Some(runs.part(engine, recipient, marker_read, now))
+                    match part {
+                        Part::Skip => None,
+                        Part::Whole(marker) => Some(runs.part(&engine, recipient, marker, true, now)),
+                        Part::KeepingQuestion(marker) => Some(runs.part(&engine, recipient, marker, false, now)),
+                    }
                 })
                 .collect();
             if store.settle_chunk(chunk, claimed, end, sent_count, &parts).await? {
@@ -336,6 +355,7 @@ impl Runs {
         engine: &crate::engine::Engine,
         recipient: &'a Recipient,
         marker_read: Option<crate::store::Expect>,
+        opens: bool,
         now: chrono::DateTime<chrono::Utc>,
     ) -> RecipientPart<'a> {
         let timers = LineUserId::parse(recipient.user.clone())
@@ -355,6 +375,7 @@ impl Runs {
                 .start
                 .opens
                 .as_ref()
+                .filter(|_| opens)
                 .map(|opens| crate::pipeline::typed::opening(&recipient.user, opens, None, now)),
             timers,
             changes: &self.start.changes,
@@ -363,31 +384,65 @@ impl Runs {
     }
 }
 
-/// Whether a recovering settle still writes a recipient's part, and on what
-/// marker: `None` when the recipient already holds this run (they answered
-/// the message that did reach them) or their marker or open question changed
-/// after the chunk was first claimed (`since`, ms: they moved on, perhaps
-/// because of it); otherwise the marker as read, which the write names.
-fn still_ours(read: &RecipientRead, run: &str, since: Option<i64>) -> Option<crate::store::Expect> {
-    let changed_since = |version: Version| since.is_none_or(|since| version.as_millis() > since);
-    if let Some((held_run, version)) = &read.marker
-        && (held_run.as_deref() == Some(run) || changed_since(*version))
-    {
-        return None;
+/// How long a user takes at least to act on a message that reached them: a
+/// settle landing within it of the call cannot have been overtaken.
+const REACTION_TIME: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// When a chunk's users may have had its message.
+#[derive(Debug, Clone, Copy, Default)]
+struct Window {
+    /// From this claim's commit on (Firestore's time), or an earlier one's
+    /// whose call may have reached LINE.
+    since_ms: Option<i64>,
+    /// An earlier turn's call may have reached them.
+    recovering: bool,
+    /// This turn's call took longer than [`REACTION_TIME`].
+    slow_call: bool,
+}
+
+/// What a settle that read a recipient writes for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// Nothing: they already hold this run, or started the scenario anew
+    /// since the message may have reached them (that newer run wins).
+    Skip,
+    /// Their whole part, on the marker as read.
+    Whole(Option<crate::store::Expect>),
+    /// Their part without opening the question: their open question changed
+    /// since the message may have reached them, and stays.
+    KeepingQuestion(Option<crate::store::Expect>),
+}
+
+/// What a settle that read `read` writes for one recipient of `run`, whose
+/// message may have reached them from `since` on (ms, Firestore's time; no
+/// time known: any change counts as after). A marker that changed since
+/// without a new start (an answer to the campaign's buttons, say) gets the
+/// run, so the answer's follow-ups in it go on.
+fn still_ours(read: &RecipientRead, run: &str, since: Option<i64>) -> Part {
+    let after = |ms: i64| since.is_none_or(|since| ms > since);
+    if let Some(marker) = &read.marker {
+        if marker.run.as_deref() == Some(run) {
+            return Part::Skip;
+        }
+        if after(marker.version.as_millis()) && marker.last_started_ms.is_some_and(after) {
+            return Part::Skip;
+        }
     }
-    if read.question.is_some_and(changed_since) {
-        return None;
-    }
-    Some(match &read.marker {
-        Some((_, version)) => crate::store::Expect::At(*version),
+    let marker = Some(match &read.marker {
+        Some(marker) => crate::store::Expect::At(marker.version),
         None => crate::store::Expect::Absent,
-    })
+    });
+    if read.question.is_some_and(|version| after(version.as_millis())) {
+        Part::KeepingQuestion(marker)
+    } else {
+        Part::Whole(marker)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Expect;
+    use crate::store::{Expect, MarkerRead};
 
     fn at(ms: i64) -> Version {
         Version::new_for_tests(gcloud_sdk::prost_types::Timestamp {
@@ -397,36 +452,65 @@ mod tests {
     }
 
     #[test]
-    fn a_recovering_settle_leaves_recipients_who_acted_since_the_first_claim_alone() {
+    fn a_settle_that_read_keeps_what_users_did_since_the_message_may_have_reached_them() {
         const RUN: &str = "kabc";
-        let first_claim = Some(10_000);
-        let marker = |run: &str, ms| Some((Some(run.to_owned()), at(ms)));
-        // (marker, open question, expected)
+        let since = Some(10_000);
+        let marker = |run: &str, changed, started: Option<i64>| {
+            Some(MarkerRead {
+                run: Some(run.to_owned()),
+                last_started_ms: started,
+                version: at(changed),
+            })
+        };
+        // (marker, open question, what is written)
         let cases = [
-            (None, None, Some(Expect::Absent)),
-            (marker("older", 9_000), None, Some(Expect::At(at(9_000)))),
-            (marker("older", 9_000), Some(at(8_000)), Some(Expect::At(at(9_000)))),
-            // Already in this run: their answer to the message that arrived.
-            (marker(RUN, 9_000), None, None),
-            (marker(RUN, 11_000), None, None),
-            // Started something else after the first claim.
-            (marker("newer", 11_000), None, None),
-            // Another question opened for them since.
-            (None, Some(at(12_000)), None),
-            (marker("older", 9_000), Some(at(12_000)), None),
+            (None, None, Part::Whole(Some(Expect::Absent))),
+            (
+                marker("older", 9_000, Some(8_000)),
+                None,
+                Part::Whole(Some(Expect::At(at(9_000)))),
+            ),
+            // Already in this run.
+            (marker(RUN, 9_000, None), None, Part::Skip),
+            (marker(RUN, 11_000, None), None, Part::Skip),
+            // Started anew after the message may have reached them: that run wins.
+            (marker("newer", 11_000, Some(10_500)), None, Part::Skip),
+            // Answered since (no new start): the run is written, on that marker.
+            (
+                marker("older", 11_000, Some(8_000)),
+                None,
+                Part::Whole(Some(Expect::At(at(11_000)))),
+            ),
+            (
+                marker("older", 11_000, None),
+                None,
+                Part::Whole(Some(Expect::At(at(11_000)))),
+            ),
+            // A question opened for them since stays open.
+            (None, Some(at(12_000)), Part::KeepingQuestion(Some(Expect::Absent))),
+            (
+                marker("older", 9_000, None),
+                Some(at(12_000)),
+                Part::KeepingQuestion(Some(Expect::At(at(9_000)))),
+            ),
+            (
+                marker("older", 9_000, None),
+                Some(at(9_500)),
+                Part::Whole(Some(Expect::At(at(9_000)))),
+            ),
         ];
         for (marker, question, expected) in cases {
             let read = RecipientRead {
                 marker: marker.clone(),
                 question,
             };
-            assert_eq!(still_ours(&read, RUN, first_claim), expected, "{marker:?} {question:?}");
+            assert_eq!(still_ours(&read, RUN, since), expected, "{marker:?} {question:?}");
         }
-        // No first claim recorded (an older chunk): any marker counts as changed.
+        // No time known (an older chunk): a start at any time counts as after.
         let read = RecipientRead {
-            marker: marker("older", 1),
+            marker: marker("older", 1, Some(1)),
             question: None,
         };
-        assert_eq!(still_ours(&read, RUN, None), None);
+        assert_eq!(still_ours(&read, RUN, None), Part::Skip);
     }
 }

@@ -169,8 +169,21 @@ impl Campaigns {
     /// unchanged since: a cancel read by the heartbeat, or one that lands
     /// meanwhile, is never overwritten. `Ok(false)`: not applied.
     async fn change(&self, lease: &Lease, from: CampaignState, change: CampaignChange) -> Result<bool, Stop> {
+        self.change_if(lease, from, change, |_| true).await
+    }
+
+    /// [`Self::change`], only if `allowed` holds for the campaign as last
+    /// read (under the same lock as the write, so a heartbeat's fresher read
+    /// is what it judges).
+    async fn change_if(
+        &self,
+        lease: &Lease,
+        from: CampaignState,
+        change: CampaignChange,
+        allowed: impl Fn(&CampaignDoc) -> bool,
+    ) -> Result<bool, Stop> {
         let mut held = lease.held.lock().await;
-        if held.doc.state != from {
+        if held.doc.state != from || !allowed(&held.doc) {
             return Ok(false);
         }
         match self
@@ -399,9 +412,13 @@ impl Campaigns {
         loop {
             let pending = store.pending_chunks(&lease.id, &plan_id, CHUNK_PAGE).await?;
             if pending.is_empty() {
-                self.cancel_timers(lease).await?;
+                let swept = self.cancel_timers(lease).await?;
+                // A cancel asking for the timers that landed after the sweep
+                // decided: not cancelled yet; the next round sweeps.
                 return self
-                    .finish(lease, CampaignState::Cancelling, CampaignState::Cancelled)
+                    .finish_if(lease, CampaignState::Cancelling, CampaignState::Cancelled, |doc| {
+                        !doc.cancel_timers || swept
+                    })
                     .await;
             }
             // Claimed, perhaps on its way to LINE, or waiting for a retry: its
@@ -435,10 +452,15 @@ impl Campaigns {
     /// With `cancelTimers`, cancels the timers of the recipients' runs that
     /// have not fired: once no chunk is left to settle, so none that a chunk
     /// in flight scheduled is missed.
-    async fn cancel_timers(&self, lease: &Lease) -> Result<(), Stop> {
+    /// `Ok(true)` when the campaign as read asked for it (and it was done).
+    async fn cancel_timers(&self, lease: &Lease) -> Result<bool, Stop> {
         let doc = lease.doc().await;
-        if !doc.cancel_timers || doc.recipient.is_none() {
-            return Ok(());
+        if !doc.cancel_timers {
+            return Ok(false);
+        }
+        if doc.recipient.is_none() {
+            // A campaign from before runs: it scheduled nothing.
+            return Ok(true);
         }
         let cancelled = self
             .inner
@@ -450,11 +472,22 @@ impl Campaigns {
             outcome = "timers_cancelled",
             "the campaign's timers were cancelled"
         );
-        Ok(())
+        Ok(true)
     }
 
     /// Records the campaign's end and its final counts.
     async fn finish(&self, lease: &Lease, from: CampaignState, to: CampaignState) -> Result<(), Stop> {
+        self.finish_if(lease, from, to, |_| true).await
+    }
+
+    /// [`Self::finish`], only if `allowed` holds for the campaign as last read.
+    async fn finish_if(
+        &self,
+        lease: &Lease,
+        from: CampaignState,
+        to: CampaignState,
+        allowed: impl Fn(&CampaignDoc) -> bool,
+    ) -> Result<(), Stop> {
         let doc = lease.doc().await;
         let counts = match &doc.plan_id {
             Some(plan_id) => self.inner.store.chunk_counts(&lease.id, plan_id).await?,
@@ -466,7 +499,7 @@ impl Campaigns {
             ended_at: Some(self.now()),
             ..CampaignChange::default()
         };
-        if self.change(lease, from, change).await? {
+        if self.change_if(lease, from, change, allowed).await? {
             tracing::info!(
                 planned = doc.planned,
                 sent = counts.sent,
@@ -518,7 +551,7 @@ fn new_chunk(campaign_id: &str, plan_id: &str, index: u32, users: Vec<String>) -
             wake_at_ms: 0,
             attempts: 0,
             first_attempt_ms: None,
-            first_claimed_at: None,
+            uncertain_since: None,
             last_error: None,
             line_status: None,
             uncertain: false,

@@ -45,6 +45,9 @@ use tracing::Instrument;
 
 /// Users a dry run shows.
 const SAMPLE_SIZE: usize = 20;
+/// Scheduled campaigns looked at per look, the soonest first (a hundred due
+/// at once fire in turns).
+const DUE_PER_LOOK: u32 = 101;
 /// Rounds of read and conditional write of a campaign before giving up.
 const ROUNDS: usize = 4;
 
@@ -167,7 +170,9 @@ pub(crate) struct Campaigns {
 }
 
 struct Inner {
-    engine: Engine,
+    /// The loaded scenarios decide requests; a run pinned to an older
+    /// version schedules its recipients' timers by that version.
+    versions: Arc<crate::pipeline::Versions>,
     store: Store,
     line: LineClient,
     policy: RetryPolicy,
@@ -205,7 +210,7 @@ impl From<PipelineError> for Stop {
 
 impl Campaigns {
     pub(crate) fn new(
-        engine: Engine,
+        versions: Arc<crate::pipeline::Versions>,
         store: Store,
         line: LineClient,
         policy: RetryPolicy,
@@ -215,7 +220,7 @@ impl Campaigns {
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
-                engine,
+                versions,
                 store,
                 quota: quota::QuotaReader::new(line.clone()),
                 line,
@@ -229,6 +234,11 @@ impl Campaigns {
         }
     }
 
+    /// The loaded scenarios.
+    fn engine(&self) -> &Engine {
+        self.inner.versions.current()
+    }
+
     /// The audience `request` asks for, without the users who opted out.
     fn audience(
         &self,
@@ -236,8 +246,7 @@ impl Campaigns {
         scenario: &crate::ids::ScenarioId,
     ) -> Result<crate::engine::campaign::Audience, AudienceError> {
         Ok(self
-            .inner
-            .engine
+            .engine()
             .audience(request, scenario)?
             .without_tag(&self.inner.opt_out_tag))
     }
@@ -258,7 +267,7 @@ impl Campaigns {
 
     /// Counts the audience and shows some of it; sends and stores nothing.
     pub(crate) async fn dry_run(&self, request: &CampaignRequest) -> Result<DryRun, CampaignError> {
-        let engine = &self.inner.engine;
+        let engine = self.engine();
         let start = engine.campaign_start(&request.scenario_id, "dry-run")?;
         self.rate(request)?;
         let starts_at = request
@@ -332,7 +341,7 @@ impl Campaigns {
                 Err(CampaignError::KeyReused)
             };
         }
-        let engine = &self.inner.engine;
+        let engine = self.engine();
         let starts_at = request
             .send_at
             .map(|at| engine.campaign_starts_at(&request.scenario_id, at.to_utc(), self.inner.clock.now()))
@@ -369,6 +378,7 @@ impl Campaigns {
             cancel_timers: false,
             send_at: request.send_at.map(|at| super::instant(at.to_utc())),
             starts_at: starts_at.map(super::instant),
+            fire_at_ms: starts_at.map(|at| at.timestamp_millis()),
             state: if starts_at.is_some() {
                 CampaignState::Scheduled
             } else {
@@ -406,8 +416,7 @@ impl Campaigns {
     /// others, newest first; `limit` in all.
     pub(crate) async fn list(&self, limit: u32) -> Result<Vec<CampaignStatus>, StoreError> {
         let store = &self.inner.store;
-        let mut scheduled = store.scheduled_campaigns(limit).await?;
-        scheduled.sort_by_key(|stored| stored.doc.starts_at.map(firestore::jiff::Timestamp::as_millisecond));
+        let scheduled = store.scheduled_campaigns(limit).await?;
         let mut listed = Vec::new();
         for stored in scheduled {
             listed.push(self.report(stored).await?);
@@ -535,19 +544,32 @@ impl Campaigns {
                 _ = tokio::time::sleep(wait) => {}
             }
             wait = interval;
-            let active = match self.inner.store.active_campaigns().await {
-                Ok(active) => active,
+            let now = self.now();
+            let store = &self.inner.store;
+            // The active ones, and the scheduled ones soonest first: those due,
+            // and the first still to come (back at its time, if before the
+            // interval).
+            let found =
+                futures::future::try_join(store.active_campaigns(), store.scheduled_campaigns(DUE_PER_LOOK)).await;
+            let active = match found {
+                Ok((mut active, scheduled)) => {
+                    for stored in scheduled {
+                        match not_yet(&stored.doc, now) {
+                            Some(until) => {
+                                wait = wait.min(until);
+                                break;
+                            }
+                            None => active.push(stored),
+                        }
+                    }
+                    active
+                }
                 Err(error) => {
                     tracing::warn!(error = %error, "cannot look for campaigns");
                     continue;
                 }
             };
-            let now = self.now();
             for stored in active {
-                if let Some(until) = not_yet(&stored.doc, now) {
-                    wait = wait.min(until);
-                    continue;
-                }
                 let free = stored.doc.lease_until.is_none_or(|until| until < now)
                     || stored.doc.lease_owner.as_deref() == Some(self.inner.store.instance_id());
                 if !free || !self.start_driving(&stored.id) {
