@@ -79,3 +79,67 @@ async fn within_the_quota_or_without_a_limit_a_campaign_goes_out() {
     let id = start_campaign(&app.address, &json!({"scenarioId": "lunch"}), "unlimited").await;
     wait_for_state(&app.address, &id, "done", Duration::from_secs(30)).await;
 }
+
+#[tokio::test]
+async fn a_test_send_reaches_only_the_listed_users_marked_as_a_test_and_counts_nothing() {
+    let app = spawn_app().await;
+    let users = seed_users(&app.firestore, 5, |_| true, |_| false).await;
+    let testers = [users[0].clone(), users[1].clone()];
+    let body = json!({"scenarioId": "lunch", "testTo": testers});
+    let response = post(&app, &body, Some("lunch-test")).await;
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["test"], json!(true));
+    let results = answer["results"].as_array().expect("results");
+    assert_eq!(results.len(), 2);
+    assert!(results.iter().all(|result| result["result"] == "sent"), "{answer}");
+    let calls = app.line.accepted();
+    assert_eq!(calls.len(), 2);
+    assert!(calls.iter().all(|call| !call.is_multicast()
+        && testers.contains(&call.to().unwrap_or_default().to_owned())
+        && call.texts()[0].starts_with("【テスト配信】")));
+    // Retried with the same key: LINE already took both, nothing twice.
+    let again: Value = post(&app, &body, Some("lunch-test")).await.json().await.unwrap();
+    assert!(
+        again["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|result| result["result"] == "already_sent"),
+        "{again}"
+    );
+    assert_eq!(app.line.accepted().len(), 2);
+    // No campaign, no chunk, no run, no count.
+    for collection in [
+        "campaigns",
+        "campaign_chunks",
+        "scenario_answers",
+        "result_counters",
+        "outbound_ledger",
+    ] {
+        assert_eq!(app.firestore.count(collection).await, 0, "{collection}");
+    }
+
+    // Bad lists are refused, and so is a test that is also a dry run.
+    let eleven: Vec<String> = (0..11).map(|_| crate::helpers::events::new_user()).collect();
+    for (bad, problem) in [
+        (json!({"scenarioId": "lunch", "testTo": []}), "testTo must hold 1 to 10"),
+        (
+            json!({"scenarioId": "lunch", "testTo": eleven}),
+            "testTo must hold 1 to 10",
+        ),
+        (
+            json!({"scenarioId": "lunch", "testTo": ["someone"]}),
+            "not a LINE user id",
+        ),
+        (
+            json!({"scenarioId": "lunch", "testTo": [testers[0]], "dryRun": true}),
+            "give one of them",
+        ),
+    ] {
+        let response = post(&app, &bad, None).await;
+        assert_eq!(response.status(), 400, "{bad}");
+        let text = response.text().await.unwrap();
+        assert!(text.contains(problem), "{bad}: {text}");
+    }
+}

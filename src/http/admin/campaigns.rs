@@ -9,8 +9,11 @@
 use super::send::idempotency_key;
 use super::{AdminError, ListQuery, require_admin};
 use crate::http::AppState;
+use crate::ids::LineUserId;
 use crate::ids::{DocumentHexId, ScenarioId};
-use crate::pipeline::campaigns::{AudienceRequest, CampaignError, CampaignRequest, CampaignStartError};
+use crate::pipeline::campaigns::{
+    AudienceRequest, CampaignError, CampaignRequest, CampaignStartError, MAX_TEST_RECIPIENTS,
+};
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 
@@ -31,9 +34,20 @@ struct CampaignBody {
     send_at: Option<String>,
     #[serde(default)]
     allow_over_quota: bool,
+    /// Up to ten users to send the first messages to now, as a test.
+    #[serde(default)]
+    test_to: Option<Vec<String>>,
 }
 
-fn parse_body(body: &[u8]) -> Result<(CampaignRequest, bool), AdminError> {
+/// What a `POST /admin/campaigns` asks for.
+enum Asked {
+    DryRun,
+    /// A test send to these users.
+    Test(Vec<LineUserId>),
+    Create,
+}
+
+fn parse_body(body: &[u8]) -> Result<(CampaignRequest, Asked), AdminError> {
     // The operator's own request: serde's message (the field, the position) is
     // what they need to fix it.
     let body: CampaignBody = serde_json::from_slice(body).map_err(|error| {
@@ -54,6 +68,16 @@ fn parse_body(body: &[u8]) -> Result<(CampaignRequest, bool), AdminError> {
             })
         })
         .transpose()?;
+    let asked = match (body.dry_run, body.test_to) {
+        (true, Some(_)) => {
+            return Err(AdminError::BadRequest(
+                "testTo sends now and dryRun sends nothing: give one of them".into(),
+            ));
+        }
+        (true, None) => Asked::DryRun,
+        (false, Some(users)) => Asked::Test(super::send::user_ids(users, "testTo", MAX_TEST_RECIPIENTS)?),
+        (false, None) => Asked::Create,
+    };
     Ok((
         CampaignRequest {
             scenario_id,
@@ -63,7 +87,7 @@ fn parse_body(body: &[u8]) -> Result<(CampaignRequest, bool), AdminError> {
             send_at,
             allow_over_quota: body.allow_over_quota,
         },
-        body.dry_run,
+        asked,
     ))
 }
 
@@ -96,8 +120,25 @@ pub(crate) async fn create(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
     require_admin(&request, &state)?;
-    let (campaign, dry_run) = parse_body(&body)?;
-    if dry_run {
+    let (campaign, asked) = parse_body(&body)?;
+    if let Asked::Test(users) = &asked {
+        let key = request
+            .headers()
+            .contains_key("idempotency-key")
+            .then(|| idempotency_key(&request))
+            .transpose()?;
+        let results = state
+            .campaigns
+            .test_send(key.as_deref(), &campaign, users)
+            .await
+            .map_err(admin_error)?;
+        return Ok(HttpResponse::Ok().json(serde_json::json!({
+            "test": true,
+            "scenarioId": campaign.scenario_id.as_str(),
+            "results": results,
+        })));
+    }
+    if matches!(asked, Asked::DryRun) {
         let found = state.campaigns.dry_run(&campaign).await.map_err(admin_error)?;
         return Ok(HttpResponse::Ok().json(serde_json::json!({
             "dryRun": true,

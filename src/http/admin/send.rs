@@ -66,13 +66,17 @@ fn parse_users(body: &[u8]) -> Result<Vec<LineUserId>, AdminError> {
             crate::line::webhook::describe_error(&error)
         ))
     })?;
-    if request.user_ids.is_empty() || request.user_ids.len() > MAX_USERS_PER_SEND {
-        return Err(AdminError::BadRequest(format!(
-            "userIds must hold 1 to {MAX_USERS_PER_SEND} ids"
-        )));
+    user_ids(request.user_ids, "userIds", MAX_USERS_PER_SEND)
+}
+
+/// `raw` as 1 to `max` LINE user ids (the list `field` of a request), each
+/// once, in order.
+pub(super) fn user_ids(raw: Vec<String>, field: &str, max: usize) -> Result<Vec<LineUserId>, AdminError> {
+    if raw.is_empty() || raw.len() > max {
+        return Err(AdminError::BadRequest(format!("{field} must hold 1 to {max} ids")));
     }
-    let mut users = Vec::with_capacity(request.user_ids.len());
-    for raw in request.user_ids {
+    let mut users = Vec::with_capacity(raw.len());
+    for raw in raw {
         let bad = || AdminError::BadRequest(format!("{raw:?} is not a LINE user id (U + 32 hex digits)"));
         if !is_line_user_id(&raw) {
             return Err(bad());

@@ -18,8 +18,10 @@ mod chunk;
 mod driver;
 mod members;
 mod quota;
+mod test_send;
 
 pub(crate) use quota::QuotaFigures;
+pub(crate) use test_send::MAX_TEST_RECIPIENTS;
 
 pub(crate) use crate::engine::campaign::{AudienceRequest, CampaignStartError};
 
