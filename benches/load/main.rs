@@ -95,6 +95,10 @@ struct Args {
     timers: Option<usize>,
     /// `--campaign N`: send one campaign to N tagged users instead of the levels.
     campaign: Option<usize>,
+    /// With `--campaign`: `--reminder` (a survey with a reminder, so each
+    /// recipient's run has a timer) and `--not-answered` (half the tagged users
+    /// answered another survey, which the audience leaves out).
+    campaign_options: campaign::Options,
     /// `--export N`: download N seeded answers as CSV instead of the levels.
     export: Option<usize>,
     /// `--decisions [N]`: plain against deciding scenarios, N users a round.
@@ -103,7 +107,7 @@ struct Args {
     overflow: Option<usize>,
 }
 
-const USAGE: &str = "use --users N --in-flight 32,64 --set NAME=VALUE, or --soak [SECONDS] --rate N, or --timers N, or --campaign N, or --export N, or --decisions [N], or --overflow [N], or --chaos [SECONDS] --rate N";
+const USAGE: &str = "use --users N --in-flight 32,64 --set NAME=VALUE, or --soak [SECONDS] --rate N, or --timers N, or --campaign N [--reminder] [--not-answered], or --export N, or --decisions [N], or --overflow [N], or --chaos [SECONDS] --rate N";
 
 fn args() -> Args {
     let mut args = Args {
@@ -115,6 +119,7 @@ fn args() -> Args {
         chaos: None,
         timers: None,
         campaign: None,
+        campaign_options: campaign::Options::default(),
         export: None,
         decisions: None,
         overflow: None,
@@ -162,6 +167,8 @@ fn args() -> Args {
                 let count = raw.next().and_then(|n| n.parse().ok()).filter(|&n: &usize| n > 0);
                 args.campaign = Some(count.expect("--campaign N (recipients, above 0)"));
             }
+            "--reminder" => args.campaign_options.reminder = true,
+            "--not-answered" => args.campaign_options.not_answered = true,
             "--export" => {
                 let count = raw.next().and_then(|n| n.parse().ok()).filter(|&n: &usize| n > 0);
                 args.export = Some(count.expect("--export N (answers, above 0)"));
@@ -547,7 +554,15 @@ async fn main() -> ExitCode {
     }
     if let Some(count) = args.campaign {
         println!("one campaign to {count} tagged users, machine: {}", machine());
-        return campaign::run(&emulator, &stand_in, &line_url, &args.settings, count).await;
+        return campaign::run(
+            &emulator,
+            &stand_in,
+            &line_url,
+            &args.settings,
+            count,
+            args.campaign_options,
+        )
+        .await;
     }
     if let Some(users) = args.decisions {
         println!(

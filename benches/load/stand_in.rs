@@ -142,6 +142,8 @@ impl StandIn {
                 HttpServer::new(move || {
                     App::new()
                         .app_data(state.clone())
+                        .route("/v2/bot/message/quota", web::get().to(quota))
+                        .route("/v2/bot/message/quota/consumption", web::get().to(quota))
                         .route("/v2/bot/message/{kind}", web::post().to(handle))
                         .route("/v2/bot/profile/{user}", web::get().to(profile))
                 })
@@ -264,5 +266,15 @@ fn multicast(state: &mut State, body: &Value, arrived: Instant) {
             counts.duplicates_in_call += 1;
         }
         *state.multicast_received.entry(user.to_owned()).or_default() += 1;
+    }
+}
+
+/// The month's quota: no limit (`GET /v2/bot/message/quota`), nothing used
+/// (`.../consumption`): the benchmark measures sends, not the quota check.
+async fn quota(request: HttpRequest) -> HttpResponse {
+    if request.path().ends_with("/consumption") {
+        HttpResponse::Ok().json(serde_json::json!({"totalUsage": 0}))
+    } else {
+        HttpResponse::Ok().json(serde_json::json!({"type": "none"}))
     }
 }

@@ -181,7 +181,6 @@ pub(crate) enum Scan {
 /// One user as the audience filter sees them.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Candidate<'a> {
-    pub(crate) id: &'a str,
     /// `None`: known from an answer, no follow or unfollow recorded.
     pub(crate) following: Option<bool>,
     pub(crate) tags: &'a [String],
@@ -220,16 +219,27 @@ impl Audience {
         self.answered.iter().chain(&self.not_answered)
     }
 
-    /// Whether `user` is in the audience. Users who unfollowed never are.
-    pub(crate) fn includes(&self, user: &Candidate<'_>, answered_by: &AnsweredBy) -> bool {
-        let answered = |scenario: &ScenarioId| answered_by.get(scenario).is_some_and(|users| users.contains(user.id));
+    /// Whether user `id` is in the audience. Users who unfollowed never are.
+    #[cfg(test)]
+    pub(crate) fn includes(&self, id: &str, user: &Candidate<'_>, answered_by: &AnsweredBy) -> bool {
+        self.includes_but_answers(user) && self.answers_hold(id, answered_by)
+    }
+
+    /// Whether the filters on answers hold for `user`, by who answered what
+    /// (only the scenarios [`Self::needs_answers`] names are looked up).
+    pub(crate) fn answers_hold(&self, user: &str, answered_by: &AnsweredBy) -> bool {
+        let answered = |scenario: &ScenarioId| answered_by.get(scenario).is_some_and(|users| users.contains(user));
+        self.answered.iter().all(answered) && !self.not_answered.iter().any(answered)
+    }
+
+    /// Whether every filter but those on answers holds for `user`: what the
+    /// user's own record says (read first; answers only for who passes).
+    pub(crate) fn includes_but_answers(&self, user: &Candidate<'_>) -> bool {
         let has = |tag: &String| user.tags.contains(tag);
         user.following != Some(false)
             && (self.any_of.is_empty() || self.any_of.iter().any(has))
             && self.all_of.iter().all(has)
             && !self.none_of.iter().any(has)
-            && self.answered.iter().all(answered)
-            && !self.not_answered.iter().any(answered)
             && self
                 .first_seen_from_ms
                 .is_none_or(|from| user.first_seen_ms.is_some_and(|seen| seen >= from))

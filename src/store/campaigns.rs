@@ -726,25 +726,40 @@ impl Store {
         Ok((users, next))
     }
 
-    /// Users who answered `scenario` (their marker names an answer).
-    pub(crate) async fn answered_users(&self, scenario: &str) -> Result<HashSet<String>, StoreError> {
+    /// Those of `users` who answered `scenario` (their marker names an
+    /// answer): their markers read by id, one round trip.
+    pub(crate) async fn answered_among(
+        &self,
+        scenario: &crate::ids::ScenarioId,
+        users: &[String],
+    ) -> Result<HashSet<String>, StoreError> {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct Marker {
-            line_user_id: String,
             #[serde(default)]
             last_answer_id: Option<String>,
         }
+        let ids: Vec<(&String, String)> = users
+            .iter()
+            .filter_map(|user| {
+                let id = crate::ids::LineUserId::parse(user.clone()).ok()?;
+                Some((user, crate::ids::scenario_marker_id(scenario, &id)))
+            })
+            .collect();
+        let paths = ids
+            .iter()
+            .map(|(_, marker)| self.document_path(SCENARIO_ANSWERS, marker))
+            .collect();
+        let found = self.get_many(paths).await?;
         let mut answered = HashSet::new();
-        let filter = |q: FirestoreQueryFilterBuilder| q.for_all([q.field("scenarioId").eq(scenario)]);
-        self.each_page(SCENARIO_ANSWERS, &["lineUserId", "lastAnswerId"], filter, |document| {
-            let marker: Marker = firestore::FirestoreDb::deserialize_doc_to(document)?;
-            if marker.last_answer_id.is_some() {
-                answered.insert(marker.line_user_id);
+        for ((user, _), document) in ids.into_iter().zip(found) {
+            if let Some(document) = document {
+                let marker: Marker = firestore::FirestoreDb::deserialize_doc_to(&document)?;
+                if marker.last_answer_id.is_some() {
+                    answered.insert(user.clone());
+                }
             }
-            Ok(())
-        })
-        .await?;
+        }
         Ok(answered)
     }
 }

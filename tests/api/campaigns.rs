@@ -215,7 +215,8 @@ async fn a_tag_segment_of_20000_users_gets_the_campaign_exactly_once() {
 async fn dry_runs_filter_by_tags_answers_dates_and_leave_out_unfollowed_users() {
     let app = spawn_app().await;
     let users = seed_users(&app.firestore, 40, |i| i % 2 == 0, |i| i == 0).await;
-    // Users 0..10 answered lunch (their marker names an answer).
+    // Users 0..10 answered lunch (their marker, at its id, names an answer).
+    let lunch = line_survey::ids::ScenarioId::parse("lunch").unwrap();
     let markers: Vec<(String, String, Value)> = users[..10]
         .iter()
         .map(|user| {
@@ -224,7 +225,12 @@ async fn dry_runs_filter_by_tags_answers_dates_and_leave_out_unfollowed_users() 
                 "lineUserId": {"stringValue": user},
                 "lastAnswerId": {"stringValue": "a"},
             });
-            ("scenario_answers".to_owned(), format!("m-{user}"), fields)
+            let id = line_survey::ids::LineUserId::parse(user.clone()).unwrap();
+            (
+                "scenario_answers".to_owned(),
+                line_survey::ids::scenario_marker_id(&lunch, &id),
+                fields,
+            )
         })
         .collect();
     app.firestore.write_all(&markers).await;

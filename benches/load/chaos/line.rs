@@ -177,6 +177,8 @@ impl ChaosLine {
                     App::new()
                         .app_data(line.clone())
                         .app_data(web::JsonConfig::default().limit(4 * 1024 * 1024))
+                        .route("/v2/bot/message/quota", web::get().to(quota))
+                        .route("/v2/bot/message/quota/consumption", web::get().to(quota))
                         .route("/v2/bot/message/{kind}", web::post().to(message))
                         .route("/v2/bot/profile/{user}", web::get().to(profile))
                 })
@@ -305,4 +307,14 @@ async fn message(request: HttpRequest, body: web::Json<Value>, line: web::Data<C
             .json(serde_json::json!({"message": "stand-in fault after accepting"}));
     }
     HttpResponse::Ok().json(serde_json::json!({"sentMessages": []}))
+}
+
+/// The month's quota: no limit (`GET /v2/bot/message/quota`), nothing used
+/// (`.../consumption`): the benchmark measures sends, not the quota check.
+async fn quota(request: HttpRequest) -> HttpResponse {
+    if request.path().ends_with("/consumption") {
+        HttpResponse::Ok().json(serde_json::json!({"totalUsage": 0}))
+    } else {
+        HttpResponse::Ok().json(serde_json::json!({"type": "none"}))
+    }
 }

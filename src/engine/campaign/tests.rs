@@ -74,7 +74,6 @@ fn the_filter_keeps_exactly_the_audience() {
     let none: [String; 0] = [];
     let no_fields: &'static BTreeMap<String, FieldValue> = Box::leak(Box::default());
     let user = |following, tags: &'static [String], seen| Candidate {
-        id: "Ua",
         following,
         tags,
         first_seen_ms: seen,
@@ -168,7 +167,7 @@ fn the_filter_keeps_exactly_the_audience() {
     for (raw, candidate, expected) in cases {
         let audience = audience(raw.clone()).expect("a good audience");
         assert_eq!(
-            audience.includes(&candidate, &answered_by),
+            audience.includes("Ua", &candidate, &answered_by),
             expected,
             "{raw} / {candidate:?}"
         );
@@ -450,7 +449,6 @@ fn users_with_the_opt_out_tag_are_in_no_audience_whatever_it_asks() {
     let opted: &'static [String] = Box::leak(tags(&["配信停止", "vip"]).into_boxed_slice());
     let vip: &'static [String] = Box::leak(tags(&["vip"]).into_boxed_slice());
     let user = |tags: &'static [String]| Candidate {
-        id: "Ua",
         following: Some(true),
         tags,
         first_seen_ms: None,
@@ -474,6 +472,10 @@ fn users_with_the_opt_out_tag_are_in_no_audience_whatever_it_asks() {
     ];
     for (raw, tags, included) in cases {
         let audience = audience(raw.clone()).expect("good").without_tag("配信停止");
-        assert_eq!(audience.includes(&user(tags), &answered_by), included, "{raw} {tags:?}");
+        assert_eq!(
+            audience.includes("Ua", &user(tags), &answered_by),
+            included,
+            "{raw} {tags:?}"
+        );
     }
 }

@@ -261,7 +261,7 @@ impl Campaigns {
             .clamp(1, CHUNK_SIZE);
         let started = Instant::now();
         let skip = doc.skip_answered.then_some(&scenario);
-        let mut members = Members::read(store, audience, skip).await?;
+        let mut members = Members::read(store, audience, skip);
         let mut buffer: Vec<String> = Vec::new();
         let mut staged: Vec<(String, ChunkDoc)> = Vec::new();
         let mut planned = 0u64;

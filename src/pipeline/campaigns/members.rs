@@ -1,4 +1,8 @@
-//! The audience of a campaign, read page by page.
+//! The audience of a campaign, read page by page. Memory stays at one page
+//! whatever the sizes: each page of users Firestore finds for the scan is
+//! filtered by what their records say, and only then are the answers the
+//! filter needs looked up for that page's candidates (their markers, by id,
+//! one batched read per scenario), never every answerer of a scenario at once.
 
 use crate::engine::campaign::{AnsweredBy, Audience, Candidate, Scan};
 use crate::ids::{ScenarioId, is_line_user_id};
@@ -10,7 +14,9 @@ pub(super) struct Members<'a> {
     store: &'a Store,
     audience: Audience,
     scan: UserScan,
-    answered_by: AnsweredBy,
+    /// The scenarios whose answers the filter needs, the campaign's own
+    /// (`skipAnswered`) among them.
+    answers: Vec<ScenarioId>,
     /// The campaign's own scenario when `skipAnswered`: its answerers are left out.
     skip: Option<ScenarioId>,
     after: Option<String>,
@@ -18,15 +24,11 @@ pub(super) struct Members<'a> {
 }
 
 impl<'a> Members<'a> {
-    pub(super) async fn read(
-        store: &'a Store,
-        audience: Audience,
-        skip: Option<&ScenarioId>,
-    ) -> Result<Self, StoreError> {
-        let mut answered_by = AnsweredBy::new();
+    pub(super) fn read(store: &'a Store, audience: Audience, skip: Option<&ScenarioId>) -> Self {
+        let mut answers: Vec<ScenarioId> = Vec::new();
         for scenario in audience.needs_answers().chain(skip) {
-            if !answered_by.contains_key(scenario) {
-                answered_by.insert(scenario.clone(), store.answered_users(scenario.as_str()).await?);
+            if !answers.contains(scenario) {
+                answers.push(scenario.clone());
             }
         }
         let scan = match audience.scan() {
@@ -34,15 +36,15 @@ impl<'a> Members<'a> {
             Scan::AnyTag(tags) => UserScan::AnyTag(tags),
             Scan::Tag(tag) => UserScan::Tag(tag),
         };
-        Ok(Self {
+        Self {
             store,
             audience,
             scan,
-            answered_by,
+            answers,
             skip: skip.cloned(),
             after: None,
             done: false,
-        })
+        }
     }
 
     /// The next page's members (perhaps none), or `None` at the end.
@@ -53,27 +55,39 @@ impl<'a> Members<'a> {
         let (users, next) = self.store.users_page(&self.scan, self.after.as_deref()).await?;
         self.done = next.is_none();
         self.after = next;
-        let skipped = self.skip.as_ref().and_then(|scenario| self.answered_by.get(scenario));
-        Ok(Some(
-            users
-                .into_iter()
-                // A document id that is no LINE user id (written by hand) would
-                // make LINE refuse the whole chunk: it is left out.
-                .filter(|user| is_line_user_id(&user.id))
-                .filter(|user| {
-                    let candidate = Candidate {
-                        id: &user.id,
-                        following: user.following,
-                        tags: &user.tags,
-                        first_seen_ms: user
-                            .first_seen_ms
-                            .or(user.followed_at.map(firestore::jiff::Timestamp::as_millisecond)),
-                        fields: &user.fields,
-                    };
-                    self.audience.includes(&candidate, &self.answered_by)
-                        && !skipped.is_some_and(|answered| answered.contains(&user.id))
+        let candidates: Vec<String> = users
+            .into_iter()
+            // A document id that is no LINE user id (written by hand) would
+            // make LINE refuse the whole chunk: it is left out.
+            .filter(|user| is_line_user_id(&user.id))
+            .filter(|user| {
+                self.audience.includes_but_answers(&Candidate {
+                    following: user.following,
+                    tags: &user.tags,
+                    first_seen_ms: user
+                        .first_seen_ms
+                        .or(user.followed_at.map(firestore::jiff::Timestamp::as_millisecond)),
+                    fields: &user.fields,
                 })
-                .map(|user| user.id)
+            })
+            .map(|user| user.id)
+            .collect();
+        if candidates.is_empty() || self.answers.is_empty() {
+            return Ok(Some(candidates));
+        }
+        let mut answered_by = AnsweredBy::new();
+        for scenario in &self.answers {
+            let answered = self.store.answered_among(scenario, &candidates).await?;
+            answered_by.insert(scenario.clone(), answered);
+        }
+        let skipped = self.skip.as_ref().and_then(|scenario| answered_by.get(scenario));
+        Ok(Some(
+            candidates
+                .into_iter()
+                .filter(|user| {
+                    self.audience.answers_hold(user, &answered_by)
+                        && !skipped.is_some_and(|answered| answered.contains(user))
+                })
                 .collect(),
         ))
     }

@@ -295,7 +295,7 @@ impl Campaigns {
         audience: crate::engine::campaign::Audience,
     ) -> Result<(u64, Vec<String>), CampaignError> {
         let skip = request.skip_answered.then_some(&request.scenario_id);
-        let mut members = Members::read(&self.inner.store, audience, skip).await?;
+        let mut members = Members::read(&self.inner.store, audience, skip);
         let mut count = 0u64;
         let mut sample = Vec::new();
         while let Some(page) = members.next_page().await? {
