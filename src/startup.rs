@@ -199,6 +199,10 @@ impl Application {
                 clock.clone(),
             ),
             results: Results::new(engine.clone(), store.clone()),
+            campaign_results: crate::reports::campaign_results::CampaignResultsReport::new(
+                engine.clone(),
+                store.clone(),
+            ),
             exporter: Exporter::new(engine.clone(), store.clone()),
             timelines: Timelines::new(store.clone(), user_ids),
             user_profiles: crate::reports::users::UserProfiles::new(store.clone()),

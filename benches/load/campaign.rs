@@ -84,7 +84,10 @@ fn scenarios_dir() -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("bench-campaign-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).expect("a temporary directory");
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    for file in ["tests/fixtures/scenarios/lunch.toml", "tests/fixtures/scenarios/news.toml"] {
+    for file in [
+        "tests/fixtures/scenarios/lunch.toml",
+        "tests/fixtures/scenarios/news.toml",
+    ] {
         let from = root.join(file);
         std::fs::copy(&from, dir.join(from.file_name().expect("a file name"))).expect("the scenario copies");
     }

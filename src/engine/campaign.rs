@@ -317,14 +317,11 @@ pub(crate) const SETTLE_OWN_WRITES: usize = 2;
 
 impl RecipientStart {
     /// Firestore writes one recipient's part takes: the marker, the open
-    /// question, each timer, and the user's record (one write, and a second
-    /// when tags are removed: one transform per field and write).
+    /// question, each timer, and the user's record (which names the campaigns
+    /// that reached them: one write, and a second when tags are removed, one
+    /// transform per field and write).
     pub(crate) fn writes(&self) -> usize {
-        let user = if self.changes.is_empty() {
-            0
-        } else {
-            1 + usize::from(!self.changes.untag.is_empty())
-        };
+        let user = 1 + usize::from(!self.changes.untag.is_empty());
         1 + usize::from(self.opens.is_some()) + self.timers.len() + user
     }
 

@@ -267,6 +267,49 @@ fn arm_labels(loaded: &LoadedScenario, node: &NodeId, counts: &Counts<'_>) -> Ve
     labels
 }
 
+/// One question of a scenario as a campaign's results list it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct QuestionOutline {
+    pub(crate) node: String,
+    pub(crate) kind: &'static str,
+    pub(crate) text: String,
+    /// A survey's choices: value and label.
+    pub(crate) choices: Vec<(String, String)>,
+}
+
+impl Engine {
+    /// The questions of `scenario` in file order.
+    pub(crate) fn question_outlines(&self, scenario: &ScenarioId) -> Option<Vec<QuestionOutline>> {
+        let loaded = self.scenario(scenario)?;
+        Some(
+            question_nodes(loaded)
+                .map(|node| {
+                    let (kind, text, choices) = match node {
+                        Node::Survey(survey) => (
+                            "survey",
+                            survey.text.clone(),
+                            survey
+                                .choices
+                                .iter()
+                                .map(|choice| (choice.value.clone(), choice.label.clone()))
+                                .collect(),
+                        ),
+                        Node::TextQuestion(question) => ("text_question", question.text.clone(), Vec::new()),
+                        Node::DateQuestion(question) => ("date_question", question.text.clone(), Vec::new()),
+                        _ => ("other", String::new(), Vec::new()),
+                    };
+                    QuestionOutline {
+                        node: node.id().to_string(),
+                        kind,
+                        text,
+                        choices,
+                    }
+                })
+                .collect(),
+        )
+    }
+}
+
 fn question_nodes(loaded: &LoadedScenario) -> impl Iterator<Item = &Node> {
     loaded
         .scenario

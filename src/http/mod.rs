@@ -32,6 +32,7 @@ pub(crate) struct AppState {
     pub(crate) campaigns: Campaigns,
     pub(crate) replayer: Replayer,
     pub(crate) results: Results,
+    pub(crate) campaign_results: crate::reports::campaign_results::CampaignResultsReport,
     pub(crate) exporter: Exporter,
     pub(crate) timelines: Timelines,
     pub(crate) user_profiles: crate::reports::users::UserProfiles,

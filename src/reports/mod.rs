@@ -5,12 +5,15 @@
 //!
 //! - [`results`]: a scenario's funnel over a range of days, from the exact
 //!   result counters.
+//! - [`campaign_results`]: a campaign's recipients, answers, reminders,
+//!   expiries and unfollows, counted by Firestore.
 //! - [`export`]: a scenario's answers as CSV, streamed a page at a time.
 //! - [`timeline`]: one user's events, answers, messages, dead letters and
 //!   timers, newest first.
 //! - [`users`]: one user's tags, fields, follow state and scenarios.
 //! - [`scrape`]: the Prometheus text of `GET /metrics`.
 
+pub(crate) mod campaign_results;
 pub(crate) mod export;
 pub(crate) mod results;
 pub(crate) mod scrape;

@@ -7,11 +7,10 @@
 //! unindexed for write throughput, see `firestore.indexes.json`).
 
 use super::docs::collections::{DEAD_LETTERS, OUTBOUND_LEDGER, WEBHOOK_INBOX};
-use super::round_trips::{COUNT, QUERY, Timed};
+use super::round_trips::{QUERY, Timed};
 use super::{Store, StoreError, classify};
 use firestore::FirestoreInstant;
 use gcloud_sdk::google::firestore::v1::Document;
-use gcloud_sdk::google::firestore::v1::value::ValueType;
 
 /// Pending ledger entries read to find the oldest: with more pending, the age
 /// shown is that of the oldest among the first this many (in id order).
@@ -88,24 +87,11 @@ impl Store {
     /// Documents of `collection` (only those in state `pending` when asked), by
     /// an aggregation query.
     async fn count(&self, collection: &str, pending_only: bool) -> Result<u64, StoreError> {
-        let documents: Vec<Document> = self
-            .db
-            .fluent()
-            .select()
-            .from(collection)
-            .filter(|q| q.for_all([pending_only.then(|| q.field("state").eq("pending")).flatten()]))
-            .aggregate(|a| a.fields([a.field("count").count_up_to(COUNT_CAP)]))
-            .query()
-            .timed(COUNT)
-            .await
-            .map_err(classify)?;
-        documents
-            .first()
-            .and_then(|document| document.fields.get("count"))
-            .and_then(|value| match value.value_type {
-                Some(ValueType::IntegerValue(count)) => u64::try_from(count).ok(),
-                _ => None,
-            })
-            .ok_or_else(|| StoreError::Unavailable(format!("the count of {collection} came without a number")))
+        self.count_where(
+            collection,
+            |q| q.for_all([pending_only.then(|| q.field("state").eq("pending")).flatten()]),
+            Some(COUNT_CAP),
+        )
+        .await
     }
 }

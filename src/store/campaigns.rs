@@ -808,9 +808,9 @@ impl Store {
         for (id, doc) in &part.timers {
             writes.push(self.timer_write(id, doc)?);
         }
-        if !part.changes.is_empty() {
-            writes.extend(self.user_change_writes(part.run.user, part.changes, None, None)?);
-        }
+        // Always: the user's record names the campaigns that reached them.
+        let campaign = part.run.campaign_id.map(super::effects::CampaignMark::Received);
+        writes.extend(self.user_writes(part.run.user, part.changes, None, None, campaign)?);
         Ok(writes)
     }
 

@@ -98,6 +98,15 @@ pub(crate) struct RunRecord<'a> {
     pub(crate) campaign_id: Option<&'a str>,
 }
 
+/// A campaign a write to `users/{id}` records.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum CampaignMark<'a> {
+    /// Its message reached the user (the settle of their chunk).
+    Received(&'a str),
+    /// The user answered a question of its run.
+    Answered(&'a str),
+}
+
 /// The effects of a trigger or a card tap.
 #[derive(Default)]
 pub(crate) struct EffectWrites<'a> {
@@ -221,7 +230,13 @@ impl Store {
                 Vec::new(),
             )?,
         ];
-        writes.extend(self.user_change_writes(answer.user, &answer.changes, Some(now), answer.user_read)?);
+        writes.extend(self.user_writes(
+            answer.user,
+            &answer.changes,
+            Some(now),
+            answer.user_read,
+            answer.campaign_id.map(CampaignMark::Answered),
+        )?);
         if let Some(message) = answer.message {
             writes.push(self.message_processed_write(message, Some(answer.answer_id))?);
             writes.push(self.forget_text_write(message));
@@ -389,6 +404,21 @@ impl Store {
         seen: Option<FirestoreInstant>,
         expect: Option<Expect>,
     ) -> Result<Vec<Write>, StoreError> {
+        self.user_writes(user, changes, seen, expect, None)
+    }
+
+    /// [`Self::user_change_writes`], and the campaign the write is part of:
+    /// recorded on the user (`campaigns`: received it; `answeredCampaigns`:
+    /// answered in its run), never removed, so a campaign's results count
+    /// its recipients who answered and who unfollowed since, exactly.
+    pub(super) fn user_writes(
+        &self,
+        user: &str,
+        changes: &UserChanges,
+        seen: Option<FirestoreInstant>,
+        expect: Option<Expect>,
+        campaign: Option<CampaignMark<'_>>,
+    ) -> Result<Vec<Write>, StoreError> {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
         struct UserFields<'a> {
@@ -406,6 +436,11 @@ impl Store {
         }
         if !changes.tag.is_empty() {
             transforms.push(array_union("tags", &changes.tag));
+        }
+        match campaign {
+            Some(CampaignMark::Received(id)) => transforms.push(array_union("campaigns", &[id.to_owned()])),
+            Some(CampaignMark::Answered(id)) => transforms.push(array_union("answeredCampaigns", &[id.to_owned()])),
+            None => {}
         }
         let path = self.document_path(USERS, user);
         let fields = UserFields {

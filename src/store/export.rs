@@ -88,11 +88,18 @@ impl Store {
     pub(crate) async fn answers_page(
         &self,
         scenario: &str,
+        campaign: Option<&str>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<AnswerPage, StoreError> {
         let limit = limit.clamp(1, 1000);
-        let filter = |q: FirestoreQueryFilterBuilder| q.for_all([q.field("scenarioId").eq(scenario)]);
+        // Equality filters only: the automatic single-field indexes serve them.
+        let filter = |q: FirestoreQueryFilterBuilder| {
+            q.for_all([
+                q.field("scenarioId").eq(scenario),
+                campaign.and_then(|campaign| q.field("campaignId").eq(campaign)),
+            ])
+        };
         let documents = self
             .page_by_id(SURVEY_RESPONSES, &ANSWER_FIELDS, filter, after, limit)
             .await?;

@@ -14,6 +14,7 @@
 //! `scenario_versions`, `campaigns`, `campaign_chunks` and `result_counters`.
 
 mod backlog;
+mod campaign_results;
 mod campaigns;
 mod claimer;
 mod dead_letters;
@@ -42,6 +43,7 @@ mod versions;
 mod writes;
 
 pub(crate) use backlog::Backlog;
+pub(crate) use campaign_results::CampaignTally;
 #[cfg(test)]
 pub(crate) use campaigns::MarkerRead;
 pub(crate) use campaigns::{

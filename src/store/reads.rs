@@ -15,6 +15,42 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 impl Store {
+    /// How many documents of `collection` `filter` finds (at most `up_to`):
+    /// one count aggregation, a read per thousand documents counted.
+    pub(super) async fn count_where(
+        &self,
+        collection: &str,
+        filter: impl Fn(FirestoreQueryFilterBuilder) -> Option<FirestoreQueryFilter>,
+        up_to: Option<usize>,
+    ) -> Result<u64, StoreError> {
+        use gcloud_sdk::google::firestore::v1::value::ValueType;
+        super::round_trips::count();
+        let documents: Vec<Document> = self
+            .db
+            .fluent()
+            .select()
+            .from(collection)
+            .filter(filter)
+            .aggregate(|a| {
+                a.fields([match up_to {
+                    Some(cap) => a.field("n").count_up_to(cap),
+                    None => a.field("n").count(),
+                }])
+            })
+            .query()
+            .timed(super::round_trips::COUNT)
+            .await
+            .map_err(classify)?;
+        documents
+            .first()
+            .and_then(|document| document.fields.get("n"))
+            .and_then(|value| match value.value_type {
+                Some(ValueType::IntegerValue(count)) => u64::try_from(count).ok(),
+                _ => None,
+            })
+            .ok_or_else(|| StoreError::Unavailable(format!("the count of {collection} came without a number")))
+    }
+
     /// The documents at `paths` (full document names), each `None` when absent,
     /// in the order asked. One round trip.
     pub(super) async fn get_many(&self, paths: Vec<String>) -> Result<Vec<Option<Document>>, StoreError> {

@@ -214,6 +214,9 @@ pub(crate) struct FiringWrites<'a> {
     pub(crate) changes: &'a crate::values::UserChanges,
 }
 
+/// The outcome of a reminder's firing (the engine's, `Firing::outcome`).
+const REMINDED: &str = "reminded";
+
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct TimerChange<'a> {
@@ -223,6 +226,10 @@ struct TimerChange<'a> {
     ended_at: FirestoreInstant,
     #[serde(skip_serializing_if = "Option::is_none")]
     ledger_id: Option<&'a str>,
+    /// Set by a reminder's firing, never cleared: a campaign's results count
+    /// its reminded recipients by it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    reminded: bool,
 }
 
 #[derive(Serialize)]
@@ -236,6 +243,9 @@ struct Rearm<'a> {
     outcome: &'a str,
     /// A new reminder starts its own count of claims.
     attempts: u32,
+    /// See [`TimerChange::reminded`].
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    reminded: bool,
 }
 
 #[derive(Serialize)]
@@ -425,6 +435,7 @@ impl Store {
                     ledger_id: end.ledger_id,
                     outcome: end.outcome,
                     attempts: 0,
+                    reminded: end.outcome == REMINDED,
                 },
                 Vec::new(),
             )?,
@@ -435,6 +446,7 @@ impl Store {
                     outcome: end.outcome,
                     ended_at: self.now(),
                     ledger_id: end.ledger_id,
+                    reminded: end.outcome == REMINDED,
                 },
                 Vec::new(),
             )?,

@@ -119,6 +119,24 @@ async fn each_recipient_gets_a_run_and_only_who_did_not_answer_is_reminded_then_
         "{answers:?}"
     );
     assert_eq!(app.line.accepted_with_text("Thanks!"), ANSWERING);
+    // One of the silent unfollows; someone outside the campaign answers the
+    // same survey, started by its keyword.
+    let (leaving, silent) = silent.split_first().expect("silent users");
+    app.deliver(&app.sent_now(&crate::helpers::events::unfollow(leaving))).await;
+    let outsider = crate::helpers::events::new_user();
+    app.deliver(&app.sent_now(&text(&outsider, "remind"))).await;
+    let theirs = where_field(&app.firestore, "scenario_answers", "lineUserId", &outsider).await;
+    let their_run = string_field(&theirs[0], "run").expect("a run");
+    let their_button = app
+        .line
+        .accepted()
+        .iter()
+        .flat_map(Call::messages)
+        .filter_map(|message| message["template"]["actions"][0]["data"].as_str().map(str::to_owned))
+        .find(|data| data.contains(&format!("r={their_run}")))
+        .expect("the keyword's question");
+    app.deliver(&postback(&outsider, &their_button)).await;
+    assert_eq!(app.firestore.count("survey_responses").await, ANSWERING + 1);
 
     // An hour later, exactly the others are reminded; three hours, closed.
     app.advance_clock(HOUR + A_LITTLE).await;
@@ -132,6 +150,41 @@ async fn each_recipient_gets_a_run_and_only_who_did_not_answer_is_reminded_then_
     })
     .await;
     app.settled().await;
+
+    // The campaign's results, counted exactly, of its run only.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let status: Value = app.get_admin(&format!("/admin/campaigns/{id}")).await.json().await.unwrap();
+    let results = &status["results"];
+    assert_eq!(results["recipients"], json!(USERS), "{status}");
+    assert_eq!(results["delivered"], json!(USERS));
+    assert_eq!(results["answered"], json!(ANSWERING));
+    assert_eq!(results["reminded"], json!(silent.len()));
+    assert_eq!(results["expired"], json!(silent.len()));
+    assert_eq!(results["unfollowed"], json!(1));
+    assert_eq!(results["questions"][0]["nodeId"], "ask");
+    assert_eq!(results["questions"][0]["answered"], json!(ANSWERING));
+    assert_eq!(
+        results["questions"][0]["choices"],
+        json!([
+            {"value": "yes", "label": "Yes", "count": ANSWERING},
+            {"value": "no", "label": "No", "count": 0}
+        ])
+    );
+    // The CSV of the campaign's answers only, beside the scenario's all.
+    let rows = |path: String| {
+        let app = &app;
+        async move {
+            let csv = app.get_admin(&path).await.text().await.unwrap();
+            csv.lines().count() - 1
+        }
+    };
+    assert_eq!(rows("/admin/scenarios/remind/answers.csv".into()).await, ANSWERING + 1);
+    assert_eq!(
+        rows(format!("/admin/scenarios/remind/answers.csv?campaign={id}")).await,
+        ANSWERING
+    );
+    let bad = app.get_admin("/admin/scenarios/remind/answers.csv?campaign=nope").await;
+    assert_eq!(bad.status(), 400);
     let silent: HashSet<&String> = silent.iter().collect();
     for text in ["Reminder: one tap answers it.", "This question is closed."] {
         let got = pushes_with(&app.line, text);
@@ -141,7 +194,8 @@ async fn each_recipient_gets_a_run_and_only_who_did_not_answer_is_reminded_then_
         );
         assert!(got.values().all(|times| *times == 1), "{text} twice: {got:?}");
     }
-    assert_eq!(app.line.accepted_with_text("Thanks!"), ANSWERING, "nothing twice");
+    // The campaign's answerers and the outsider, each thanked once.
+    assert_eq!(app.line.accepted_with_text("Thanks!"), ANSWERING + 1, "nothing twice");
 }
 
 #[tokio::test]
@@ -175,18 +229,18 @@ async fn a_typed_first_question_opens_for_each_recipient_and_the_typed_answer_na
 
 #[tokio::test]
 async fn chunks_hold_as_many_recipients_as_their_settle_can_write_in_one_commit() {
-    // A reminder and an expiry each: marker + 2 timers = 3 writes a recipient,
-    // so 166 a chunk (498 writes and the chunk's own two).
+    // A reminder and an expiry each: marker + 2 timers + the user's record = 4
+    // writes a recipient, so 124 a chunk (496 writes and the chunk's own two).
     const USERS: usize = 400;
     let app = app().await;
     seed_users(&app.firestore, USERS, |_| true, |_| false).await;
     let id = start_campaign(&app.address, &json!({"scenarioId": "remind"}), "remind-400").await;
     let status = wait_for_state(&app.address, &id, "done", Duration::from_secs(60)).await;
-    assert_eq!(status["chunkSize"], json!(166));
+    assert_eq!(status["chunkSize"], json!(124));
     let multicasts: Vec<Call> = app.line.accepted().into_iter().filter(Call::is_multicast).collect();
     let sizes: Vec<usize> = multicasts.iter().map(|call| call.recipients().len()).collect();
-    assert_eq!(multicasts.len(), USERS.div_ceil(166), "{sizes:?}");
-    assert!(sizes.iter().all(|size| *size <= 166), "{sizes:?}");
+    assert_eq!(multicasts.len(), USERS.div_ceil(124), "{sizes:?}");
+    assert!(sizes.iter().all(|size| *size <= 124), "{sizes:?}");
     assert_eq!(app.firestore.list("timers").await.len(), 2 * USERS);
     assert_eq!(
         where_field(&app.firestore, "scenario_answers", "campaignId", &id)

@@ -14,6 +14,7 @@ use crate::ids::{DocumentHexId, ScenarioId};
 use crate::pipeline::campaigns::{
     AudienceRequest, CampaignError, CampaignRequest, CampaignStartError, MAX_TEST_RECIPIENTS,
 };
+use crate::reports::campaign_results::CampaignRef;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 
@@ -199,10 +200,22 @@ pub(crate) async fn show(
 ) -> Result<HttpResponse, AdminError> {
     require_admin(&request, &state)?;
     let id = campaign_id(path.into_inner())?;
-    match state.campaigns.status(&id).await? {
-        Some(status) => Ok(HttpResponse::Ok().json(status)),
-        None => Err(AdminError::UnknownCampaign(id)),
-    }
+    let Some(status) = state.campaigns.status(&id).await? else {
+        return Err(AdminError::UnknownCampaign(id));
+    };
+    let results = state
+        .campaign_results
+        .of(&CampaignRef {
+            id: &status.campaign_id,
+            run: &status.run,
+            scenario: &status.scenario_id,
+            planned: status.planned,
+            sent: status.sent,
+        })
+        .await?;
+    let mut body = serde_json::to_value(&status).map_err(|error| AdminError::Internal(error.to_string()))?;
+    body["results"] = serde_json::to_value(&results).map_err(|error| AdminError::Internal(error.to_string()))?;
+    Ok(HttpResponse::Ok().json(body))
 }
 
 /// The optional body of a cancel: `{"cancelTimers": true}` also cancels the

@@ -1,4 +1,4 @@
-//! `GET /admin/scenarios/{id}/answers.csv[?from=YYYY-MM-DD&to=YYYY-MM-DD][&raw=true]`:
+//! `GET /admin/scenarios/{id}/answers.csv[?from=YYYY-MM-DD&to=YYYY-MM-DD][&campaign=ID][&raw=true]`:
 //! every answer of the scenario as CSV, streamed (see `reports::export`);
 //! formula-like text cells are defused unless `raw=true`.
 
@@ -16,6 +16,8 @@ pub(crate) struct ExportQuery {
     /// Exact values, formula-like text included (for tools, not spreadsheets).
     #[serde(default)]
     raw: bool,
+    /// Only the answers of this campaign's run (its 40-hex id).
+    campaign: Option<String>,
 }
 
 pub(crate) async fn answers_csv(
@@ -26,12 +28,20 @@ pub(crate) async fn answers_csv(
 ) -> Result<HttpResponse, AdminError> {
     require_admin(&request, &state)?;
     let scenario = path.into_inner();
+    if let Some(campaign) = &query.campaign
+        && crate::ids::DocumentHexId::parse(campaign).is_none()
+    {
+        return Err(AdminError::BadRequest(format!(
+            "campaign {campaign:?} is not a campaign id (40 hex digits)"
+        )));
+    }
     let export = state
         .exporter
         .start(
             &scenario,
             query.from.as_deref(),
             query.to.as_deref(),
+            query.campaign.as_deref(),
             if query.raw { Cells::Raw } else { Cells::Safe },
         )
         .await

@@ -372,7 +372,7 @@ async fn answers_csv(request: HttpRequest, state: web::Data<AppState>, path: web
     // Always defused: the console's download is for opening in a spreadsheet.
     match state
         .exporter
-        .start(&scenario, None, None, crate::reports::export::Cells::Safe)
+        .start(&scenario, None, None, None, crate::reports::export::Cells::Safe)
         .await
     {
         Ok(export) => {

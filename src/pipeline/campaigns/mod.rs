@@ -133,6 +133,8 @@ const MULTICAST: &str = "multicast";
 pub(crate) struct CampaignStatus {
     pub(crate) campaign_id: String,
     pub(crate) scenario_id: String,
+    /// The run all its recipients share (`k` and 15 hex digits).
+    pub(crate) run: String,
     pub(crate) state: &'static str,
     pub(crate) planned: u64,
     pub(crate) sent: u64,
@@ -458,6 +460,7 @@ impl Campaigns {
         Ok(CampaignStatus {
             campaign_id: stored.id,
             scenario_id: doc.scenario_id,
+            run: doc.run,
             state: doc.state.as_str(),
             planned: doc.planned,
             sent: counts.sent,

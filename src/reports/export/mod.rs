@@ -57,6 +57,8 @@ pub(crate) struct Export {
     first: AnswerPage,
     from: Option<NaiveDate>,
     to: Option<NaiveDate>,
+    /// Only the answers of this campaign's run.
+    campaign: Option<String>,
     /// How text cells are written.
     cells: format::Cells,
 }
@@ -67,13 +69,15 @@ impl Exporter {
     }
 
     /// Checks the request and reads the first page. `from` and `to` are dates
-    /// (`YYYY-MM-DD`, both included) in the scenario's time zone.
+    /// (`YYYY-MM-DD`, both included) in the scenario's time zone; `campaign`
+    /// keeps the answers of that campaign's run only.
     /// `cells`: formula-like text defused (the default) or raw.
     pub(crate) async fn start(
         &self,
         scenario: &str,
         from: Option<&str>,
         to: Option<&str>,
+        campaign: Option<&str>,
         cells: format::Cells,
     ) -> Result<Export, ExportError> {
         let unknown = || ExportError::UnknownScenario(scenario.to_owned());
@@ -90,7 +94,7 @@ impl Exporter {
             (start, end)
         });
         let labels = Labels::of(loaded);
-        let first = self.store.answers_page(scenario, None, EXPORT_PAGE).await?;
+        let first = self.store.answers_page(scenario, campaign, None, EXPORT_PAGE).await?;
         Ok(Export {
             store: self.store.clone(),
             scenario: scenario.to_owned(),
@@ -100,6 +104,7 @@ impl Exporter {
             first,
             from,
             to,
+            campaign: campaign.map(str::to_owned),
             cells,
         })
     }
@@ -120,7 +125,7 @@ impl Exporter {
         let id = ScenarioId::parse(scenario).map_err(|_| unknown())?;
         let loaded = self.engine.scenario(&id).ok_or_else(unknown)?;
         let (labels, zone) = (Labels::of(loaded), loaded.timing().zone);
-        let page = self.store.answers_page(scenario, after, limit).await?;
+        let page = self.store.answers_page(scenario, None, after, limit).await?;
         Ok(RowsPage {
             rows: page
                 .answers
@@ -166,6 +171,10 @@ impl Export {
             })
             .collect();
         let mut name = format!("answers-{safe}");
+        if let Some(campaign) = &self.campaign {
+            // A campaign id is 40 hex digits (checked by the route).
+            name.push_str(&format!("-campaign-{campaign}"));
+        }
         if let Some(from) = self.from {
             name.push_str(&format!("-from-{from}"));
         }
@@ -215,7 +224,12 @@ impl Export {
                         let read = progress
                             .export
                             .store
-                            .answers_page(&progress.export.scenario, Some(&cursor), EXPORT_PAGE)
+                            .answers_page(
+                                &progress.export.scenario,
+                                progress.export.campaign.as_deref(),
+                                Some(&cursor),
+                                EXPORT_PAGE,
+                            )
                             .await;
                         match read {
                             Ok(page) => page,
