@@ -59,11 +59,18 @@ pub(crate) struct CampaignRef<'a> {
     pub(crate) sent: u64,
 }
 
+/// What Firestore counted for a campaign, remembered for a few seconds.
+#[derive(Debug, Clone)]
+struct Counted {
+    tally: CampaignTally,
+    questions: Vec<QuestionResults>,
+}
+
 #[derive(Clone)]
 pub(crate) struct CampaignResultsReport {
     engine: Engine,
     store: Store,
-    counted: Arc<Mutex<HashMap<String, (Instant, CampaignResults)>>>,
+    counted: Arc<Mutex<HashMap<String, (Instant, Counted)>>>,
 }
 
 impl CampaignResultsReport {
@@ -75,28 +82,38 @@ impl CampaignResultsReport {
         }
     }
 
-    /// The campaign's results, counted now or within the last few seconds.
+    /// The campaign's results: its recipients and deliveries as its status
+    /// says now, what its run left counted now or within the last few seconds.
     pub(crate) async fn of(&self, campaign: &CampaignRef<'_>) -> Result<CampaignResults, StoreError> {
         let recent = self
             .counted
             .lock()
             .ok()
             .and_then(|counted| counted.get(campaign.id).cloned())
-            .filter(|(at, _)| at.elapsed() < FRESH_FOR);
-        if let Some((_, results)) = recent {
-            return Ok(results);
-        }
-        let results = self.count(campaign).await?;
-        if let Ok(mut counted) = self.counted.lock() {
-            if counted.len() >= REMEMBERED {
-                counted.clear();
+            .filter(|(at, _)| at.elapsed() < FRESH_FOR)
+            .map(|(_, counted)| counted);
+        let counted = match recent {
+            Some(counted) => counted,
+            None => {
+                let counted = self.count(campaign).await?;
+                if let Ok(mut remembered) = self.counted.lock() {
+                    if remembered.len() >= REMEMBERED {
+                        remembered.clear();
+                    }
+                    remembered.insert(campaign.id.to_owned(), (Instant::now(), counted.clone()));
+                }
+                counted
             }
-            counted.insert(campaign.id.to_owned(), (Instant::now(), results.clone()));
-        }
-        Ok(results)
+        };
+        Ok(CampaignResults {
+            recipients: campaign.planned,
+            delivered: campaign.sent,
+            tally: counted.tally,
+            questions: counted.questions,
+        })
     }
 
-    async fn count(&self, campaign: &CampaignRef<'_>) -> Result<CampaignResults, StoreError> {
+    async fn count(&self, campaign: &CampaignRef<'_>) -> Result<Counted, StoreError> {
         let outlines = ScenarioId::parse(campaign.scenario)
             .ok()
             .and_then(|scenario| self.engine.question_outlines(&scenario))
@@ -125,11 +142,6 @@ impl CampaignResultsReport {
             }
         }));
         let (tally, questions) = futures::future::try_join(tally, per_question).await?;
-        Ok(CampaignResults {
-            recipients: campaign.planned,
-            delivered: campaign.sent,
-            tally,
-            questions,
-        })
+        Ok(Counted { tally, questions })
     }
 }

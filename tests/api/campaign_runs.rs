@@ -122,7 +122,8 @@ async fn each_recipient_gets_a_run_and_only_who_did_not_answer_is_reminded_then_
     // One of the silent unfollows; someone outside the campaign answers the
     // same survey, started by its keyword.
     let (leaving, silent) = silent.split_first().expect("silent users");
-    app.deliver(&app.sent_now(&crate::helpers::events::unfollow(leaving))).await;
+    app.deliver(&app.sent_now(&crate::helpers::events::unfollow(leaving)))
+        .await;
     let outsider = crate::helpers::events::new_user();
     app.deliver(&app.sent_now(&text(&outsider, "remind"))).await;
     let theirs = where_field(&app.firestore, "scenario_answers", "lineUserId", &outsider).await;
@@ -153,7 +154,12 @@ async fn each_recipient_gets_a_run_and_only_who_did_not_answer_is_reminded_then_
 
     // The campaign's results, counted exactly, of its run only.
     tokio::time::sleep(Duration::from_secs(6)).await;
-    let status: Value = app.get_admin(&format!("/admin/campaigns/{id}")).await.json().await.unwrap();
+    let status: Value = app
+        .get_admin(&format!("/admin/campaigns/{id}"))
+        .await
+        .json()
+        .await
+        .unwrap();
     let results = &status["results"];
     assert_eq!(results["recipients"], json!(USERS), "{status}");
     assert_eq!(results["delivered"], json!(USERS));

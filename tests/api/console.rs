@@ -315,6 +315,14 @@ async fn the_console_in_a_real_browser() {
         browser.text_of(&format!("{row} td:nth-child(4)")).await,
         friends.len().to_string()
     );
+    // One campaign's results.
+    browser.click(&format!("{row} td a")).await;
+    browser.screenshot("campaign").await;
+    assert!(browser.fits_width().await, "the campaign page fits a phone");
+    assert_eq!(
+        browser.text_of("tr[data-figure='Delivered'] td").await,
+        friends.len().to_string()
+    );
 
     // Logout ends the session.
     browser.goto(&format!("{}/console", app.address)).await;

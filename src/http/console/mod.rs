@@ -44,7 +44,8 @@ pub(crate) fn routes(config: &mut web::ServiceConfig) {
         .route("/console/dead-letters", web::get().to(dead_letters))
         .route("/console/dead-letters/{id}/replay", web::post().to(replay))
         .route("/console/users", web::get().to(users))
-        .route("/console/campaigns", web::get().to(campaigns));
+        .route("/console/campaigns", web::get().to(campaigns))
+        .route("/console/campaigns/{id}", web::get().to(campaign));
 }
 
 /// Now in seconds, as the service's clock sees it: sessions and login forms
@@ -364,15 +365,30 @@ fn is_answer_id(id: &str) -> bool {
             .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_'))
 }
 
-async fn answers_csv(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
+/// `?campaign=ID`: one campaign's answers.
+#[derive(Debug, Deserialize)]
+struct CsvQuery {
+    campaign: Option<String>,
+}
+
+async fn answers_csv(
+    request: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<CsvQuery>,
+) -> HttpResponse {
     if logged_in(&request, &state).is_none() {
         return to_login();
     }
     let scenario = path.into_inner();
+    let campaign = query.campaign.as_deref();
+    if campaign.is_some_and(|id| crate::ids::DocumentHexId::parse(id).is_none()) {
+        return not_found("No campaign with that id.");
+    }
     // Always defused: the console's download is for opening in a spreadsheet.
     match state
         .exporter
-        .start(&scenario, None, None, None, crate::reports::export::Cells::Safe)
+        .start(&scenario, None, None, campaign, crate::reports::export::Cells::Safe)
         .await
     {
         Ok(export) => {
@@ -546,6 +562,35 @@ async fn campaigns(request: HttpRequest, state: web::Data<AppState>) -> HttpResp
     };
     match state.campaigns.list(LISTED).await {
         Ok(all) => html(StatusCode::OK, pages::campaigns(&Nav { csrf: &csrf }, &all)),
+        Err(error) => unavailable(error),
+    }
+}
+
+async fn campaign(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
+    let Some(csrf) = logged_in(&request, &state) else {
+        return to_login();
+    };
+    let id = path.into_inner();
+    if crate::ids::DocumentHexId::parse(&id).is_none() {
+        return not_found("No campaign with that id.");
+    }
+    let status = match state.campaigns.status(&id).await {
+        Ok(Some(status)) => status,
+        Ok(None) => return not_found("No campaign with that id."),
+        Err(error) => return unavailable(error),
+    };
+    let counted = state
+        .campaign_results
+        .of(&crate::reports::campaign_results::CampaignRef {
+            id: &status.campaign_id,
+            run: &status.run,
+            scenario: &status.scenario_id,
+            planned: status.planned,
+            sent: status.sent,
+        })
+        .await;
+    match counted {
+        Ok(results) => html(StatusCode::OK, pages::campaign(&Nav { csrf: &csrf }, &status, &results)),
         Err(error) => unavailable(error),
     }
 }

@@ -413,7 +413,10 @@ pub(crate) fn campaigns(nav: &Nav, all: &[CampaignStatus]) -> Markup {
                             @for campaign in all {
                                 @let done = campaign.sent.saturating_add(campaign.failed).saturating_add(campaign.skipped);
                                 tr data-campaign=(campaign.campaign_id) {
-                                    td { (campaign.scenario_id) br; span class="muted" { (campaign.campaign_id) } }
+                                    td {
+                                        a href={ "/console/campaigns/" (campaign.campaign_id) } { (campaign.scenario_id) }
+                                        br; span class="muted" { (campaign.campaign_id) }
+                                    }
                                     td { (campaign.state) }
                                     td { div class="bar" { span style={ "width:" (percent(done, campaign.planned)) "%" } {} } }
                                     td class="num" { (campaign.sent) }
@@ -428,6 +431,62 @@ pub(crate) fn campaigns(nav: &Nav, all: &[CampaignStatus]) -> Markup {
             }
         },
     )
+}
+
+/// One campaign: its state and its results, counted exactly.
+pub(crate) fn campaign(
+    nav: &Nav,
+    status: &CampaignStatus,
+    results: &crate::reports::campaign_results::CampaignResults,
+) -> Markup {
+    let figures = [
+        ("Recipients", results.recipients),
+        ("Delivered", results.delivered),
+        ("Answered", results.tally.answered),
+        ("Reminded", results.tally.reminded),
+        ("Expired", results.tally.expired),
+        ("Unfollowed since", results.tally.unfollowed),
+    ];
+    page(
+        "Campaign",
+        Some(nav),
+        html! {
+            section {
+                p { (status.scenario_id) " · " (status.state) br; span class="muted" { (status.campaign_id) } }
+                @if let Some(starts) = &status.starts_at { p { "Starts at " (starts) } }
+                div class="scroll" {
+                    table {
+                        @for (name, value) in figures {
+                            tr data-figure=(name) { th { (name) } td class="num" { (value) } }
+                        }
+                    }
+                }
+                @for question in &results.questions {
+                    h2 { (question.text) }
+                    p class="muted" { (question.node_id) " · " (question.answered) " answered" }
+                    @if !question.choices.is_empty() {
+                        div class="scroll" {
+                            table {
+                                @for choice in &question.choices {
+                                    tr data-choice=(choice.value) {
+                                        td { (choice.label) }
+                                        td { div class="bar" { span style={ "width:" (share(choice.count, question.answered)) "%" } {} } }
+                                        td class="num" { (choice.count) }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                p { a href={ "/console/scenarios/" (status.scenario_id) "/answers.csv?campaign=" (status.campaign_id) } { "Download this campaign's answers (CSV)" } }
+            }
+        },
+    )
+}
+
+/// `part` of `whole` in whole percent, 0 when there is no whole.
+fn share(part: u64, whole: u64) -> u64 {
+    if whole == 0 { 0 } else { percent(part, whole) }
 }
 
 /// `part` of `whole` in whole percent, 0 to 100.
