@@ -61,6 +61,9 @@ pub struct Config {
     pub http_workers: usize,
     /// Multicast calls per second of a campaign, unless its request sets its own.
     pub campaign_calls_per_second: u32,
+    /// Writes a second the followers sync starts at, before Firestore's ramp
+    /// (half as many more every 5 minutes): `FOLLOWER_SYNC_WRITES_PER_SECOND`.
+    pub follower_sync_writes_per_second: u32,
     /// Users with this tag are in no campaign's audience and get no reminder,
     /// step or closing message from one (`CAMPAIGN_OPT_OUT_TAG`).
     pub campaign_opt_out_tag: String,
@@ -239,6 +242,7 @@ impl Config {
             instance_id: get("INSTANCE_ID").unwrap_or_else(default_instance_id),
             http_workers: parse(&get, "HTTP_WORKERS", default_http_workers())?,
             campaign_calls_per_second: parse(&get, "CAMPAIGN_CALLS_PER_SECOND", 20)?,
+            follower_sync_writes_per_second: parse(&get, "FOLLOWER_SYNC_WRITES_PER_SECOND", 500)?,
             campaign_opt_out_tag: get("CAMPAIGN_OPT_OUT_TAG").unwrap_or_else(|| DEFAULT_OPT_OUT_TAG.to_owned()),
             console_session: Duration::from_secs(
                 parse::<u64>(&get, "CONSOLE_SESSION_MINUTES", 480)?.saturating_mul(60),
@@ -328,6 +332,12 @@ impl Config {
         }
         if self.firestore_database.is_empty() || self.firestore_database.contains('/') {
             return invalid("FIRESTORE_DATABASE", "must be (default) or a database id");
+        }
+        if !(1..=10_000).contains(&self.follower_sync_writes_per_second) {
+            return invalid(
+                "FOLLOWER_SYNC_WRITES_PER_SECOND",
+                "must be 1 to 10000 (Firestore asks new write traffic to start near 500 a second)",
+            );
         }
         let tag = &self.campaign_opt_out_tag;
         if tag.trim().is_empty() || tag.chars().count() > 100 || tag.contains('\0') {
@@ -499,7 +509,17 @@ mod tests {
 
     #[test]
     fn settings_that_would_break_at_run_time_are_refused_by_name() {
-        let cases: [(&str, &str, &str); 25] = [
+        let cases: [(&str, &str, &str); 27] = [
+            (
+                "FOLLOWER_SYNC_WRITES_PER_SECOND",
+                "0",
+                "FOLLOWER_SYNC_WRITES_PER_SECOND",
+            ),
+            (
+                "FOLLOWER_SYNC_WRITES_PER_SECOND",
+                "10001",
+                "FOLLOWER_SYNC_WRITES_PER_SECOND",
+            ),
             // (Blank is unset, as for every setting: the default tag.)
             ("CAMPAIGN_OPT_OUT_TAG", &"x".repeat(101), "CAMPAIGN_OPT_OUT_TAG"),
             ("FIRESTORE_SCAN_TIMEOUT_MS", "0", "FIRESTORE_SCAN_TIMEOUT_MS"),

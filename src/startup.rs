@@ -100,6 +100,12 @@ impl Application {
         // Campaign chunks call LINE outside the ledger: they get the client itself,
         // not a way into the courier's.
         let campaign_line = client.clone();
+        let follower_sync = crate::pipeline::follower_sync::FollowerSync::new(
+            store.clone(),
+            client.clone(),
+            clock.clone(),
+            config.follower_sync_writes_per_second,
+        );
         let personal = Personaliser::new(store.clone(), client.clone(), clock.clone());
         let courier = Courier::new(client, store.clone(), policy.clone(), retries, clock.clone()).pausing_at(
             config.fault_pause.map(|pause| match pause {
@@ -181,6 +187,7 @@ impl Application {
         );
         if config.worker_count > 0 {
             tokio::spawn(campaigns.clone().run(config.sweep_interval, shutdown.clone()));
+            tokio::spawn(follower_sync.clone().run(config.sweep_interval, shutdown.clone()));
         }
         let queued = pipeline.clone();
         let scrape = Scrape::new(
@@ -208,6 +215,7 @@ impl Application {
             user_profiles: crate::reports::users::UserProfiles::new(store.clone()),
             manual_sender: ManualSender::new(engine, store.clone(), courier, personal, clock.clone()),
             campaigns,
+            follower_sync,
             replayer,
             timer_cancels: TimerCancels::new(store.clone()),
             store,

@@ -30,6 +30,7 @@ pub(crate) struct AppState {
     pub(crate) ingest: Ingest,
     pub(crate) manual_sender: ManualSender,
     pub(crate) campaigns: Campaigns,
+    pub(crate) follower_sync: crate::pipeline::follower_sync::FollowerSync,
     pub(crate) replayer: Replayer,
     pub(crate) results: Results,
     pub(crate) campaign_results: crate::reports::campaign_results::CampaignResultsReport,

@@ -24,6 +24,7 @@ mod campaign_runs;
 pub(crate) mod campaigns;
 pub(crate) mod error;
 mod follow;
+pub(crate) mod follower_sync;
 mod hold;
 pub(crate) mod ingest;
 mod liveness;

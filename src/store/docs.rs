@@ -23,6 +23,7 @@ pub(crate) mod collections {
     pub(crate) const RESULT_COUNTERS: &str = "result_counters";
     pub(crate) const NOTICES: &str = "notices";
     pub(crate) const INSTANCES: &str = "instances";
+    pub(crate) const FOLLOWER_SYNCS: &str = "follower_syncs";
 }
 
 /// `survey_responses/{answerId}`: one user's answer to one survey node.

@@ -21,6 +21,7 @@ mod dead_letters;
 mod docs;
 mod effects;
 mod export;
+mod follower_sync;
 mod guards;
 pub(crate) use guards::ScenarioProgress;
 mod idempotency;
@@ -56,6 +57,7 @@ pub(crate) use docs::{
 };
 pub(crate) use effects::{AnswerRecord, Effect, EffectWrites, RunRecord, StartRecord};
 pub(crate) use export::{AnswerPage, EXPORT_PAGE, ListedAnswer};
+pub(crate) use follower_sync::{FollowerSyncDoc, FollowerSyncState, Following, PageCounts, SyncProgress, SyncStart};
 pub(crate) use idempotency::RequestCheck;
 pub(crate) use inbox::{Claim, INBOX_RETENTION, InboxKey, NewEvent};
 pub(crate) use lease::{Stored, Swept};

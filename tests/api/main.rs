@@ -22,6 +22,7 @@ mod duplicates;
 mod errors;
 mod export;
 mod faults;
+mod followers;
 mod guards;
 mod guesses;
 mod inbox;

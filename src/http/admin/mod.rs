@@ -5,6 +5,7 @@
 pub(crate) mod campaigns;
 pub(crate) mod dead_letters;
 pub(crate) mod export;
+pub(crate) mod followers;
 pub(crate) mod results;
 pub(crate) mod send;
 pub(crate) mod timeline;
@@ -36,6 +37,9 @@ pub(crate) enum AdminError {
     UnknownUser(String),
     #[error("no campaign with id {0:?}")]
     UnknownCampaign(String),
+    /// 404 for what has no id: nothing of the kind exists yet.
+    #[error("{0}")]
+    NotFound(String),
     /// The record is not in a state the call can act on.
     #[error("{message}")]
     Conflict { message: String, state: &'static str },
@@ -76,7 +80,8 @@ impl ResponseError for AdminError {
             | AdminError::UnknownDeadLetter(_)
             | AdminError::UnknownTimer(_)
             | AdminError::UnknownUser(_)
-            | AdminError::UnknownCampaign(_) => StatusCode::NOT_FOUND,
+            | AdminError::UnknownCampaign(_)
+            | AdminError::NotFound(_) => StatusCode::NOT_FOUND,
             AdminError::Conflict { .. }
             | AdminError::NeedsConfirmation { .. }
             | AdminError::OverQuota { .. }

@@ -21,6 +21,11 @@
 //!   apart from the send calls.
 //! - A message over one of LINE's limits, counted as LINE counts them, answers
 //!   400 and delivers nothing (see `line_limits`).
+//! - `GET /v2/bot/followers/ids?start=..&limit=..` pages through the friends a
+//!   test set ([`LineStandIn::set_followers`]), `limit` (at most 1,000) at a
+//!   time with an opaque `next` token, 403 for an account that may not list
+//!   them ([`LineStandIn::refuse_followers`]), and queued faults (429 with
+//!   `Retry-After`, 500s: [`LineStandIn::fail_next_follower_pages`]).
 //! - `GET /v2/bot/message/quota` answers `{"type": "none"}` unless a test set a
 //!   monthly limit ([`LineStandIn::set_quota`]); `/v2/bot/message/quota/consumption`
 //!   answers what was used: the month's usage a test set, plus one per push and
@@ -187,6 +192,13 @@ struct State {
     /// The month's message limit (`None`: `{"type": "none"}`) and what was
     /// used before the test began.
     quota: (Option<u64>, u64),
+    /// The account's friends, in LINE's order.
+    followers: Vec<String>,
+    /// The account may not list them (not verified nor premium): 403.
+    followers_refused: bool,
+    follower_faults: VecDeque<Fault>,
+    /// The `start` of every followers call, in arrival order.
+    follower_calls: Vec<Option<String>>,
 }
 
 impl Default for State {
@@ -207,6 +219,10 @@ impl Default for State {
             profile_random: (0.0, 0.0),
             profile_calls: Vec::new(),
             quota: (None, 0),
+            followers: Vec::new(),
+            followers_refused: false,
+            follower_faults: VecDeque::new(),
+            follower_calls: Vec::new(),
         }
     }
 }
@@ -354,6 +370,62 @@ impl Respond for LineResponder {
     }
 }
 
+/// `GET /v2/bot/followers/ids`.
+struct FollowersResponder {
+    state: Arc<Mutex<State>>,
+}
+
+impl Respond for FollowersResponder {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let query: HashMap<String, String> = request.url.query_pairs().into_owned().collect();
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.follower_calls.push(query.get("start").cloned());
+        match state.follower_faults.pop_front() {
+            Some(Fault::RateLimit { retry_after_secs }) => {
+                return ResponseTemplate::new(429)
+                    .insert_header("retry-after", retry_after_secs.to_string().as_str())
+                    .set_body_json(serde_json::json!({"message": "The API rate limit has been exceeded."}));
+            }
+            Some(Fault::Refuse(status)) => {
+                return ResponseTemplate::new(status)
+                    .set_body_json(serde_json::json!({"message": "Refused by the stand-in"}));
+            }
+            _ => {}
+        }
+        if state.followers_refused {
+            return ResponseTemplate::new(403).set_body_json(serde_json::json!({
+                "message": "Access to this API is not available for your account"
+            }));
+        }
+        let limit: usize = query
+            .get("limit")
+            .and_then(|limit| limit.parse().ok())
+            .unwrap_or(300)
+            .clamp(1, 1000);
+        // LINE's tokens are opaque: this one is "p" and the index of the next id.
+        let from: usize = match query.get("start") {
+            None => 0,
+            Some(start) => match start.strip_prefix('p').and_then(|index| index.parse().ok()) {
+                Some(index) => index,
+                None => {
+                    return ResponseTemplate::new(400).set_body_json(serde_json::json!({"message": "Invalid start"}));
+                }
+            },
+        };
+        let to = (from + limit).min(state.followers.len());
+        let ids: Vec<String> = state
+            .followers
+            .get(from..to)
+            .map(<[String]>::to_vec)
+            .unwrap_or_default();
+        let mut body = serde_json::json!({"userIds": ids});
+        if to < state.followers.len() {
+            body["next"] = serde_json::json!(format!("p{to}"));
+        }
+        ResponseTemplate::new(200).set_body_json(body)
+    }
+}
+
 /// `GET /v2/bot/message/quota` and `.../quota/consumption`.
 struct QuotaResponder {
     state: Arc<Mutex<State>>,
@@ -481,6 +553,11 @@ impl LineStandIn {
             .mount(&server)
             .await;
         Mock::given(method("GET"))
+            .and(wiremock::matchers::path("/v2/bot/followers/ids"))
+            .respond_with(FollowersResponder { state: state.clone() })
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
             .and(wiremock::matchers::path_regex("^/v2/bot/message/quota(/consumption)?$"))
             .respond_with(QuotaResponder { state: state.clone() })
             .mount(&server)
@@ -490,6 +567,38 @@ impl LineStandIn {
 
     pub fn uri(&self) -> String {
         self.server.uri()
+    }
+
+    /// The account's friends, in the order LINE lists them.
+    pub fn set_followers(&self, followers: Vec<String>) {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).followers = followers;
+    }
+
+    /// The account may not list its friends: 403, as LINE answers accounts
+    /// that are neither verified nor premium.
+    pub fn refuse_followers(&self) {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .followers_refused = true;
+    }
+
+    /// Faults for the next followers pages, in order.
+    pub fn fail_next_follower_pages(&self, faults: impl IntoIterator<Item = Fault>) {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .follower_faults
+            .extend(faults);
+    }
+
+    /// The `start` of every followers call, in arrival order.
+    pub fn follower_calls(&self) -> Vec<Option<String>> {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .follower_calls
+            .clone()
     }
 
     /// The month's message limit (`None`: none) and what was used before.
