@@ -243,7 +243,9 @@ impl Config {
             http_workers: parse(&get, "HTTP_WORKERS", default_http_workers())?,
             campaign_calls_per_second: parse(&get, "CAMPAIGN_CALLS_PER_SECOND", 20)?,
             follower_sync_writes_per_second: parse(&get, "FOLLOWER_SYNC_WRITES_PER_SECOND", 500)?,
-            campaign_opt_out_tag: get("CAMPAIGN_OPT_OUT_TAG").unwrap_or_else(|| DEFAULT_OPT_OUT_TAG.to_owned()),
+            // Trimmed as the scenarios' tags are: " 配信停止" must be the tag they give.
+            campaign_opt_out_tag: get("CAMPAIGN_OPT_OUT_TAG")
+                .map_or_else(|| DEFAULT_OPT_OUT_TAG.to_owned(), |tag| tag.trim().to_owned()),
             console_session: Duration::from_secs(
                 parse::<u64>(&get, "CONSOLE_SESSION_MINUTES", 480)?.saturating_mul(60),
             ),
@@ -564,6 +566,11 @@ mod tests {
         assert_eq!(ok.campaign_opt_out_tag, "配信停止");
         let own = deployed(&[("CAMPAIGN_OPT_OUT_TAG", "no_campaigns")]).unwrap();
         assert_eq!(own.campaign_opt_out_tag, "no_campaigns");
+        let spaced = deployed(&[("CAMPAIGN_OPT_OUT_TAG", " 配信停止\n")]).unwrap();
+        assert_eq!(
+            spaced.campaign_opt_out_tag, "配信停止",
+            "trimmed as the scenarios' tags are"
+        );
     }
 
     #[test]

@@ -113,6 +113,9 @@ const RUN_ID_HEX_CHARS: usize = 16;
 /// begun by an event or a manual send looks like a campaign's.
 const CAMPAIGN_RUN_MARK: char = 'k';
 
+/// The first character of a test send's run id: never a hex digit nor `k`.
+const TEST_SEND_RUN_MARK: char = 't';
+
 impl RunId {
     /// The run begun by `origin` (an inbox id, a manual send's action key).
     pub fn begun_by(origin: &str) -> Self {
@@ -132,6 +135,19 @@ impl RunId {
     /// Whether this is a campaign's run (see [`Self::of_campaign`]).
     pub fn is_campaign_run(&self) -> bool {
         self.0.starts_with(CAMPAIGN_RUN_MARK)
+    }
+
+    /// The run a campaign's test send (テスト配信) names on its buttons: `t`
+    /// and `nonce`'s first 15 characters. Taps on them record nothing, so an
+    /// operator trying the survey leaves no answer, tag or timer behind.
+    pub fn of_test_send(nonce: &str) -> Self {
+        let head: String = nonce.chars().take(RUN_ID_HEX_CHARS - 1).collect();
+        Self(format!("{TEST_SEND_RUN_MARK}{head}"))
+    }
+
+    /// Whether this is a test send's run (see [`Self::of_test_send`]).
+    pub fn is_test_send_run(&self) -> bool {
+        self.0.starts_with(TEST_SEND_RUN_MARK)
     }
 }
 

@@ -10,7 +10,7 @@ use crate::line::client::LineClient;
 use crate::log_ids::UserIdHasher;
 use crate::metrics::Metrics;
 use crate::outbound::{Courier, PauseAt, RetryPolicy};
-use crate::pipeline::campaigns::Campaigns;
+use crate::pipeline::campaigns::{CampaignSettings, Campaigns};
 use crate::pipeline::ingest::Ingest;
 use crate::pipeline::manual_send::ManualSender;
 use crate::pipeline::personal::Personaliser;
@@ -180,9 +180,12 @@ impl Application {
             versions.clone(),
             store.clone(),
             campaign_line,
-            policy,
-            config.campaign_calls_per_second,
-            config.campaign_opt_out_tag.clone(),
+            personal.clone(),
+            CampaignSettings {
+                policy,
+                default_rate: config.campaign_calls_per_second,
+                opt_out_tag: config.campaign_opt_out_tag.clone(),
+            },
             clock.clone(),
         );
         if config.worker_count > 0 {

@@ -257,25 +257,41 @@ impl Audience {
 pub(crate) enum CampaignStartError {
     #[error("no scenario with id {0:?}")]
     UnknownScenario(String),
-    #[error(
-        "scenario {0:?} takes a split before its first question or wait: a campaign sends every recipient the same messages; use POST /admin/scenarios/{0}/send"
-    )]
-    Splits(String),
-    #[error(
-        "scenario {0:?} reaches a branch before its first question or wait: a campaign sends every recipient the same messages; use POST /admin/scenarios/{0}/send"
-    )]
-    Branches(String),
-    #[error(
-        "scenario {0:?} has placeholders ({{name}}, {{field.x}}, {{answer.n}}) in its first messages: a campaign sends every recipient the same messages; use POST /admin/scenarios/{0}/send"
-    )]
-    Placeholders(String),
     #[error("scenario {0:?} cannot be rendered: {1}")]
     Broken(String, String),
 }
 
+/// How a campaign's messages go out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Delivery {
+    /// Every recipient of a chunk gets the same bytes: one multicast a chunk.
+    Multicast,
+    /// Each recipient gets their own: a split, a branch or placeholders come
+    /// before the first question or wait. One push a user.
+    Push,
+}
+
+impl Delivery {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Delivery::Multicast => "multicast",
+            Delivery::Push => "push",
+        }
+    }
+}
+
+/// Recipients of a chunk of a push campaign: each user's part of its settle
+/// takes at most 6 writes (marker, user's record twice, open question, two
+/// timers), and their sends by arm one counter write: 50 stay well within a
+/// commit's 500, and a chunk's pushes within a call's pace.
+pub(crate) const PUSH_CHUNK_SIZE: usize = 50;
+
 /// What every recipient of a campaign gets.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct CampaignStart {
+    /// Multicast: what every recipient gets; push: nothing (each recipient's
+    /// messages are decided when their chunk goes).
+    pub(crate) delivery: Delivery,
     pub(crate) messages: Vec<Message>,
     pub(crate) version: u32,
     pub(crate) run: RunId,
@@ -414,38 +430,36 @@ impl Engine {
         scenario: &ScenarioId,
         campaign_id: &str,
     ) -> Result<CampaignStart, CampaignStartError> {
+        self.campaign_start_in(scenario, &RunId::of_campaign(campaign_id))
+    }
+
+    /// What a campaign of `scenario` sends in `run` (a campaign's, or a test
+    /// send's).
+    pub(crate) fn campaign_start_in(
+        &self,
+        scenario: &ScenarioId,
+        run: &RunId,
+    ) -> Result<CampaignStart, CampaignStartError> {
         let loaded = self
             .scenario(scenario)
             .ok_or_else(|| CampaignStartError::UnknownScenario(scenario.to_string()))?;
-        let run = RunId::of_campaign(campaign_id);
-        // No user: a split before the first wait or question cannot be taken.
-        let rendered = render_in_run(loaded, &loaded.start, Some(&run), None).map_err(|problem| match problem {
-            crate::scenario::WalkError::SplitWithoutUser(_) => CampaignStartError::Splits(scenario.to_string()),
-            problem => CampaignStartError::Broken(scenario.to_string(), problem.to_string()),
-        })?;
-        if rendered.branch.is_some() {
-            return Err(CampaignStartError::Branches(scenario.to_string()));
-        }
-        if !super::personal::needs(&rendered.messages).is_empty() {
-            return Err(CampaignStartError::Placeholders(scenario.to_string()));
+        let run = run.clone();
+        // No user: a split before the first wait or question cannot be taken,
+        // and the campaign goes by push, each recipient decided on their own.
+        let rendered = match render_in_run(loaded, &loaded.start, Some(&run), None) {
+            Ok(rendered) => rendered,
+            Err(crate::scenario::WalkError::SplitWithoutUser(_)) => return Ok(self.push_start(loaded, run)),
+            Err(problem) => return Err(CampaignStartError::Broken(scenario.to_string(), problem.to_string())),
+        };
+        if rendered.branch.is_some() || !super::personal::needs(&rendered.messages).is_empty() {
+            return Ok(self.push_start(loaded, run));
         }
         // Rendered once for everyone: literal braces (`{{`) become braces.
         let mut messages = rendered.messages;
         super::personal::render(&mut messages, None);
-        let timer_sends: u32 = rendered
-            .timers
-            .iter()
-            .map(|plan| match plan.kind {
-                TimerKind::Step => 1,
-                TimerKind::Remind => loaded
-                    .question_timers(&plan.node)
-                    .map_or(0, |timers| timers.max_reminders),
-                TimerKind::Expire => loaded
-                    .question_timers(&plan.node)
-                    .map_or(0, |timers| u32::from(timers.on_expire.is_some())),
-            })
-            .sum();
+        let timer_sends = timer_sends(loaded, &rendered.timers);
         Ok(CampaignStart {
+            delivery: Delivery::Multicast,
             messages_per_recipient: 1 + timer_sends,
             messages,
             version: loaded.scenario.version,
@@ -496,6 +510,54 @@ impl Engine {
         }
         Ok(crate::scenario::schedule::after_quiet_hours(loaded.timing(), requested))
     }
+}
+
+impl Engine {
+    /// A push campaign's start: nothing decided for everyone. Each recipient
+    /// costs the first send and the pushes the timers of the chain a first
+    /// recipient would get are set to make (a branch's arms are counted up to
+    /// the branch).
+    fn push_start(&self, loaded: &crate::scenario::LoadedScenario, run: RunId) -> CampaignStart {
+        let example = crate::ids::LineUserId::parse("U00000000000000000000000000000000").ok();
+        let rendered = example.and_then(|user| {
+            render_in_run(
+                loaded,
+                &loaded.start,
+                Some(&run),
+                Some(self.who(&loaded.scenario.id, &user)),
+            )
+            .ok()
+        });
+        let timer_sends = rendered
+            .as_ref()
+            .map_or(0, |rendered| timer_sends(loaded, &rendered.timers));
+        CampaignStart {
+            delivery: Delivery::Push,
+            messages: Vec::new(),
+            version: loaded.scenario.version,
+            run,
+            asks: None,
+            recipient: RecipientStart::default(),
+            messages_per_recipient: 1 + timer_sends,
+        }
+    }
+}
+
+/// The pushes `timers` are set to make: a step, each reminder up to
+/// `max_reminders`, an expiry's `on_expire`.
+fn timer_sends(loaded: &crate::scenario::LoadedScenario, timers: &[TimerPlan]) -> u32 {
+    timers
+        .iter()
+        .map(|plan| match plan.kind {
+            TimerKind::Step => 1,
+            TimerKind::Remind => loaded
+                .question_timers(&plan.node)
+                .map_or(0, |timers| timers.max_reminders),
+            TimerKind::Expire => loaded
+                .question_timers(&plan.node)
+                .map_or(0, |timers| u32::from(timers.on_expire.is_some())),
+        })
+        .sum()
 }
 
 /// A tag list: absent is no filter; present must hold 1 to 30 real tags.

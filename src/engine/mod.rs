@@ -79,6 +79,8 @@ pub(crate) enum Ignored {
     NoTrigger,
     #[error("postback data is not ours: {0}")]
     ForeignPostback(PostbackError),
+    #[error("a tap on a test send's button: nothing is recorded")]
+    TestSendTap,
     #[error("postback names an unknown scenario")]
     UnknownScenario,
     #[error("postback names an unknown node")]
@@ -509,6 +511,9 @@ impl Engine {
             EventKind::Postback { postback: content } => {
                 let (postback, asked_in) =
                     Postback::decode_with_run(&content.data).map_err(Ignored::ForeignPostback)?;
+                if asked_in.as_ref().is_some_and(|asked| asked.run.is_test_send_run()) {
+                    return Err(Ignored::TestSendTap);
+                }
                 self.postback(user, postback, asked_in, run, content)
             }
             _ => Err(Ignored::UnhandledType),

@@ -170,6 +170,19 @@ fn each_reason_to_ignore_an_event() {
             postback(&answer("satisfaction", "rating", "9")),
             Ignored::UnknownChoice,
         ),
+        (
+            "a valid answer on a test send's button",
+            postback(&format!(
+                "{}&r=t0123456789abcde&sv=1",
+                answer("satisfaction", "rating", "5")
+            )),
+            Ignored::TestSendTap,
+        ),
+        (
+            "a date picked on a test send's button",
+            postback("v=1&k=d&s=satisfaction&n=rating&r=t0123456789abcde"),
+            Ignored::TestSendTap,
+        ),
     ];
     for (name, raw, expected) in cases {
         let decided = decide(&raw);

@@ -213,7 +213,9 @@ impl LineClient {
                 Err(error) => Err(SendError::NoAnswer(format!("the profile could not be read: {error}"))),
             },
             404 => Ok(None),
-            429 => Err(SendError::RateLimited { retry_after: None }),
+            429 => Err(SendError::RateLimited {
+                retry_after: retry_after(&response),
+            }),
             status @ 400..=499 => Err(SendError::Rejected {
                 status,
                 reason: line_error_message(response).await,
@@ -296,7 +298,9 @@ impl LineClient {
                 .await
                 .map(Some)
                 .map_err(|error| SendError::NoAnswer(format!("LINE's answer to {path} could not be read: {error}"))),
-            429 => Err(SendError::RateLimited { retry_after: None }),
+            429 => Err(SendError::RateLimited {
+                retry_after: retry_after(&response),
+            }),
             status @ 400..=499 => Err(SendError::Rejected {
                 status,
                 reason: line_error_message(response).await,
@@ -356,13 +360,7 @@ impl LineClient {
             200..=299 => Ok(Delivered::Sent),
             409 if retry_key.is_some() => Ok(Delivered::AlreadyAccepted),
             429 => {
-                let retry_after = response
-                    .headers()
-                    .get("retry-after")
-                    .and_then(|value| value.to_str().ok())
-                    .and_then(|value| value.parse::<u64>().ok())
-                    // An hour at most: a wild value must not park a send for ever.
-                    .map(|seconds| Duration::from_secs(seconds.min(3600)));
+                let retry_after = retry_after(&response);
                 let reason = line_error_message(response).await;
                 // LINE answers 429 too when the month's message quota is used
                 // up: that lasts until next month, so it is a refusal.
@@ -396,4 +394,15 @@ async fn line_error_message(response: reqwest::Response) -> String {
         Ok(error) => error.message,
         Err(_) => "no error message".to_owned(),
     }
+}
+
+/// LINE's `Retry-After` on a 429, in seconds; an hour at most, so a wild
+/// value cannot park a send for ever.
+fn retry_after(response: &reqwest::Response) -> Option<Duration> {
+    response
+        .headers()
+        .get("retry-after")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().parse::<u64>().ok())
+        .map(|seconds| Duration::from_secs(seconds.min(3600)))
 }

@@ -57,6 +57,12 @@ impl ActionKey {
         Self(deterministic_id(&["campaign_chunk", chunk_id]))
     }
 
+    /// One recipient's push of a push campaign: a user is in one chunk of the
+    /// one plan sent, so every turn of that chunk pushes with one retry key.
+    pub(crate) fn campaign_push(campaign_id: &str, user: &LineUserId) -> Self {
+        Self(deterministic_id(&["campaign_push", campaign_id, user.as_str()]))
+    }
+
     pub(crate) fn as_str(&self) -> &str {
         &self.0
     }

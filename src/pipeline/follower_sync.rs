@@ -33,6 +33,9 @@ const PAGE_TRIES: u32 = 4;
 const PAGE_ROUNDS: usize = 3;
 /// Firestore's ramp for new write traffic: half as many more every 5 minutes.
 const RAMP_EVERY: Duration = Duration::from_secs(300);
+/// Takes of the sync in a row that got no page further (LINE failing, or the
+/// instances holding it dying) before it ends `failed`.
+const MAX_TAKES: u32 = 30;
 
 /// What `GET /admin/followers/sync` shows.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -124,8 +127,17 @@ enum Fetched {
     Page(FollowersPage),
     /// LINE refused: the sync fails with this reason.
     Refused(String),
+    /// LINE asked to wait this long (a 429) before asking again.
+    Wait(Duration),
     /// Not now (LINE failing, no answer): the next look tries again.
     Later(String),
+}
+
+/// The sync as this instance holds it: its version after the last write of
+/// its lease, and when that was.
+struct Held {
+    version: Version,
+    renewed: Instant,
 }
 
 impl FollowerSync {
@@ -198,24 +210,53 @@ impl FollowerSync {
     }
 
     /// Takes the sync's lease, then writes its pages until LINE has no more,
-    /// the sync fails, or another instance holds it.
+    /// the sync fails, or another instance holds it. Every wait (LINE's
+    /// `Retry-After`, the write ramp) is cut into pieces shorter than a third
+    /// of the lease, the lease renewed after each, and a page's users are
+    /// written only under a lease renewed within that third: an instance
+    /// that lost the sync stops before it writes.
     async fn drive(&self, stored: Stored<FollowerSyncDoc>) -> Result<(), PipelineError> {
         let store = &self.inner.store;
         let attempts = stored.doc.attempts.saturating_add(1);
-        let Some(mut version) = store.lease_follower_sync(stored.version, attempts).await? else {
+        let Some(version) = store.lease_follower_sync(stored.version, attempts).await? else {
             return Ok(());
         };
+        let mut held = Held {
+            version,
+            renewed: Instant::now(),
+        };
         let mut doc = stored.doc;
+        doc.attempts = attempts;
+        if attempts > MAX_TAKES {
+            let reason = format!(
+                "taken {MAX_TAKES} times in a row without getting a page further (LINE kept failing or the instances holding it stopped); start it again"
+            );
+            tracing::warn!(attempts, outcome = "failed", "followers sync gave up");
+            let progress = self.progress(&doc, doc.next.as_deref(), FollowerSyncState::Failed, Some(&reason));
+            store.advance_follower_sync(held.version, &progress).await?;
+            return Ok(());
+        }
         let started_ms = doc.started_at.as_millisecond();
         let began = Instant::now();
         let mut written = 0u64;
         loop {
             let page = match self.fetch(doc.next.as_deref()).await {
                 Fetched::Page(page) => page,
+                Fetched::Wait(wait) => {
+                    tracing::info!(
+                        wait_ms = wait.as_millis() as u64,
+                        outcome = "rate_limited",
+                        "LINE asked the followers sync to wait"
+                    );
+                    if !self.pause(wait, &mut held, &doc).await? {
+                        return Ok(());
+                    }
+                    continue;
+                }
                 Fetched::Refused(reason) => {
                     tracing::warn!(reason = %reason, outcome = "failed", "LINE refused the followers list");
                     let progress = self.progress(&doc, None, FollowerSyncState::Failed, Some(&reason));
-                    store.advance_follower_sync(version, &progress).await?;
+                    store.advance_follower_sync(held.version, &progress).await?;
                     return Ok(());
                 }
                 Fetched::Later(problem) => {
@@ -224,23 +265,32 @@ impl FollowerSync {
                     ))));
                 }
             };
+            // The page's users are written only while the sync is surely ours.
+            if held.renewed.elapsed() > self.renew_every() && !self.renew(&mut held, &doc).await? {
+                return Ok(());
+            }
             let counts = self.record(&page.user_ids, started_ms).await?;
             doc.pages += 1;
             doc.listed += page.user_ids.len() as u64;
             doc.recorded += counts.recorded;
             doc.already_following += counts.already_following;
             doc.kept_unfollowed += counts.kept_unfollowed;
+            // A page further: the takes in a row start again.
+            doc.attempts = 0;
             let state = if page.next.is_some() {
                 FollowerSyncState::Running
             } else {
                 FollowerSyncState::Done
             };
             let progress = self.progress(&doc, page.next.as_deref(), state, None);
-            let Some(next_version) = store.advance_follower_sync(version, &progress).await? else {
+            let Some(next_version) = store.advance_follower_sync(held.version, &progress).await? else {
                 tracing::info!(outcome = "superseded", "another instance holds the followers sync");
                 return Ok(());
             };
-            version = next_version;
+            held = Held {
+                version: next_version,
+                renewed: Instant::now(),
+            };
             doc.next = page.next;
             if state == FollowerSyncState::Done {
                 tracing::info!(
@@ -256,8 +306,49 @@ impl FollowerSync {
             written += counts.recorded;
             let allowed = ramped(self.inner.writes_per_second, began.elapsed());
             let due = Duration::from_secs_f64(written as f64 / allowed);
-            if let Some(wait) = due.checked_sub(began.elapsed()) {
-                tokio::time::sleep(wait).await;
+            if let Some(wait) = due.checked_sub(began.elapsed())
+                && !self.pause(wait, &mut held, &doc).await?
+            {
+                return Ok(());
+            }
+        }
+    }
+
+    /// How long the lease is trusted after its last renewal.
+    fn renew_every(&self) -> Duration {
+        self.inner.store.lease() / 3
+    }
+
+    /// Waits `wait` holding the sync: in pieces, renewing the lease after
+    /// each. `false`: another instance took it meanwhile.
+    async fn pause(&self, wait: Duration, held: &mut Held, doc: &FollowerSyncDoc) -> Result<bool, PipelineError> {
+        let mut left = wait;
+        while !left.is_zero() {
+            let piece = left.min(self.renew_every());
+            tokio::time::sleep(piece).await;
+            left = left.saturating_sub(piece);
+            if !self.renew(held, doc).await? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Renews the lease with the progress as it stands. `false`: the sync
+    /// changed since this instance last wrote it (another holds it).
+    async fn renew(&self, held: &mut Held, doc: &FollowerSyncDoc) -> Result<bool, PipelineError> {
+        let progress = self.progress(doc, doc.next.as_deref(), FollowerSyncState::Running, None);
+        match self.inner.store.advance_follower_sync(held.version, &progress).await? {
+            Some(version) => {
+                *held = Held {
+                    version,
+                    renewed: Instant::now(),
+                };
+                Ok(true)
+            }
+            None => {
+                tracing::info!(outcome = "superseded", "another instance holds the followers sync");
+                Ok(false)
             }
         }
     }
@@ -279,12 +370,13 @@ impl FollowerSync {
             already_following: doc.already_following,
             kept_unfollowed: doc.kept_unfollowed,
             reason,
+            attempts: doc.attempts,
             lease_until: self.inner.store.follower_sync_lease_until(),
             ended_at: ended.then(|| crate::store::firestore_now(&self.inner.clock)),
         }
     }
 
-    /// One page from LINE, through its 429s and a few failures.
+    /// One page from LINE, through a few failures (a 429 is the caller's wait).
     async fn fetch(&self, start: Option<&str>) -> Fetched {
         let mut tries = 0;
         loop {
@@ -295,7 +387,7 @@ impl FollowerSync {
                     return Fetched::Refused("a dry run (no LINE access token) lists no friends".into());
                 }
                 Err(SendError::RateLimited { retry_after }) => {
-                    tokio::time::sleep(retry_after.unwrap_or(Duration::from_secs(1))).await;
+                    return Fetched::Wait(retry_after.unwrap_or(Duration::from_secs(1)));
                 }
                 Err(SendError::Rejected { status: 403, reason }) => {
                     return Fetched::Refused(format!(

@@ -20,7 +20,7 @@ use super::branches::StepSoFar;
 use crate::clock::Clock;
 use crate::engine::Engine;
 use crate::engine::personal::{Needs, answer_text, needs};
-use crate::ids::{LineUserId, NodeId, answer_id};
+use crate::ids::{LineUserId, NodeId, ScenarioId, answer_id};
 use crate::line::client::LineClient;
 use crate::outbound::OutboundAction;
 use crate::store::Version;
@@ -91,19 +91,37 @@ impl Personaliser {
         let Some(mut action) = action else {
             return Ok((None, None));
         };
-        let needs = needs(&action.messages);
-        if needs.is_empty() {
-            return Ok((Some(action), None));
+        let (values, moved) = self
+            .values_for(&action.user, &action.scenario, &action.messages, engine, step)
+            .await?;
+        if values.is_some() {
+            action.personal = values;
         }
-        let (values, moved) = self.values(&action.user, &action, &needs, engine, step).await?;
-        action.personal = Some(values);
         Ok((Some(action), moved))
+    }
+
+    /// The values `messages`' placeholders name for `user` in `scenario`
+    /// (`None` when they name none), as [`Self::fill`] decides them.
+    pub(crate) async fn values_for(
+        &self,
+        user: &LineUserId,
+        scenario: &ScenarioId,
+        messages: &[crate::line::messages::Message],
+        engine: &Engine,
+        step: &StepSoFar<'_>,
+    ) -> Result<(Option<PersonalValues>, Option<Moved>), StoreError> {
+        let needs = needs(messages);
+        if needs.is_empty() {
+            return Ok((None, None));
+        }
+        let (values, moved) = self.values(user, scenario, &needs, engine, step).await?;
+        Ok((Some(values), moved))
     }
 
     async fn values(
         &self,
         user: &LineUserId,
-        action: &OutboundAction,
+        scenario_id: &ScenarioId,
         needs: &Needs,
         engine: &Engine,
         step: &StepSoFar<'_>,
@@ -113,10 +131,7 @@ impl Personaliser {
             .iter()
             .filter_map(|node| NodeId::parse(node.as_str()).ok())
             .collect();
-        let answer_ids: Vec<String> = nodes
-            .iter()
-            .map(|node| answer_id(&action.scenario, node, user))
-            .collect();
+        let answer_ids: Vec<String> = nodes.iter().map(|node| answer_id(scenario_id, node, user)).collect();
         // The branch's read of this step, when it took every answer named;
         // else one read of our own.
         let covered = step
@@ -136,7 +151,7 @@ impl Personaliser {
                 &own
             }
         };
-        let scenario = engine.scenario(&action.scenario);
+        let scenario = engine.scenario(scenario_id);
         let mut values = PersonalValues::default();
         for name in &needs.fields {
             let set = step.changes.set.get(name);
@@ -148,7 +163,7 @@ impl Personaliser {
         for (node, id) in nodes.iter().zip(&answer_ids) {
             let own = step
                 .answer
-                .filter(|(scenario, answered, _)| *scenario == &action.scenario && *answered == node)
+                .filter(|(scenario, answered, _)| *scenario == scenario_id && *answered == node)
                 .map(|(_, _, value)| value);
             let stored = read.answers.get(id).and_then(Option::as_ref);
             if let Some(value) = own.or(stored) {

@@ -44,6 +44,32 @@ pub(crate) const ANSWERED_CANCEL: &str = "answered";
 /// Read-decide-commit rounds per claim.
 const ROUNDS: usize = 3;
 
+/// What a campaign's results count of a firing with this outcome (the
+/// engine's `Firing::outcome`): every expiry closed the question, late or
+/// silent (opted out) too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OutcomeMark {
+    Reminded,
+    Expired,
+}
+
+impl OutcomeMark {
+    fn of(self, campaign: &str) -> crate::store::CampaignMark<'_> {
+        match self {
+            OutcomeMark::Reminded => crate::store::CampaignMark::Reminded(campaign),
+            OutcomeMark::Expired => crate::store::CampaignMark::Expired(campaign),
+        }
+    }
+}
+
+fn outcome_mark(outcome: &str) -> Option<OutcomeMark> {
+    match outcome {
+        "reminded" => Some(OutcomeMark::Reminded),
+        "expired" | "expired_late" | "expired_opted_out" => Some(OutcomeMark::Expired),
+        _ => None,
+    }
+}
+
 /// A due timer this instance claimed.
 pub(crate) struct TimerJob {
     pub(crate) id: String,
@@ -155,6 +181,9 @@ pub(crate) struct TimerFirer {
     clock: Clock,
     /// A campaign's timers send nothing to who holds it (`CAMPAIGN_OPT_OUT_TAG`).
     opt_out_tag: String,
+    /// Which campaign a run is, for its results (who was reminded, whose
+    /// question expired).
+    campaign_runs: super::campaign_runs::CampaignRuns,
 }
 
 impl TimerFirer {
@@ -169,6 +198,7 @@ impl TimerFirer {
     ) -> Self {
         Self {
             versions,
+            campaign_runs: super::campaign_runs::CampaignRuns::new(store.clone()),
             store,
             sender,
             personal,
@@ -383,13 +413,22 @@ impl TimerFirer {
                 ledger_id: staged.as_ref().map(|staged| staged.ledger_id.as_str()),
                 rearm: rearm.map(|at| (instant(at), due.reminders.saturating_add(1))),
             };
+            let campaign = match outcome_mark(outcome) {
+                Some(mark) => self
+                    .campaign_runs
+                    .campaign_of(Some(&due.run))
+                    .await?
+                    .map(|campaign| (mark, campaign)),
+                None => None,
+            };
             let firing = FiringWrites {
                 marker: context
                     .marker
                     .as_ref()
                     .map(|(_, version)| (marker_id.as_str(), *version)),
-                user: (staged.is_some() || !changes.is_empty() || user_read.is_some())
+                user: (staged.is_some() || !changes.is_empty() || user_read.is_some() || campaign.is_some())
                     .then(|| (user.as_str(), user_read.unwrap_or(context.user_version))),
+                campaign: campaign.as_ref().map(|(mark, campaign)| mark.of(campaign)),
                 question,
                 cancels,
                 timers: &scheduled,
@@ -514,5 +553,26 @@ pub(super) fn job(
         version,
         lease_until,
         context,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_campaigns_results_count_every_reminder_sent_and_every_expiry_that_closed_a_question() {
+        let cases = [
+            ("reminded", Some(OutcomeMark::Reminded)),
+            ("expired", Some(OutcomeMark::Expired)),
+            ("expired_late", Some(OutcomeMark::Expired)),
+            ("expired_opted_out", Some(OutcomeMark::Expired)),
+            ("sent", None),
+            ("answered", None),
+            ("opted_out", None),
+        ];
+        for (outcome, mark) in cases {
+            assert_eq!(outcome_mark(outcome), mark, "{outcome}");
+        }
     }
 }

@@ -53,7 +53,6 @@ pub(crate) struct ChoiceCount {
 /// What the results are of.
 pub(crate) struct CampaignRef<'a> {
     pub(crate) id: &'a str,
-    pub(crate) run: &'a str,
     pub(crate) scenario: &'a str,
     pub(crate) planned: u64,
     pub(crate) sent: u64,
@@ -118,7 +117,7 @@ impl CampaignResultsReport {
             .ok()
             .and_then(|scenario| self.engine.question_outlines(&scenario))
             .unwrap_or_default();
-        let tally = self.store.campaign_tally(campaign.id, campaign.run);
+        let tally = self.store.campaign_tally(campaign.id);
         let per_question = futures::future::try_join_all(outlines.iter().map(|outline| {
             let values: Vec<String> = outline.choices.iter().map(|(value, _)| value.clone()).collect();
             async move {

@@ -5,10 +5,12 @@
 //! - `users` with `campaigns` holding it (its settle records each recipient):
 //!   those with `following == false` unfollowed since;
 //! - `users` with `answeredCampaigns` holding it: answered a question of its run;
-//! - `timers` of its run: reminders that fired (`reminded`), expiries done;
+//! - `users` with `remindedCampaigns` / `expiredCampaigns` holding it (the
+//!   firing of a reminder, of an expiry of its run records each recipient
+//!   once, however many questions and reminders);
 //! - `survey_responses` with its `campaignId`: answers per question and choice.
 
-use super::docs::collections::{SURVEY_RESPONSES, TIMERS, USERS};
+use super::docs::collections::{SURVEY_RESPONSES, USERS};
 use super::{Store, StoreError};
 
 /// What a campaign's recipients did, as counted.
@@ -26,8 +28,8 @@ pub(crate) struct CampaignTally {
 }
 
 impl Store {
-    /// The tally of campaign `id`, whose run is `run`.
-    pub(crate) async fn campaign_tally(&self, id: &str, run: &str) -> Result<CampaignTally, StoreError> {
+    /// The tally of campaign `id`.
+    pub(crate) async fn campaign_tally(&self, id: &str) -> Result<CampaignTally, StoreError> {
         let (answered, reminded, expired, unfollowed) = futures::future::try_join4(
             self.count_where(
                 USERS,
@@ -35,25 +37,13 @@ impl Store {
                 None,
             ),
             self.count_where(
-                TIMERS,
-                |q| {
-                    q.for_all([
-                        q.field("run").eq(run),
-                        q.field("kind").eq("remind"),
-                        q.field("reminded").eq(true),
-                    ])
-                },
+                USERS,
+                |q| q.for_all([q.field("remindedCampaigns").array_contains(id)]),
                 None,
             ),
             self.count_where(
-                TIMERS,
-                |q| {
-                    q.for_all([
-                        q.field("run").eq(run),
-                        q.field("kind").eq("expire"),
-                        q.field("state").eq("done"),
-                    ])
-                },
+                USERS,
+                |q| q.for_all([q.field("expiredCampaigns").array_contains(id)]),
                 None,
             ),
             self.count_where(

@@ -64,6 +64,10 @@ pub(crate) struct CampaignDoc {
     /// recipients' runs have not fired yet.
     #[serde(default)]
     pub(crate) cancel_timers: bool,
+    /// `push`: each recipient's messages decided and pushed on their own
+    /// (absent: one multicast a chunk).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) delivery: Option<String>,
     /// Messages of the monthly quota each recipient costs (first send and
     /// timers' pushes); absent on campaigns created before it was counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -183,6 +187,22 @@ pub(crate) struct ChunkDoc {
     pub(crate) last_error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) line_status: Option<u16>,
+    /// Of a sent push chunk: recipients LINE refused (counted failed, no run).
+    #[serde(default)]
+    pub(crate) failed_users: u32,
+    /// Of a push chunk settled after a cancel: recipients not pushed (counted
+    /// skipped).
+    #[serde(default)]
+    pub(crate) skipped_users: u32,
+    /// A push chunk's progress over its turns (JSON, see
+    /// `pipeline::campaigns::push`): who LINE took, with what was decided for
+    /// them, who it refused, whose push may have reached it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pushes: Option<String>,
+    /// Claimed, its turn not ended: a turn that stopped half-way (a crash, a
+    /// lost lease) may have made any of its calls.
+    #[serde(default)]
+    pub(crate) turn_open: bool,
     /// A call of it may have reached LINE (claimed, then a 5xx, no answer or a
     /// crash): a cancel does not skip it, it is sent again with its retry key
     /// to find out.
@@ -218,6 +238,23 @@ pub(crate) struct ChunkCounts {
     pub(crate) skipped: u64,
 }
 
+/// What a sent chunk counts in the results, and who of it LINE refused.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ChunkSent<'a> {
+    pub(crate) scenario_id: &'a str,
+    /// `YYYY-MM-DD` in the scenario's time zone.
+    pub(crate) day: &'a str,
+    /// Questions its recipients were asked: node, arm, recipients.
+    pub(crate) asks: Vec<(String, Option<String>, u32)>,
+    /// Split arms its recipients took: split node, label, recipients.
+    pub(crate) runs: Vec<(String, String, u32)>,
+    /// Recipients LINE refused (a push chunk's): counted failed.
+    pub(crate) failed_users: u32,
+    /// Recipients a push chunk settled after a cancel did not push: counted
+    /// skipped.
+    pub(crate) skipped_users: u32,
+}
+
 /// How a claimed chunk ends its turn.
 #[derive(Debug, Clone)]
 pub(crate) enum ChunkEnd {
@@ -235,6 +272,8 @@ pub(crate) enum ChunkEnd {
         error: String,
         counted: bool,
         uncertain: bool,
+        /// A push chunk's progress so far, kept for its next turn.
+        pushes: Option<String>,
     },
 }
 
@@ -293,7 +332,7 @@ pub(crate) fn chunk_id(campaign_id: &str, plan_id: &str, index: u32) -> String {
 }
 
 /// Every chunk field but its users: what a sender needs to pick and claim one.
-const CHUNK_FIELDS_BUT_USERS: [&str; 14] = [
+const CHUNK_FIELDS_BUT_USERS: [&str; 17] = [
     "campaignId",
     "planId",
     "index",
@@ -306,6 +345,9 @@ const CHUNK_FIELDS_BUT_USERS: [&str; 14] = [
     "uncertainSince",
     "lastError",
     "lineStatus",
+    "failedUsers",
+    "skippedUsers",
+    "turnOpen",
     "uncertain",
     "settledAt",
 ];
@@ -505,20 +547,32 @@ impl Store {
     /// Users per chunk state over the plan (reads the states and counts only).
     pub(crate) async fn chunk_counts(&self, campaign_id: &str, plan_id: &str) -> Result<ChunkCounts, StoreError> {
         #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
         struct Tally {
             state: ChunkState,
             count: u32,
+            #[serde(default)]
+            failed_users: u32,
+            #[serde(default)]
+            skipped_users: u32,
         }
         let mut counts = ChunkCounts::default();
         let filter = |q: FirestoreQueryFilterBuilder| {
             q.for_all([q.field("campaignId").eq(campaign_id), q.field("planId").eq(plan_id)])
         };
-        self.each_page(CAMPAIGN_CHUNKS, &["state", "count"], filter, |document| {
+        let fields = ["state", "count", "failedUsers", "skippedUsers"];
+        self.each_page(CAMPAIGN_CHUNKS, &fields, filter, |document| {
             let tally: Tally = firestore::FirestoreDb::deserialize_doc_to(document)?;
             let count = u64::from(tally.count);
             match tally.state {
                 ChunkState::Pending => counts.pending += count,
-                ChunkState::Sent => counts.sent += count,
+                ChunkState::Sent => {
+                    let failed = u64::from(tally.failed_users).min(count);
+                    let skipped = u64::from(tally.skipped_users).min(count - failed);
+                    counts.sent += count - failed - skipped;
+                    counts.failed += failed;
+                    counts.skipped += skipped;
+                }
                 ChunkState::Failed => counts.failed += count,
                 ChunkState::Skipped => counts.skipped += count,
             }
@@ -560,6 +614,7 @@ impl Store {
             first_attempt_ms: i64,
             /// Until its settle says otherwise, its call may reach LINE.
             uncertain: bool,
+            turn_open: bool,
         }
         let now = self.now();
         let claim = Claim {
@@ -567,6 +622,7 @@ impl Store {
             wake_at_ms: super::later(now, self.options.lease).as_millisecond(),
             first_attempt_ms: chunk.doc.first_attempt_ms.unwrap_or(now.as_millisecond()),
             uncertain: true,
+            turn_open: true,
         };
         // A claim of a chunk no earlier call of which may have reached LINE
         // begins the window in which its users may have got it.
@@ -597,7 +653,7 @@ impl Store {
         chunk: &Stored<ChunkDoc>,
         claimed: Version,
         end: &ChunkEnd,
-        sent_count: Option<(&str, &super::AsksDoc)>,
+        sent: Option<&ChunkSent<'_>>,
         recipients: &[RecipientPart<'_>],
     ) -> Result<bool, StoreError> {
         #[derive(Serialize)]
@@ -610,6 +666,12 @@ impl Store {
             last_error: Option<&'a str>,
             #[serde(skip_serializing_if = "Option::is_none")]
             line_status: Option<u16>,
+            failed_users: u32,
+            skipped_users: u32,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            pushes: Option<&'a str>,
+            /// Every end closes the turn.
+            turn_open: bool,
             uncertain: bool,
             #[serde(
                 with = "firestore::serialize_as_optional_timestamp",
@@ -626,6 +688,10 @@ impl Store {
                 attempts,
                 last_error: None,
                 line_status: None,
+                failed_users: sent.map_or(0, |sent| sent.failed_users),
+                skipped_users: sent.map_or(0, |sent| sent.skipped_users),
+                pushes: None,
+                turn_open: false,
                 uncertain: false,
                 settled_at: Some(now),
             },
@@ -635,6 +701,10 @@ impl Store {
                 attempts: chunk.doc.attempts,
                 last_error: None,
                 line_status: None,
+                failed_users: 0,
+                skipped_users: 0,
+                pushes: None,
+                turn_open: false,
                 uncertain: false,
                 settled_at: Some(now),
             },
@@ -644,6 +714,10 @@ impl Store {
                 attempts,
                 last_error: Some(error),
                 line_status: *status,
+                failed_users: 0,
+                skipped_users: 0,
+                pushes: None,
+                turn_open: false,
                 uncertain: false,
                 settled_at: Some(now),
             },
@@ -652,12 +726,17 @@ impl Store {
                 error,
                 counted,
                 uncertain,
+                pushes,
             } => Settle {
                 state: ChunkState::Pending,
                 wake_at_ms: *wake_at_ms,
                 attempts: if *counted { attempts } else { chunk.doc.attempts },
                 last_error: Some(error),
                 line_status: None,
+                failed_users: 0,
+                skipped_users: 0,
+                pushes: pushes.as_deref(),
+                turn_open: false,
                 // Once uncertain, until a call settles it.
                 uncertain: *uncertain || chunk.doc.uncertain,
                 settled_at: None,
@@ -668,8 +747,10 @@ impl Store {
             Expect::At(claimed),
         )];
         // Exact: the settle is conditional on the claim, so it lands once.
-        if let (ChunkEnd::Sent, Some((scenario_id, asks))) = (end, sent_count) {
-            writes.push(self.sent_many_write(scenario_id, asks, &chunk.id, chunk.doc.count)?);
+        if let (ChunkEnd::Sent, Some(sent)) = (end, sent)
+            && let Some(write) = self.chunk_sent_write(sent, &chunk.id)?
+        {
+            writes.push(write);
         }
         if matches!(end, ChunkEnd::Sent) {
             for part in recipients {

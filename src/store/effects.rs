@@ -105,6 +105,10 @@ pub(crate) enum CampaignMark<'a> {
     Received(&'a str),
     /// The user answered a question of its run.
     Answered(&'a str),
+    /// A reminder of its run reached the user.
+    Reminded(&'a str),
+    /// The user's question of its run was closed by its expiry.
+    Expired(&'a str),
 }
 
 /// The effects of a trigger or a card tap.
@@ -440,6 +444,8 @@ impl Store {
         match campaign {
             Some(CampaignMark::Received(id)) => transforms.push(array_union("campaigns", &[id.to_owned()])),
             Some(CampaignMark::Answered(id)) => transforms.push(array_union("answeredCampaigns", &[id.to_owned()])),
+            Some(CampaignMark::Reminded(id)) => transforms.push(array_union("remindedCampaigns", &[id.to_owned()])),
+            Some(CampaignMark::Expired(id)) => transforms.push(array_union("expiredCampaigns", &[id.to_owned()])),
             None => {}
         }
         let path = self.document_path(USERS, user);

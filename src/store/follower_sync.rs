@@ -127,6 +127,8 @@ pub(crate) struct SyncProgress<'a> {
     pub(crate) kept_unfollowed: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) reason: Option<&'a str>,
+    /// Takes in a row without a page further (0 once a page is written).
+    pub(crate) attempts: u32,
     #[serde(with = "firestore::serialize_as_timestamp")]
     pub(crate) lease_until: FirestoreInstant,
     #[serde(

@@ -48,14 +48,14 @@ pub(crate) use campaign_results::CampaignTally;
 #[cfg(test)]
 pub(crate) use campaigns::MarkerRead;
 pub(crate) use campaigns::{
-    CampaignChange, CampaignCreate, CampaignDoc, CampaignState, ChunkCounts, ChunkDoc, ChunkEnd, ChunkState,
+    CampaignChange, CampaignCreate, CampaignDoc, CampaignState, ChunkCounts, ChunkDoc, ChunkEnd, ChunkSent, ChunkState,
     RecipientPart, RecipientRead, UserScan, chunk_id,
 };
 pub(crate) use docs::{
     AsksDoc, DeadLetterDoc, DeadLetterKind, EntryCounts, InboxDoc, InboxState, LedgerDoc, LedgerState, RouteDoc,
     SplitDoc,
 };
-pub(crate) use effects::{AnswerRecord, Effect, EffectWrites, RunRecord, StartRecord};
+pub(crate) use effects::{AnswerRecord, CampaignMark, Effect, EffectWrites, RunRecord, StartRecord};
 pub(crate) use export::{AnswerPage, EXPORT_PAGE, ListedAnswer};
 pub(crate) use follower_sync::{FollowerSyncDoc, FollowerSyncState, Following, PageCounts, SyncProgress, SyncStart};
 pub(crate) use idempotency::RequestCheck;

@@ -14,7 +14,7 @@
 //! prefixed with `~` (Firestore reserves keys such as `__x__`).
 
 use super::docs::collections::{RESULT_COUNTERS, SURVEY_RESPONSES};
-use super::docs::{AnswerDoc, AsksDoc, LedgerDoc};
+use super::docs::{AnswerDoc, LedgerDoc};
 use super::lease::reference_value;
 use super::round_trips::Timed;
 use super::writes::merge;
@@ -109,20 +109,37 @@ impl Store {
             .collect()
     }
 
-    /// "Sent" for `recipients` at once: a campaign chunk's settle.
-    pub(super) fn sent_many_write(
+    /// What a campaign chunk's settle counts, at once: the questions it asked
+    /// (by arm too) and the split arms its recipients took. `None` when it
+    /// counts nothing.
+    pub(super) fn chunk_sent_write(
         &self,
-        scenario_id: &str,
-        asks: &AsksDoc,
+        sent: &super::ChunkSent<'_>,
         chunk_id: &str,
-        recipients: u32,
-    ) -> Result<Write, StoreError> {
-        self.counter_write(
-            scenario_id,
-            &asks.day,
+    ) -> Result<Option<Write>, StoreError> {
+        let mut increments = Vec::new();
+        for (node, variant, recipients) in &sent.asks {
+            let node = key(node);
+            increments.push(increment(&["sent", &node], i64::from(*recipients)));
+            if let Some(label) = variant {
+                increments.push(increment(
+                    &["sentByVariant", &node, &key(label)],
+                    i64::from(*recipients),
+                ));
+            }
+        }
+        for (split, label, recipients) in &sent.runs {
+            increments.push(increment(&["runs", &key(split), &key(label)], i64::from(*recipients)));
+        }
+        if increments.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(self.counter_write(
+            sent.scenario_id,
+            sent.day,
             chunk_id,
-            vec![increment(&["sent", &key(&asks.node)], i64::from(recipients))],
-        )
+            increments,
+        )?))
     }
 
     /// "Answered" for the node, and the choice's count for a choice answer.

@@ -212,10 +212,10 @@ pub(crate) struct FiringWrites<'a> {
     pub(crate) action: Option<(&'a str, &'a LedgerDoc)>,
     /// What the sent nodes do to the user's tags and fields (with `user`).
     pub(crate) changes: &'a crate::values::UserChanges,
+    /// The campaign whose run it is, recorded on the user (with `user`): a
+    /// reminder reached them, or the expiry closed their question.
+    pub(crate) campaign: Option<super::effects::CampaignMark<'a>>,
 }
-
-/// The outcome of a reminder's firing (the engine's, `Firing::outcome`).
-const REMINDED: &str = "reminded";
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -226,10 +226,6 @@ struct TimerChange<'a> {
     ended_at: FirestoreInstant,
     #[serde(skip_serializing_if = "Option::is_none")]
     ledger_id: Option<&'a str>,
-    /// Set by a reminder's firing, never cleared: a campaign's results count
-    /// its reminded recipients by it.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    reminded: bool,
 }
 
 #[derive(Serialize)]
@@ -243,9 +239,6 @@ struct Rearm<'a> {
     outcome: &'a str,
     /// A new reminder starts its own count of claims.
     attempts: u32,
-    /// See [`TimerChange::reminded`].
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    reminded: bool,
 }
 
 #[derive(Serialize)]
@@ -405,7 +398,7 @@ impl Store {
         }
         if let Some((user, read)) = firing.user {
             let expect = read.map_or(Expect::Absent, Expect::At);
-            writes.extend(self.user_change_writes(user, firing.changes, None, Some(expect))?);
+            writes.extend(self.user_writes(user, firing.changes, None, Some(expect), firing.campaign)?);
         }
         if let Some(change) = &firing.question {
             writes.push(self.question_write(change)?);
@@ -435,7 +428,6 @@ impl Store {
                     ledger_id: end.ledger_id,
                     outcome: end.outcome,
                     attempts: 0,
-                    reminded: end.outcome == REMINDED,
                 },
                 Vec::new(),
             )?,
@@ -446,7 +438,6 @@ impl Store {
                     outcome: end.outcome,
                     ended_at: self.now(),
                     ledger_id: end.ledger_id,
-                    reminded: end.outcome == REMINDED,
                 },
                 Vec::new(),
             )?,

@@ -109,11 +109,35 @@ async fn a_test_send_reaches_only_the_listed_users_marked_as_a_test_and_counts_n
         "{again}"
     );
     assert_eq!(app.line.accepted().len(), 2);
+    // The tester tries the survey: taps on a test's buttons record nothing
+    // and send nothing (no answer, tag, run, timer, follow-up).
+    let tapped: Vec<String> = calls[0]
+        .messages()
+        .iter()
+        .filter_map(|message| message["template"]["actions"][0]["data"].as_str().map(str::to_owned))
+        .collect();
+    assert!(!tapped.is_empty(), "the test carries the survey's buttons");
+    let tester = calls[0].to().expect("a push").to_owned();
+    let before = app.firestore.get("users", &tester).await;
+    for data in &tapped {
+        app.deliver(&app.sent_now(&crate::helpers::events::postback(&tester, data)))
+            .await;
+    }
+    assert_eq!(app.line.accepted().len(), 2, "no follow-up to a test's tap");
+    let after = app.firestore.get("users", &tester).await;
+    assert_eq!(
+        before.as_ref().map(|user| &user["fields"]),
+        after.as_ref().map(|user| &user["fields"]),
+        "the tester's record is untouched"
+    );
     // No campaign, no chunk, no run, no count.
     for collection in [
         "campaigns",
         "campaign_chunks",
         "scenario_answers",
+        "survey_responses",
+        "timers",
+        "open_questions",
         "result_counters",
         "outbound_ledger",
     ] {

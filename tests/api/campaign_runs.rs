@@ -154,12 +154,7 @@ async fn each_recipient_gets_a_run_and_only_who_did_not_answer_is_reminded_then_
 
     // The campaign's results, counted exactly, of its run only.
     tokio::time::sleep(Duration::from_secs(6)).await;
-    let status: Value = app
-        .get_admin(&format!("/admin/campaigns/{id}"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let status = crate::helpers::admin_json(&app.address, &format!("/admin/campaigns/{id}")).await;
     let results = &status["results"];
     assert_eq!(results["recipients"], json!(USERS), "{status}");
     assert_eq!(results["delivered"], json!(USERS));
@@ -202,6 +197,60 @@ async fn each_recipient_gets_a_run_and_only_who_did_not_answer_is_reminded_then_
     }
     // The campaign's answerers and the outsider, each thanked once.
     assert_eq!(app.line.accepted_with_text("Thanks!"), ANSWERING + 1, "nothing twice");
+}
+
+#[tokio::test]
+async fn reminded_and_expired_count_each_recipient_once_however_many_of_their_questions_were() {
+    const USERS: usize = 6;
+    let app = spawn_app_with(TestOptions {
+        adjust: |config| {
+            config.scenarios_dir = crate::helpers::repo_path("tests/fixtures/remind_twice");
+            config.campaign_calls_per_second = 200;
+        },
+        test_clock: true,
+        ..TestOptions::default()
+    })
+    .await;
+    let users = seed_users(&app.firestore, USERS, |_| true, |_| false).await;
+    let id = start_campaign(&app.address, &json!({"scenarioId": "remind_twice"}), "twice").await;
+    wait_for_state(&app.address, &id, "done", Duration::from_secs(30)).await;
+    let (answering, silent) = users.split_first().expect("users");
+    app.deliver(&app.sent_now(&postback(answering, &campaign_button(&app.line))))
+        .await;
+
+    // Each silent user: reminded of the first question, which then closes and
+    // asks the second, reminded of that, which closes too.
+    for (after, text) in [
+        (HOUR + A_LITTLE, "Reminder: the first question."),
+        (HOUR, "The first question is closed."),
+        (HOUR, "Reminder: the second question."),
+        (HOUR, "Both questions are closed."),
+    ] {
+        app.advance_clock(after).await;
+        wait_until(Duration::from_secs(60), || {
+            pushes_with(&app.line, text).len() == silent.len()
+        })
+        .await;
+    }
+    app.settled().await;
+    let pushed_twice = |texts: [&str; 2]| {
+        silent.iter().all(|user| {
+            texts
+                .iter()
+                .all(|text| pushes_with(&app.line, text).get(user.as_str()) == Some(&1))
+        })
+    };
+    assert!(pushed_twice([
+        "Reminder: the first question.",
+        "Reminder: the second question."
+    ]));
+
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let status = crate::helpers::admin_json(&app.address, &format!("/admin/campaigns/{id}")).await;
+    let results = &status["results"];
+    assert_eq!(results["answered"], json!(1), "{status}");
+    assert_eq!(results["reminded"], json!(silent.len()), "{status}");
+    assert_eq!(results["expired"], json!(silent.len()), "{status}");
 }
 
 #[tokio::test]

@@ -60,15 +60,7 @@ async fn post_campaign(address: &str, body: &Value, key: Option<&str>) -> reqwes
 }
 
 async fn campaign_status(address: &str, id: &str) -> Value {
-    reqwest::Client::new()
-        .get(format!("{address}/admin/campaigns/{id}"))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .expect("service reachable")
-        .json()
-        .await
-        .expect("JSON")
+    crate::helpers::admin_json(address, &format!("/admin/campaigns/{id}")).await
 }
 
 /// Starts a campaign and returns its id.

@@ -375,6 +375,38 @@ async fn the_console_in_a_real_browser() {
 }
 
 #[tokio::test]
+async fn a_console_page_with_a_query_it_cannot_read_still_sends_a_stranger_to_the_login_first() {
+    let app = app().await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    for path in [
+        "/console?days=7&days=30",
+        "/console/scenarios/lunch?after=a&after=b",
+        "/console/scenarios/lunch/answers.csv?campaign=a&campaign=b",
+        "/console/dead-letters?ok=1&ok=2",
+        "/console/users?id=a&id=b",
+    ] {
+        let response = client.get(format!("{}{path}", app.address)).send().await.unwrap();
+        assert_eq!(response.status(), 303, "{path}");
+        assert_eq!(response.headers()["location"], "/console/login", "{path}");
+    }
+    // Logged in, the same query gets a clear 400.
+    let cookie = console_cookie(&app).await;
+    let refused = client
+        .get(format!(
+            "{}/console/scenarios/lunch/answers.csv?campaign=a&campaign=b",
+            app.address
+        ))
+        .header("Cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+}
+
+#[tokio::test]
 async fn the_console_is_off_without_an_admin_token_and_sets_strict_cookies() {
     let off = spawn_app_with(TestOptions {
         adjust: |config| config.admin_token = None,

@@ -100,11 +100,13 @@ async fn a_sync_of_25000_friends_through_a_sigkill_records_each_once_and_keeps_w
     // 2,000 writes a second: about half a second a page, 13 s in all.
     let settings = [("FOLLOWER_SYNC_WRITES_PER_SECOND", "2000")];
     let mut first = ServiceProcess::start(&project, &line.uri(), &settings).await;
-    let second = ServiceProcess::start(&project, &line.uri(), &settings).await;
     let started = start_sync(&first.address).await;
     assert_eq!(started.status(), 202);
     let started: Value = started.json().await.unwrap();
     assert_eq!(started["started"], json!(true));
+    // The first instance alone is up: it holds the sync when it is killed.
+    wait_until(Duration::from_secs(60), || line.follower_calls().len() >= 2).await;
+    let second = ServiceProcess::start(&project, &line.uri(), &settings).await;
     // A second start while it runs is the same sync.
     let again: Value = start_sync(&second.address).await.json().await.unwrap();
     assert_eq!(again["started"], json!(false));
@@ -198,6 +200,42 @@ async fn two_starts_are_one_sync_and_line_s_429s_are_waited_out() {
     assert_eq!(
         (done["recorded"].clone(), done["alreadyFollowing"].clone()),
         (json!(0), json!(2_500))
+    );
+}
+
+#[tokio::test]
+async fn a_retry_after_longer_than_the_lease_is_waited_out_by_the_holder_alone() {
+    // Two instances with 3 s leases; LINE asks for 6 s: the holder renews its
+    // lease while it waits, so nobody else asks LINE meanwhile.
+    const WAIT: Duration = Duration::from_secs(6);
+    let project = new_project_id();
+    let line = LineStandIn::start().await;
+    line.set_followers((0..1_500).map(|_| events::new_user()).collect());
+    line.fail_next_follower_pages([Fault::RateLimit {
+        retry_after_secs: WAIT.as_secs(),
+    }]);
+    let first = ServiceProcess::start(&project, &line.uri(), &[]).await;
+    let second = ServiceProcess::start(&project, &line.uri(), &[]).await;
+    assert_eq!(start_sync(&first.address).await.status(), 202);
+    let done = wait_for_sync(&second.address, "done", Duration::from_secs(60)).await;
+    assert_eq!(done["listed"], json!(1_500), "{done}");
+    assert_eq!(done["pages"], json!(2), "{done}");
+    let times = line.follower_call_times();
+    assert_eq!(
+        times.len(),
+        3,
+        "the refused page, then two pages: {:?}",
+        line.follower_calls()
+    );
+    assert!(
+        times[1].duration_since(times[0]) >= WAIT - Duration::from_millis(100),
+        "LINE's Retry-After was waited out: {:?}",
+        times[1].duration_since(times[0])
+    );
+    assert_eq!(
+        line.follower_calls()[0],
+        line.follower_calls()[1],
+        "the same page asked again"
     );
 }
 

@@ -54,6 +54,40 @@ fn texts_by_user(app: &TestApp, tokens: &HashMap<String, String>) -> HashMap<Str
     received
 }
 
+/// The markers of the scenario: `count` of them, each in its user's arm.
+async fn markers_in_their_arms<'a>(
+    firestore: &crate::helpers::firestore_rest::FirestoreRest,
+    count: usize,
+    arm_of: impl Fn(&str) -> &'a str,
+) -> Vec<Value> {
+    let markers = firestore.list("scenario_answers").await;
+    assert_eq!(markers.len(), count);
+    for marker in &markers {
+        let user = string_field(marker, "lineUserId").expect("a user");
+        assert_eq!(
+            string_field(marker, "variant").as_deref(),
+            Some(arm_of(&user)),
+            "{user}"
+        );
+    }
+    markers
+}
+
+/// A split's runs per arm, as its results list them.
+fn arm_runs(split: &Value) -> Vec<(String, u64)> {
+    split["arms"]
+        .as_array()
+        .expect("arms")
+        .iter()
+        .map(|arm| {
+            (
+                arm["label"].as_str().unwrap_or_default().to_owned(),
+                count(&arm["runs"]),
+            )
+        })
+        .collect()
+}
+
 fn count(value: &Value) -> u64 {
     value.as_u64().unwrap_or_else(|| panic!("a count, not {value}"))
 }
@@ -129,37 +163,13 @@ async fn each_user_stays_in_one_arm_and_the_results_per_arm_equal_the_answers() 
         let value = string_field(answer, "value").expect("a choice");
         *by_arm_and_value.entry((variant, value)).or_default() += 1;
     }
-    let markers = app.firestore.list("scenario_answers").await;
-    assert_eq!(markers.len(), users.len());
-    for marker in &markers {
-        let user = string_field(marker, "lineUserId").expect("a user");
-        assert_eq!(
-            string_field(marker, "variant").as_deref(),
-            Some(arm[user.as_str()]),
-            "{user}"
-        );
-    }
+    markers_in_their_arms(&app.firestore, users.len(), |user| arm[user]).await;
 
     let per_arm = |label: &str| users.iter().filter(|user| arm[user.as_str()] == label).count() as u64;
-    let results: Value = app
-        .get_admin("/admin/scenarios/ab/results")
-        .await
-        .json()
-        .await
-        .expect("JSON");
+    let results = crate::helpers::admin_json(&app.address, "/admin/scenarios/ab/results").await;
     let split = &results["variants"][0];
     assert_eq!(split["node"], "opening", "{results}");
-    let runs: Vec<(String, u64)> = split["arms"]
-        .as_array()
-        .expect("arms")
-        .iter()
-        .map(|arm| {
-            (
-                arm["label"].as_str().unwrap_or_default().to_owned(),
-                count(&arm["runs"]),
-            )
-        })
-        .collect();
+    let runs = arm_runs(split);
     assert_eq!(
         runs,
         [("A".to_owned(), per_arm("A")), ("B".to_owned(), per_arm("B"))],
@@ -225,30 +235,195 @@ async fn each_user_stays_in_one_arm_and_the_results_per_arm_equal_the_answers() 
     }
 }
 
-/// A split first is refused for a campaign (every recipient would get the
-/// same messages), with the reason and the route that can send it.
+/// The postback data of the first quick-reply item of `call`, if any.
+fn first_quick_reply(call: &crate::helpers::line_stand_in::Call) -> Option<String> {
+    call.messages().iter().find_map(|message| {
+        message["quickReply"]["items"][0]["action"]["data"]
+            .as_str()
+            .map(str::to_owned)
+    })
+}
+
+/// A split first: the campaign goes by push, each recipient decided on their
+/// own. 400 recipients while LINE answers 429 to a tenth of the pushes and
+/// loses the answer to another tenth it delivered: each recipient gets one
+/// opening, of their documented arm; each marker names the arm and the
+/// campaign; the results count one run per recipient in their arm and the
+/// question sent by arm; a tap is answered in the arm, for the campaign.
 #[tokio::test]
-async fn a_campaign_of_a_scenario_that_splits_first_is_refused_with_the_reason() {
+async fn a_campaign_of_a_scenario_that_splits_first_pushes_each_recipient_their_arm_once() {
     let app = spawn_app_with(TestOptions {
-        adjust: split_scenarios,
+        adjust: |config| {
+            split_scenarios(config);
+            config.campaign_calls_per_second = 200;
+        },
         ..TestOptions::default()
     })
     .await;
-    let response = app
-        .http
-        .post(format!("{}/admin/campaigns", app.address))
+    let users = crate::campaigns::seed_users(&app.firestore, 400, |_| true, |_| false).await;
+    app.line.fail_pushes_randomly(0.1, 0.1);
+    let body = serde_json::json!({ "scenarioId": "ab", "audience": { "tags": { "anyOf": ["unsatisfied"] } } });
+    let id = crate::campaigns::start_campaign(&app.address, &body, "split-campaign").await;
+    let status = crate::campaigns::wait_for_state(&app.address, &id, "done", Duration::from_secs(180)).await;
+    assert_eq!(status["delivery"], "push", "{status}");
+    assert_eq!(status["chunkSize"], 50, "{status}");
+    assert_eq!((count(&status["sent"]), count(&status["failed"])), (400, 0), "{status}");
+
+    let calls = app.line.calls();
+    assert!(
+        calls.iter().any(|call| call.status == 409),
+        "a push whose answer was lost was pushed again and LINE refused the repeat"
+    );
+    let mut openings: HashMap<String, Vec<String>> = HashMap::new();
+    let mut buttons: HashMap<String, String> = HashMap::new();
+    for call in app.line.accepted() {
+        let Some(to) = call.to() else { continue };
+        let texts = call.texts();
+        openings
+            .entry(to.to_owned())
+            .or_default()
+            .extend(texts.iter().filter(|text| text.starts_with("Opening")).cloned());
+        if let Some(data) = first_quick_reply(&call) {
+            buttons.insert(to.to_owned(), data);
+        }
+    }
+    for user in &users {
+        let mine = opening(documented_arm(user));
+        assert_eq!(openings.get(user).map(Vec::as_slice), Some([mine].as_slice()), "{user}");
+    }
+    let markers = markers_in_their_arms(&app.firestore, users.len(), documented_arm).await;
+    for marker in &markers {
+        assert_eq!(
+            string_field(marker, "campaignId").as_deref(),
+            Some(id.as_str()),
+            "{marker}"
+        );
+    }
+
+    let per_arm = |label: &str| users.iter().filter(|user| documented_arm(user) == label).count() as u64;
+    let results = crate::helpers::admin_json(&app.address, "/admin/scenarios/ab/results").await;
+    let arms = arm_runs(&results["variants"][0]);
+    assert_eq!(
+        arms,
+        [("A".to_owned(), per_arm("A")), ("B".to_owned(), per_arm("B"))],
+        "{results}"
+    );
+    let rating = &results["nodes"][0];
+    assert_eq!(count(&rating["sent"]), 400, "{rating}");
+    for label in ["A", "B"] {
+        assert_eq!(
+            count(&rating["byVariant"][label]["sent"]),
+            per_arm(label),
+            "{label}: {rating}"
+        );
+    }
+
+    // A recipient taps their campaign push's button: answered in their arm,
+    // for the campaign.
+    app.line.fail_pushes_randomly(0.0, 0.0);
+    let tapper = &users[0];
+    let data = buttons.get(tapper).expect("the question came with quick replies");
+    app.deliver(&postback(tapper, data)).await;
+    app.settled().await;
+    let answers = app.firestore.list("survey_responses").await;
+    assert_eq!(answers.len(), 1);
+    assert_eq!(
+        string_field(&answers[0], "variant").as_deref(),
+        Some(documented_arm(tapper))
+    );
+    assert_eq!(string_field(&answers[0], "campaignId").as_deref(), Some(id.as_str()));
+}
+
+/// A push campaign of 1,000 recipients driven by the first of two instances,
+/// which is SIGKILLed with pushes in flight; the second takes it over while
+/// LINE loses answers and rate-limits, and an operator cancels it half-way.
+/// Nobody gets the opening twice; exactly the users LINE took have a run (a
+/// marker naming the campaign, in their documented arm); the status counts
+/// them sent and the rest skipped; the arms' runs add up to them.
+#[tokio::test]
+async fn a_push_campaign_through_a_sigkill_and_a_cancel_reaches_each_recipient_at_most_once_and_records_whom() {
+    const USERS: usize = 1000;
+    let project = crate::helpers::new_project_id();
+    let line = crate::helpers::line_stand_in::LineStandIn::start().await;
+    // Slow answers: when the process dies pushes are on their way.
+    line.set_latency(Duration::from_millis(150));
+    line.fail_pushes_randomly(0.03, 0.05);
+    let firestore = crate::helpers::firestore_rest::FirestoreRest::new(&crate::helpers::emulator_host(), &project);
+    let users = crate::campaigns::seed_users(&firestore, USERS, |_| true, |_| false).await;
+    let scenarios = crate::helpers::repo_path("tests/fixtures/split");
+    let scenarios = scenarios.to_str().expect("a UTF-8 path");
+    let settings = [("SCENARIOS_DIR", scenarios), ("CAMPAIGN_CALLS_PER_SECOND", "2")];
+    let mut first = crate::helpers::process::ServiceProcess::start(&project, &line.uri(), &settings).await;
+    let second = crate::helpers::process::ServiceProcess::start(&project, &line.uri(), &settings).await;
+    let body = serde_json::json!({ "scenarioId": "ab", "audience": { "tags": { "anyOf": ["unsatisfied"] } } });
+    let id = crate::campaigns::start_campaign(&first.address, &body, "push-kill").await;
+    crate::helpers::wait_until(Duration::from_secs(60), || line.accepted().len() >= 120).await;
+    first.kill();
+    let at_kill = line.accepted().len();
+    crate::helpers::wait_until(Duration::from_secs(120), || line.accepted().len() >= at_kill + 300).await;
+    let cancelled = reqwest::Client::new()
+        .post(format!("{}/admin/campaigns/{id}/cancel", second.address))
         .bearer_auth(ADMIN_TOKEN)
-        .header("Idempotency-Key", "split-campaign")
-        .json(&serde_json::json!({ "scenarioId": "ab", "audience": { "tags": { "anyOf": ["x"] } } }))
         .send()
         .await
         .expect("service reachable");
-    assert_eq!(response.status(), 400);
-    let body: Value = response.json().await.expect("JSON");
-    let error = body["error"].as_str().unwrap_or_default();
+    assert_eq!(cancelled.status(), 200);
+    let status = crate::campaigns::wait_for_state(&second.address, &id, "cancelled", Duration::from_secs(120)).await;
+
+    let mut reached: HashMap<String, usize> = HashMap::new();
+    for call in line.accepted() {
+        if let Some(to) = call.to() {
+            *reached.entry(to.to_owned()).or_default() += 1;
+        }
+    }
     assert!(
-        error.contains("split") && error.contains("/admin/scenarios/ab/send"),
-        "{body}"
+        reached.values().all(|times| *times == 1),
+        "a recipient got the opening twice"
     );
-    assert_eq!(app.firestore.count("campaigns").await, 0, "nothing was stored");
+    assert!(
+        reached.keys().all(|user| users.contains(user)),
+        "only recipients were reached"
+    );
+    assert!(
+        reached.len() < USERS,
+        "the cancel came half-way: {} reached",
+        reached.len()
+    );
+    let markers = firestore.list("scenario_answers").await;
+    let recorded: HashMap<String, Value> = markers
+        .into_iter()
+        .map(|marker| (string_field(&marker, "lineUserId").expect("a user"), marker))
+        .collect();
+    let mut missing: Vec<&String> = reached.keys().filter(|user| !recorded.contains_key(*user)).collect();
+    missing.sort();
+    assert!(missing.is_empty(), "reached without a run: {missing:?}");
+    let mut extra: Vec<&String> = recorded.keys().filter(|user| !reached.contains_key(*user)).collect();
+    extra.sort();
+    assert!(extra.is_empty(), "a run without the opening: {extra:?}");
+    for (user, marker) in &recorded {
+        assert_eq!(
+            string_field(marker, "variant").as_deref(),
+            Some(documented_arm(user)),
+            "{user}"
+        );
+        assert_eq!(
+            string_field(marker, "campaignId").as_deref(),
+            Some(id.as_str()),
+            "{user}"
+        );
+    }
+    let reached_count = reached.len() as u64;
+    assert_eq!(count(&status["sent"]), reached_count, "{status}");
+    assert_eq!(count(&status["failed"]), 0, "{status}");
+    assert_eq!(count(&status["skipped"]) + reached_count, USERS as u64, "{status}");
+    let results = crate::helpers::admin_json(&second.address, "/admin/scenarios/ab/results").await;
+    let runs: u64 = arm_runs(&results["variants"][0]).iter().map(|(_, runs)| runs).sum();
+    assert_eq!(runs, reached_count, "{results}");
+    assert!(
+        line.calls().iter().any(|call| call.status == 409),
+        "a push repeated after a lost answer or the kill was refused by LINE"
+    );
+    println!(
+        "{at_kill} pushes taken when the process was killed; {reached_count} of {USERS} reached before the cancel"
+    );
 }

@@ -235,11 +235,21 @@ fn a_campaign_sends_the_same_messages_in_one_run_and_says_what_each_recipient_re
         engine.campaign_start(&ScenarioId::parse("nope").expect("valid"), "c1"),
         Err(CampaignStartError::UnknownScenario(_))
     ));
-    // Every recipient gets the same messages: a branch first (or a split, see
-    // the split tests) cannot be decided for all of them.
-    let branch = engine.campaign_start(&ScenarioId::parse("ja_vip").expect("valid"), "c1");
-    assert!(matches!(&branch, Err(CampaignStartError::Branches(_))), "{branch:?}");
-    assert!(branch.is_err_and(|error| error.to_string().contains("POST /admin/scenarios/ja_vip/send")));
+    // A branch first (or a split, or placeholders: see the split and personal
+    // tests) cannot be decided for every recipient at once: each recipient's
+    // start is decided and pushed on its own.
+    assert_eq!(start.delivery, Delivery::Multicast);
+    let branch = engine
+        .campaign_start(&ScenarioId::parse("ja_vip").expect("valid"), "c1")
+        .expect("a branch goes by push");
+    assert_eq!(branch.delivery, Delivery::Push);
+    assert!(branch.messages.is_empty(), "nothing is the same for everyone");
+    assert_eq!(branch.recipient, RecipientStart::default());
+    assert_eq!(branch.run, RunId::of_campaign("c1"));
+    assert_eq!(
+        branch.messages_per_recipient, 1,
+        "the first push; ja_vip's arms set no timer"
+    );
 }
 
 #[test]

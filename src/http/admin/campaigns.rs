@@ -207,7 +207,6 @@ pub(crate) async fn show(
         .campaign_results
         .of(&CampaignRef {
             id: &status.campaign_id,
-            run: &status.run,
             scenario: &status.scenario_id,
             planned: status.planned,
             sent: status.sent,

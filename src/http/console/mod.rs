@@ -306,9 +306,12 @@ fn home_range(days: Option<&str>) -> Option<Option<u32>> {
     }
 }
 
-async fn scenarios(request: HttpRequest, state: web::Data<AppState>, query: web::Query<RangeQuery>) -> HttpResponse {
+async fn scenarios(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let Some(csrf) = logged_in(&request, &state) else {
         return to_login();
+    };
+    let Some(query) = query_of::<RangeQuery>(&request) else {
+        return unreadable_query();
     };
     let Some(days) = home_range(query.days.as_deref()) else {
         return html(
@@ -323,19 +326,33 @@ async fn scenarios(request: HttpRequest, state: web::Data<AppState>, query: web:
     }
 }
 
+/// A page's query, read only once the login is checked: nobody learns
+/// anything of a console page, not even that its query is malformed,
+/// before logging in.
+fn query_of<T: serde::de::DeserializeOwned>(request: &HttpRequest) -> Option<T> {
+    web::Query::<T>::from_query(request.query_string())
+        .map(web::Query::into_inner)
+        .ok()
+}
+
+fn unreadable_query() -> HttpResponse {
+    html(
+        StatusCode::BAD_REQUEST,
+        pages::refused("That link is not valid: its query could not be read."),
+    )
+}
+
 #[derive(Debug, Deserialize)]
 struct PageQuery {
     after: Option<String>,
 }
 
-async fn answers(
-    request: HttpRequest,
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-    query: web::Query<PageQuery>,
-) -> HttpResponse {
+async fn answers(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
     let Some(csrf) = logged_in(&request, &state) else {
         return to_login();
+    };
+    let Some(query) = query_of::<PageQuery>(&request) else {
+        return unreadable_query();
     };
     let scenario = path.into_inner();
     let after = query.after.as_deref().filter(|after| !after.is_empty());
@@ -371,15 +388,13 @@ struct CsvQuery {
     campaign: Option<String>,
 }
 
-async fn answers_csv(
-    request: HttpRequest,
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-    query: web::Query<CsvQuery>,
-) -> HttpResponse {
+async fn answers_csv(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
     if logged_in(&request, &state).is_none() {
         return to_login();
     }
+    let Some(query) = query_of::<CsvQuery>(&request) else {
+        return unreadable_query();
+    };
     let scenario = path.into_inner();
     let campaign = query.campaign.as_deref();
     if campaign.is_some_and(|id| crate::ids::DocumentHexId::parse(id).is_none()) {
@@ -412,13 +427,12 @@ struct ReplayedQuery {
     confirm: Option<String>,
 }
 
-async fn dead_letters(
-    request: HttpRequest,
-    state: web::Data<AppState>,
-    query: web::Query<ReplayedQuery>,
-) -> HttpResponse {
+async fn dead_letters(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let Some(csrf) = logged_in(&request, &state) else {
         return to_login();
+    };
+    let Some(query) = query_of::<ReplayedQuery>(&request) else {
+        return unreadable_query();
     };
     let letters = match state.store.dead_letters(LISTED).await {
         Ok(letters) => letters,
@@ -524,9 +538,12 @@ struct UserQuery {
     id: Option<String>,
 }
 
-async fn users(request: HttpRequest, state: web::Data<AppState>, query: web::Query<UserQuery>) -> HttpResponse {
+async fn users(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let Some(csrf) = logged_in(&request, &state) else {
         return to_login();
+    };
+    let Some(query) = query_of::<UserQuery>(&request) else {
+        return unreadable_query();
     };
     let nav = Nav { csrf: &csrf };
     let asked = query.id.as_deref().map(str::trim).unwrap_or_default();
@@ -583,7 +600,6 @@ async fn campaign(request: HttpRequest, state: web::Data<AppState>, path: web::P
         .campaign_results
         .of(&crate::reports::campaign_results::CampaignRef {
             id: &status.campaign_id,
-            run: &status.run,
             scenario: &status.scenario_id,
             planned: status.planned,
             sent: status.sent,

@@ -3,15 +3,16 @@
 //! a campaign's calls.
 
 use super::Campaigns;
-use crate::engine::campaign::RecipientStart;
+use crate::engine::campaign::{Delivery, RecipientStart};
 use crate::ids::{LineUserId, ScenarioId, scenario_marker_id};
 use crate::line::client::{Delivered, SendError};
 use crate::line::messages::Message;
 use crate::outbound::ActionKey;
 use crate::pipeline::PipelineError;
 use crate::store::{
-    CampaignDoc, CampaignState, ChunkDoc, ChunkEnd, RecipientPart, RecipientRead, RunRecord, Stored, Version,
+    CampaignDoc, CampaignState, ChunkDoc, ChunkEnd, ChunkSent, RecipientPart, RecipientRead, RunRecord, Stored, Version,
 };
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -55,7 +56,7 @@ impl Pace {
     }
 
     /// LINE asked to wait: no call starts before `wait` has passed.
-    fn back_off(&self, wait: Duration) {
+    pub(super) fn back_off(&self, wait: Duration) {
         if let Ok(mut next) = self.next.lock() {
             next.0 = next.0.max(Instant::now() + wait);
             next.1 += 1;
@@ -77,6 +78,9 @@ pub(super) enum TurnOutcome {
 pub(super) struct ChunkTurn<'a> {
     pub(super) campaigns: &'a Campaigns,
     pub(super) campaign_id: &'a str,
+    /// One multicast a chunk, or one push a recipient.
+    pub(super) delivery: Delivery,
+    /// A multicast campaign's messages (a push campaign's are decided per user).
     pub(super) messages: &'a [Message],
     pub(super) unit: &'a str,
     pub(super) scenario_id: &'a str,
@@ -102,13 +106,12 @@ impl ChunkTurn<'_> {
         // A cancel that landed before this claim stops the chunk here, unless
         // an earlier call of it may have reached LINE: then the same retry key
         // finds out (409) or sends it once, as a claim before the cancel would.
-        let sending = self.resolving
-            || chunk.doc.uncertain
-            || store
+        let campaign_sends = !self.resolving
+            && store
                 .campaign(self.campaign_id)
                 .await?
                 .is_some_and(|campaign| campaign.doc.state == CampaignState::Sending);
-        if !sending {
+        if !(campaign_sends || chunk.doc.uncertain) {
             if store
                 .settle_chunk(chunk, claimed, &ChunkEnd::Skipped, None, &[])
                 .await?
@@ -120,6 +123,10 @@ impl ChunkTurn<'_> {
         let now_ms = self.campaigns.now().as_millisecond();
         let first_attempt = chunk.doc.first_attempt_ms.unwrap_or(now_ms);
         let mut users = Vec::new();
+        // A push chunk's recipients LINE took, with what was decided for each,
+        // and how many it refused.
+        let mut taken = Vec::new();
+        let (mut refused, mut skipped) = (0u32, 0u32);
         // Since when its users may have it (Firestore's time), and whether they
         // may have had time to act on it before the settle lands.
         let mut window = Window::default();
@@ -133,21 +140,35 @@ impl ChunkTurn<'_> {
             let Some(read) = store.chunk(&chunk.id).await? else {
                 return Ok(TurnOutcome::NotSettled);
             };
-            users = read.doc.users;
-            let retry_key = ActionKey::campaign_chunk(&chunk.id).retry_key();
             let called = std::time::Instant::now();
-            let result = self
-                .campaigns
-                .inner
-                .line
-                .multicast(&users, self.messages, Some(self.unit), retry_key)
-                .await;
+            let end = match (self.delivery, self.runs) {
+                (Delivery::Push, Some(runs)) => {
+                    let round = self.push_all(runs, &read, campaign_sends, chunk.doc.turn_open).await;
+                    (taken, refused, skipped) = (round.taken, round.refused, round.skipped);
+                    round.end
+                }
+                (Delivery::Push, None) => ChunkEnd::Failed {
+                    error: "a push campaign without what it records per recipient".into(),
+                    status: None,
+                },
+                (Delivery::Multicast, _) => {
+                    users.clone_from(&read.doc.users);
+                    let retry_key = ActionKey::campaign_chunk(&chunk.id).retry_key();
+                    let result = self
+                        .campaigns
+                        .inner
+                        .line
+                        .multicast(&users, self.messages, Some(self.unit), retry_key)
+                        .await;
+                    self.end_of(chunk, result)
+                }
+            };
             window = Window {
                 since_ms: read.doc.uncertain_since.map(firestore::jiff::Timestamp::as_millisecond),
                 recovering: chunk.doc.uncertain,
                 slow_call: called.elapsed() > REACTION_TIME,
             };
-            self.end_of(chunk, result)
+            end
         };
         let outcome = match &end {
             ChunkEnd::Sent => "sent",
@@ -155,28 +176,59 @@ impl ChunkTurn<'_> {
             ChunkEnd::Retry { .. } => "retry_later",
             ChunkEnd::Skipped => "skipped",
         };
-        tracing::info!(chunk.id = %chunk.id, chunk.users = chunk.doc.count, outcome, "campaign chunk");
-        // Campaigns refuse scenarios with splits: no arm to count.
-        let asks = self.asks_node.and_then(|node| {
-            let scenario = crate::ids::ScenarioId::parse(self.scenario_id).ok()?;
-            let node = crate::ids::NodeId::parse(node).ok()?;
-            super::super::asked_on(
-                self.campaigns.engine(),
-                &scenario,
-                Some(&node),
-                &crate::engine::Arms::default(),
-                self.campaigns.inner.clock.now(),
-            )
-            .asks
-        });
-        let sent_count = asks.as_ref().map(|asks| (self.scenario_id, asks));
-        if !self.settle(chunk, claimed, &end, sent_count, &users, window).await? {
+        tracing::info!(
+            chunk.id = %chunk.id,
+            chunk.users = chunk.doc.count,
+            chunk.refused = refused,
+            delivery = self.delivery.as_str(),
+            outcome,
+            "campaign chunk"
+        );
+        let day = crate::ids::ScenarioId::parse(self.scenario_id)
+            .map(|scenario| {
+                self.campaigns
+                    .engine()
+                    .day_of(&scenario, self.campaigns.inner.clock.now())
+            })
+            .unwrap_or_default();
+        let (sent, recipients) = match self.delivery {
+            Delivery::Multicast => {
+                let asks = self
+                    .asks_node
+                    .map(|node| (node.to_owned(), None, u32::try_from(users.len()).unwrap_or(u32::MAX)));
+                let recipients = self.runs.map(|runs| runs.recipients(&users)).unwrap_or_default();
+                let sent = ChunkSent {
+                    scenario_id: self.scenario_id,
+                    day: &day,
+                    asks: asks.into_iter().collect(),
+                    runs: Vec::new(),
+                    failed_users: 0,
+                    skipped_users: 0,
+                };
+                (sent, recipients)
+            }
+            Delivery::Push => {
+                let mut sent = ChunkSent {
+                    scenario_id: self.scenario_id,
+                    day: &day,
+                    failed_users: refused,
+                    skipped_users: skipped,
+                    ..ChunkSent::default()
+                };
+                let recipients = self
+                    .runs
+                    .map(|runs| runs.pushed_recipients(taken, &mut sent))
+                    .unwrap_or_default();
+                (sent, recipients)
+            }
+        };
+        if !self.settle(chunk, claimed, &end, &sent, &recipients, window).await? {
             return Ok(TurnOutcome::NotSettled);
         }
         crate::metrics::series::campaign_chunk(outcome, chunk.doc.count);
         Ok(match end {
             ChunkEnd::Sent => TurnOutcome::Settled {
-                sent: u64::from(chunk.doc.count),
+                sent: u64::from(chunk.doc.count.saturating_sub(refused).saturating_sub(skipped)),
             },
             ChunkEnd::Failed { .. } | ChunkEnd::Skipped => TurnOutcome::Settled { sent: 0 },
             ChunkEnd::Retry { .. } => TurnOutcome::NotSettled,
@@ -197,13 +249,13 @@ impl ChunkTurn<'_> {
         chunk: &Stored<ChunkDoc>,
         claimed: Version,
         end: &ChunkEnd,
-        sent_count: Option<(&str, &crate::store::AsksDoc)>,
-        users: &[String],
+        sent: &ChunkSent<'_>,
+        recipients: &[Recipient],
         window: Window,
     ) -> Result<bool, PipelineError> {
         let store = &self.campaigns.inner.store;
         let (ChunkEnd::Sent, Some(runs)) = (end, self.runs) else {
-            return Ok(store.settle_chunk(chunk, claimed, end, sent_count, &[]).await?);
+            return Ok(store.settle_chunk(chunk, claimed, end, Some(sent), &[]).await?);
         };
         let engine = self
             .campaigns
@@ -212,15 +264,13 @@ impl ChunkTurn<'_> {
             .engine_for(&runs.scenario, runs.version)
             .await?;
         let now = self.campaigns.inner.clock.now();
-        let recipients = runs.recipients(users);
         let reads_first = window.recovering || window.slow_call;
+        let any_opens = recipients.iter().any(|recipient| recipient.start(runs).opens.is_some());
         for _ in 0..SETTLE_ROUNDS {
             let reads = if reads_first {
                 let ids: Vec<&str> = recipients.iter().map(|recipient| recipient.user.as_str()).collect();
                 let markers: Vec<String> = recipients.iter().map(|recipient| recipient.marker_id.clone()).collect();
-                let read = store
-                    .recipients_read(&ids, &markers, runs.start.opens.is_some())
-                    .await?;
+                let read = store.recipients_read(&ids, &markers, any_opens).await?;
                 Some(read)
             } else {
                 None
@@ -240,7 +290,7 @@ impl ChunkTurn<'_> {
                     }
                 })
                 .collect();
-            if store.settle_chunk(chunk, claimed, end, sent_count, &parts).await? {
+            if store.settle_chunk(chunk, claimed, end, Some(sent), &parts).await? {
                 return Ok(true);
             }
             // Did the chunk move on, or a recipient's marker change since it was read?
@@ -266,6 +316,7 @@ impl ChunkTurn<'_> {
             error: error.to_string(),
             counted,
             uncertain: !error.certainly_not_sent(),
+            pushes: None,
         };
         match result {
             Ok(Delivered::Sent | Delivered::AlreadyAccepted | Delivered::Logged) => ChunkEnd::Sent,
@@ -303,6 +354,20 @@ const SETTLE_ROUNDS: usize = 3;
 pub(super) struct Recipient {
     user: String,
     marker_id: String,
+    /// A push campaign's recipient: their own start, and the split arm it
+    /// took (a multicast's share the campaign's).
+    own: Option<(RecipientStart, Option<String>)>,
+}
+
+impl Recipient {
+    /// What the settle records for them.
+    fn start<'a>(&'a self, runs: &'a Runs) -> &'a RecipientStart {
+        self.own.as_ref().map_or(&runs.start, |(start, _)| start)
+    }
+
+    fn variant(&self) -> Option<&str> {
+        self.own.as_ref().and_then(|(_, variant)| variant.as_deref())
+    }
 }
 
 /// What a campaign's sent chunks record for each recipient: the run the
@@ -333,6 +398,15 @@ impl Runs {
         }))
     }
 
+    pub(super) fn scenario(&self) -> &ScenarioId {
+        &self.scenario
+    }
+
+    /// The scenario version the run is pinned to.
+    pub(super) fn version(&self) -> u32 {
+        self.version
+    }
+
     /// The chunk's users that are LINE user ids (the planner keeps no other).
     fn recipients(&self, users: &[String]) -> Vec<Recipient> {
         users
@@ -342,9 +416,38 @@ impl Runs {
                 Some(Recipient {
                     marker_id: scenario_marker_id(&self.scenario, &id),
                     user: user.clone(),
+                    own: None,
                 })
             })
             .collect()
+    }
+
+    /// A push chunk's recipients LINE took, each with the start pushed to
+    /// them, and what they count in `sent`: the question each was asked (by
+    /// arm), the split arm each took.
+    fn pushed_recipients(&self, taken: Vec<super::push::Taken>, sent: &mut ChunkSent<'_>) -> Vec<Recipient> {
+        let mut asks: BTreeMap<(String, Option<String>), u32> = BTreeMap::new();
+        let mut arms: BTreeMap<(String, String), u32> = BTreeMap::new();
+        let mut recipients = Vec::with_capacity(taken.len());
+        for taken in taken {
+            let Ok(user) = LineUserId::parse(taken.user) else {
+                continue;
+            };
+            if let Some(node) = &taken.asks {
+                *asks.entry((node.to_string(), taken.asks_variant.clone())).or_default() += 1;
+            }
+            if let Some(took) = &taken.took {
+                *arms.entry((took.node.to_string(), took.label.clone())).or_default() += 1;
+            }
+            recipients.push(Recipient {
+                marker_id: scenario_marker_id(&self.scenario, &user),
+                user: user.as_str().to_owned(),
+                own: Some((taken.start, taken.took.map(|took| took.label))),
+            });
+        }
+        sent.asks = asks.into_iter().map(|((node, arm), n)| (node, arm, n)).collect();
+        sent.runs = arms.into_iter().map(|((node, label), n)| (node, label, n)).collect();
+        recipients
     }
 
     /// One recipient's part: their marker naming the run and the campaign,
@@ -358,8 +461,9 @@ impl Runs {
         opens: bool,
         now: chrono::DateTime<chrono::Utc>,
     ) -> RecipientPart<'a> {
+        let start = recipient.start(self);
         let timers = LineUserId::parse(recipient.user.clone())
-            .map(|user| crate::pipeline::timers::schedule(engine, &user, &self.start.timers, now))
+            .map(|user| crate::pipeline::timers::schedule(engine, &user, &start.timers, now))
             .unwrap_or_default();
         RecipientPart {
             run: RunRecord {
@@ -368,17 +472,16 @@ impl Runs {
                 user: &recipient.user,
                 run: &self.run,
                 run_version: self.version,
-                variant: None,
+                variant: recipient.variant(),
                 campaign_id: Some(&self.campaign_id),
             },
-            question: self
-                .start
+            question: start
                 .opens
                 .as_ref()
                 .filter(|_| opens)
                 .map(|opens| crate::pipeline::typed::opening(&recipient.user, opens, None, now)),
             timers,
-            changes: &self.start.changes,
+            changes: &start.changes,
             marker_read,
         }
     }

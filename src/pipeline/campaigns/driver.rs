@@ -322,7 +322,8 @@ impl Campaigns {
             Ok(runs) => runs,
             Err(problem) => return self.abandon(lease, CampaignState::Sending, &problem).await,
         };
-        let pace = Pace::new(doc.calls_per_second);
+        let delivery = super::delivery_of(&doc);
+        let pace = Pace::new(chunk_rate(delivery, doc.calls_per_second));
         let started = Instant::now();
         let mut sent_users = 0u64;
         let mut settled_chunks = 0u32;
@@ -344,6 +345,7 @@ impl Campaigns {
             let turn = ChunkTurn {
                 campaigns: self,
                 campaign_id: &lease.id,
+                delivery,
                 messages: &messages,
                 unit: &doc.aggregation_unit,
                 scenario_id: &doc.scenario_id,
@@ -397,10 +399,12 @@ impl Campaigns {
             Ok(sendable) => sendable,
             Err(problem) => return self.abandon(lease, CampaignState::Cancelling, &problem).await,
         };
-        let pace = Pace::new(doc.calls_per_second);
+        let delivery = super::delivery_of(&doc);
+        let pace = Pace::new(chunk_rate(delivery, doc.calls_per_second));
         let resolve = ChunkTurn {
             campaigns: self,
             campaign_id: &lease.id,
+            delivery,
             messages: &messages,
             unit: &doc.aggregation_unit,
             scenario_id: &doc.scenario_id,
@@ -513,6 +517,15 @@ impl Campaigns {
     }
 }
 
+/// Chunks a second: the campaign's calls a second, a push campaign's at
+/// most LINE's push rate in chunks.
+fn chunk_rate(delivery: crate::engine::campaign::Delivery, calls_per_second: u32) -> u32 {
+    match delivery {
+        crate::engine::campaign::Delivery::Multicast => calls_per_second,
+        crate::engine::campaign::Delivery::Push => calls_per_second.min(super::push::PUSH_CHUNKS_PER_SECOND),
+    }
+}
+
 /// The plan and the messages of a campaign that sends.
 fn sendable(doc: &CampaignDoc) -> Result<(String, Vec<Message>), String> {
     let plan_id = doc.plan_id.clone().ok_or("a sending campaign without a plan")?;
@@ -554,6 +567,10 @@ fn new_chunk(campaign_id: &str, plan_id: &str, index: u32, users: Vec<String>) -
             uncertain_since: None,
             last_error: None,
             line_status: None,
+            failed_users: 0,
+            skipped_users: 0,
+            pushes: None,
+            turn_open: false,
             uncertain: false,
             settled_at: None,
         },

@@ -17,6 +17,7 @@
 mod chunk;
 mod driver;
 mod members;
+mod push;
 mod quota;
 mod test_send;
 
@@ -27,7 +28,7 @@ pub(crate) use crate::engine::campaign::{AudienceRequest, CampaignStartError};
 
 use crate::clock::Clock;
 use crate::engine::Engine;
-use crate::engine::campaign::{AudienceError, SendAtError, aggregation_unit, campaign_id};
+use crate::engine::campaign::{AudienceError, Delivery, SendAtError, aggregation_unit, campaign_id};
 use crate::ids::ScenarioId;
 use crate::line::client::LineClient;
 use crate::outbound::RetryPolicy;
@@ -124,9 +125,6 @@ pub(crate) struct DryRun {
     pub(crate) starts_at: Option<String>,
 }
 
-/// Every recipient of a chunk gets the same bytes: one multicast per chunk.
-const MULTICAST: &str = "multicast";
-
 /// A campaign's state and counts, as reported.
 #[derive(Debug, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -143,7 +141,9 @@ pub(crate) struct CampaignStatus {
     /// Planned users not sent, failed or skipped yet.
     pub(crate) pending: u64,
     pub(crate) chunks: u32,
-    /// `multicast`: one call per chunk, every recipient the same bytes.
+    /// `multicast`: one call per chunk, every recipient the same bytes;
+    /// `push`: one push per recipient, each decided on their own (a split,
+    /// a branch or personal text before the first question or wait).
     pub(crate) delivery: &'static str,
     /// Recipients per chunk (fewer than 500 when each recipient's run takes
     /// several writes of the chunk's settle).
@@ -179,6 +179,8 @@ struct Inner {
     versions: Arc<crate::pipeline::Versions>,
     store: Store,
     line: LineClient,
+    /// A push campaign's text personal to each recipient.
+    personal: crate::pipeline::personal::Personaliser,
     policy: RetryPolicy,
     default_rate: u32,
     quota: quota::QuotaReader,
@@ -212,14 +214,22 @@ impl From<PipelineError> for Stop {
     }
 }
 
+/// What campaigns are sent with, as configured.
+pub(crate) struct CampaignSettings {
+    pub(crate) policy: RetryPolicy,
+    /// Calls a second when a campaign does not say (`CAMPAIGN_CALLS_PER_SECOND`).
+    pub(crate) default_rate: u32,
+    /// `CAMPAIGN_OPT_OUT_TAG`.
+    pub(crate) opt_out_tag: String,
+}
+
 impl Campaigns {
     pub(crate) fn new(
         versions: Arc<crate::pipeline::Versions>,
         store: Store,
         line: LineClient,
-        policy: RetryPolicy,
-        default_rate: u32,
-        opt_out_tag: String,
+        personal: crate::pipeline::personal::Personaliser,
+        settings: CampaignSettings,
         clock: Clock,
     ) -> Self {
         Self {
@@ -228,9 +238,10 @@ impl Campaigns {
                 store,
                 quota: quota::QuotaReader::new(line.clone()),
                 line,
-                policy,
-                default_rate,
-                opt_out_tag,
+                personal,
+                policy: settings.policy,
+                default_rate: settings.default_rate,
+                opt_out_tag: settings.opt_out_tag,
                 clock,
                 wake: Notify::new(),
                 driving: Mutex::new(HashSet::new()),
@@ -284,7 +295,7 @@ impl Campaigns {
         Ok(DryRun {
             count,
             sample,
-            delivery: MULTICAST,
+            delivery: start.delivery.as_str(),
             quota: QuotaFigures::of(count.saturating_mul(u64::from(start.messages_per_recipient)), quota),
             starts_at: starts_at.map(|at| at.to_rfc3339()),
         })
@@ -363,7 +374,11 @@ impl Campaigns {
             ))
         })?;
         self.check_quota(request, start.messages_per_recipient).await?;
-        let chunk_size = u32::try_from(start.recipient.chunk_size()).unwrap_or(1);
+        let chunk_size = match start.delivery {
+            Delivery::Multicast => start.recipient.chunk_size(),
+            Delivery::Push => crate::engine::campaign::PUSH_CHUNK_SIZE,
+        };
+        let chunk_size = u32::try_from(chunk_size).unwrap_or(1);
         let doc = CampaignDoc {
             scenario_id: request.scenario_id.to_string(),
             scenario_version: start.version,
@@ -377,6 +392,7 @@ impl Campaigns {
             aggregation_unit: aggregation_unit(&id),
             asks_node: start.asks.as_ref().map(ToString::to_string),
             recipient: Some(recipient),
+            delivery: (start.delivery == Delivery::Push).then(|| start.delivery.as_str().to_owned()),
             chunk_size: Some(chunk_size),
             messages_per_recipient: Some(start.messages_per_recipient),
             cancel_timers: false,
@@ -445,6 +461,7 @@ impl Campaigns {
 
     async fn report(&self, stored: Stored<CampaignDoc>) -> Result<CampaignStatus, StoreError> {
         let doc = stored.doc;
+        let delivery = delivery_of(&doc);
         let quota = match (doc.messages_per_recipient, doc.plan_id.is_some()) {
             (Some(per), true) => Some(QuotaFigures::of(
                 doc.planned.saturating_mul(u64::from(per)),
@@ -468,7 +485,7 @@ impl Campaigns {
             skipped: counts.skipped,
             pending: counts.pending,
             chunks: doc.chunks,
-            delivery: MULTICAST,
+            delivery: delivery.as_str(),
             chunk_size: doc
                 .chunk_size
                 .unwrap_or(u32::try_from(crate::engine::campaign::CHUNK_SIZE).unwrap_or(500)),
@@ -620,6 +637,15 @@ fn not_yet(doc: &CampaignDoc, now: FirestoreInstant) -> Option<Duration> {
     }
     let left = doc.starts_at?.as_millisecond().saturating_sub(now.as_millisecond());
     (left > 0).then(|| Duration::from_millis(u64::try_from(left).unwrap_or(u64::MAX)))
+}
+
+/// How a stored campaign's messages go out (absent: multicast, as every
+/// campaign went before push campaigns).
+fn delivery_of(doc: &CampaignDoc) -> Delivery {
+    match doc.delivery.as_deref() {
+        Some("push") => Delivery::Push,
+        _ => Delivery::Multicast,
+    }
 }
 
 /// The request as understood, for comparing a retried call with the first.

@@ -5,6 +5,7 @@
 //! sends nothing twice.
 
 use super::{CampaignError, CampaignRequest, Campaigns};
+use crate::engine::campaign::Delivery;
 use crate::ids::LineUserId;
 use crate::line::client::Delivered;
 use crate::line::messages::{MAX_MESSAGES_PER_REQUEST, Message};
@@ -36,12 +37,31 @@ impl Campaigns {
         request: &CampaignRequest,
         users: &[LineUserId],
     ) -> Result<Vec<TestResult>, CampaignError> {
-        // A run of its own: answers to the test's buttons belong to no campaign.
-        let test_run = uuid::Uuid::new_v4().simple().to_string();
-        let start = self.engine().campaign_start(&request.scenario_id, &test_run)?;
-        let messages = marked(start.messages);
+        // A run of its own, marked as a test's: taps on its buttons are
+        // ignored (the engine records nothing for them).
+        let nonce = uuid::Uuid::new_v4().simple().to_string();
+        let run = crate::ids::RunId::of_test_send(&nonce);
+        let engine = self.engine();
+        let start = engine.campaign_start_in(&request.scenario_id, &run)?;
         let mut results = Vec::with_capacity(users.len());
         for user in users {
+            // A push campaign's start is each user's own: decided for them
+            // (read only: nothing of it is recorded).
+            let messages = match start.delivery {
+                Delivery::Multicast => marked(start.messages.clone()),
+                Delivery::Push => match super::push::decide_start(self, engine, &request.scenario_id, &run, user).await
+                {
+                    Ok((_, messages)) => marked(messages),
+                    Err(error) => {
+                        results.push(TestResult {
+                            user_id: user.to_string(),
+                            result: "failed",
+                            error: Some(error.to_string()),
+                        });
+                        continue;
+                    }
+                },
+            };
             let retry_key = match key {
                 Some(key) => ActionKey::manual(&format!("campaign-test\u{1}{key}"), &request.scenario_id, user)
                     .ok_or(CampaignError::BadKey)?

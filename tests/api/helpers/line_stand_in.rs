@@ -178,6 +178,8 @@ struct State {
     multicast_faults: VecDeque<Fault>,
     /// Shares of multicasts answered 429 (nothing sent) and 500 after accepting.
     multicast_random: (f64, f64),
+    /// Pushes' random faults: 429 and accepted-then-500 shares.
+    push_random: (f64, f64),
     latency: Duration,
     reply_token_lifetime: Duration,
     /// Share of reply and push calls that fail with a random 500.
@@ -199,6 +201,8 @@ struct State {
     follower_faults: VecDeque<Fault>,
     /// The `start` of every followers call, in arrival order.
     follower_calls: Vec<Option<String>>,
+    /// When each followers call arrived.
+    follower_call_times: Vec<Instant>,
 }
 
 impl Default for State {
@@ -211,6 +215,7 @@ impl Default for State {
             reply_faults: VecDeque::new(),
             multicast_faults: VecDeque::new(),
             multicast_random: (0.0, 0.0),
+            push_random: (0.0, 0.0),
             latency: Duration::ZERO,
             reply_token_lifetime: DEFAULT_REPLY_TOKEN_LIFETIME,
             random_failure_share: 0.0,
@@ -223,6 +228,7 @@ impl Default for State {
             followers_refused: false,
             follower_faults: VecDeque::new(),
             follower_calls: Vec::new(),
+            follower_call_times: Vec::new(),
         }
     }
 }
@@ -235,6 +241,19 @@ impl State {
         };
         let age_ms = now_ms() - issued_at_ms;
         !self.used_reply_tokens.contains(token) && age_ms <= self.reply_token_lifetime.as_millis() as i64
+    }
+}
+
+/// With probability `rate_limited` a 429 with `Retry-After: 1`, with
+/// `accepted_then_500` a delivery whose answer is a 500, else none.
+fn random_fault((rate_limited, accepted_then_500): (f64, f64)) -> Option<Fault> {
+    let draw = random_unit();
+    if draw < rate_limited {
+        Some(Fault::RateLimit { retry_after_secs: 1 })
+    } else if draw < rate_limited + accepted_then_500 {
+        Some(Fault::AcceptThenFail)
+    } else {
+        None
     }
 }
 
@@ -264,18 +283,14 @@ impl Respond for LineResponder {
         let mut state = self.state.lock().unwrap();
         let queued = match path.as_str() {
             REPLY_PATH => state.reply_faults.pop_front(),
-            PUSH_PATH => state.push_faults.pop_front(),
-            MULTICAST_PATH => state.multicast_faults.pop_front().or_else(|| {
-                let (rate_limited, accepted_then_500) = state.multicast_random;
-                let draw = random_unit();
-                if draw < rate_limited {
-                    Some(Fault::RateLimit { retry_after_secs: 1 })
-                } else if draw < rate_limited + accepted_then_500 {
-                    Some(Fault::AcceptThenFail)
-                } else {
-                    None
-                }
-            }),
+            PUSH_PATH => state
+                .push_faults
+                .pop_front()
+                .or_else(|| random_fault(state.push_random)),
+            MULTICAST_PATH => state
+                .multicast_faults
+                .pop_front()
+                .or_else(|| random_fault(state.multicast_random)),
             _ => None,
         };
         // Queued faults first; otherwise, maybe, a random one.
@@ -380,6 +395,7 @@ impl Respond for FollowersResponder {
         let query: HashMap<String, String> = request.url.query_pairs().into_owned().collect();
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.follower_calls.push(query.get("start").cloned());
+        state.follower_call_times.push(Instant::now());
         match state.follower_faults.pop_front() {
             Some(Fault::RateLimit { retry_after_secs }) => {
                 return ResponseTemplate::new(429)
@@ -601,6 +617,15 @@ impl LineStandIn {
             .clone()
     }
 
+    /// When each followers call arrived, in arrival order.
+    pub fn follower_call_times(&self) -> Vec<Instant> {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .follower_call_times
+            .clone()
+    }
+
     /// The month's message limit (`None`: none) and what was used before.
     pub fn set_quota(&self, limit: Option<u64>, used: u64) {
         self.state.lock().unwrap_or_else(PoisonError::into_inner).quota = (limit, used);
@@ -641,6 +666,12 @@ impl LineStandIn {
     pub fn fail_multicasts_randomly(&self, rate_limited: f64, accepted_then_500: f64) {
         assert!(rate_limited >= 0.0 && accepted_then_500 >= 0.0 && rate_limited + accepted_then_500 <= 1.0);
         self.state.lock().unwrap().multicast_random = (rate_limited, accepted_then_500);
+    }
+
+    /// As [`Self::fail_multicasts_randomly`], for pushes.
+    pub fn fail_pushes_randomly(&self, rate_limited: f64, accepted_then_500: f64) {
+        assert!(rate_limited >= 0.0 && accepted_then_500 >= 0.0 && rate_limited + accepted_then_500 <= 1.0);
+        self.state.lock().unwrap().push_random = (rate_limited, accepted_then_500);
     }
 
     /// How many accepted multicasts reached each user.

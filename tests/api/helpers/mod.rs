@@ -300,3 +300,16 @@ pub fn sorted(mut values: Vec<String>) -> Vec<String> {
     values.sort();
     values
 }
+
+/// `GET {address}{path}` with the admin token, read as JSON.
+pub async fn admin_json(address: &str, path: &str) -> serde_json::Value {
+    reqwest::Client::new()
+        .get(format!("{address}{path}"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .expect("service reachable")
+        .json()
+        .await
+        .expect("JSON")
+}
