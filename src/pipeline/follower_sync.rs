@@ -36,6 +36,9 @@ const RAMP_EVERY: Duration = Duration::from_secs(300);
 /// Takes of the sync in a row that got no page further (LINE failing, or the
 /// instances holding it dying) before it ends `failed`.
 const MAX_TAKES: u32 = 30;
+/// LINE's 429s for one page within a take before the take ends (and counts
+/// towards `MAX_TAKES`): a sync LINE never serves again ends too.
+const MAX_WAITS_PER_TAKE: u32 = 20;
 
 /// What `GET /admin/followers/sync` shows.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -239,10 +242,17 @@ impl FollowerSync {
         let started_ms = doc.started_at.as_millisecond();
         let began = Instant::now();
         let mut written = 0u64;
+        let mut waits = 0u32;
         loop {
             let page = match self.fetch(doc.next.as_deref()).await {
                 Fetched::Page(page) => page,
+                Fetched::Wait(_) if waits >= MAX_WAITS_PER_TAKE => {
+                    return Err(PipelineError::Store(StoreError::Unavailable(format!(
+                        "LINE answered 429 to the followers page {MAX_WAITS_PER_TAKE} times in a row"
+                    ))));
+                }
                 Fetched::Wait(wait) => {
+                    waits += 1;
                     tracing::info!(
                         wait_ms = wait.as_millis() as u64,
                         outcome = "rate_limited",
@@ -269,6 +279,7 @@ impl FollowerSync {
             if held.renewed.elapsed() > self.renew_every() && !self.renew(&mut held, &doc).await? {
                 return Ok(());
             }
+            waits = 0;
             let counts = self.record(&page.user_ids, started_ms).await?;
             doc.pages += 1;
             doc.listed += page.user_ids.len() as u64;

@@ -643,6 +643,30 @@ impl Store {
         }
     }
 
+    /// Records a push chunk's progress (`pushes`: its users' decided starts)
+    /// conditional on the claim at `claimed`; the new version, or `None` when
+    /// the chunk moved on (another instance took it).
+    pub(crate) async fn record_chunk_pushes(
+        &self,
+        id: &str,
+        claimed: Version,
+        pushes: &str,
+    ) -> Result<Option<Version>, StoreError> {
+        #[derive(Serialize)]
+        struct Pushes<'a> {
+            pushes: &'a str,
+        }
+        let write = expecting(
+            merge(self.document_path(CAMPAIGN_CHUNKS, id), &Pushes { pushes }, Vec::new())?,
+            Expect::At(claimed),
+        );
+        match self.commit(vec![write]).await {
+            CommitOutcome::Committed(versions) => Ok(versions.into_iter().next().flatten()),
+            CommitOutcome::Changed | CommitOutcome::AlreadyExists => Ok(None),
+            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
+        }
+    }
+
     /// Ends a claimed chunk's turn, conditional on the claim; a sent chunk's
     /// `recipients` parts go in the same commit. `Ok(false)`: nothing was
     /// written, because the chunk moved on (another instance took it) or, in a
@@ -742,8 +766,19 @@ impl Store {
                 settled_at: None,
             },
         };
+        // A chunk that ends drops its push progress (personal values with it).
+        let drop: &[&str] = if matches!(end, ChunkEnd::Retry { .. }) {
+            &[]
+        } else {
+            &["pushes"]
+        };
         let mut writes = vec![expecting(
-            merge(self.document_path(CAMPAIGN_CHUNKS, &chunk.id), &settle, Vec::new())?,
+            super::writes::merge_deleting(
+                self.document_path(CAMPAIGN_CHUNKS, &chunk.id),
+                &settle,
+                drop,
+                Vec::new(),
+            )?,
             Expect::At(claimed),
         )];
         // Exact: the settle is conditional on the claim, so it lands once.

@@ -164,3 +164,80 @@ async fn a_manual_send_decides_the_branch_per_user() {
     assert_eq!(pushed(&vip), ["VIP offer"]);
     assert_eq!(pushed(&plain), ["Plain offer"]);
 }
+
+/// The results' `sent` of each question node of `scenario`.
+async fn sent_per_node(app: &TestApp, scenario: &str) -> HashMap<String, u64> {
+    let results = crate::helpers::admin_json(&app.address, &format!("/admin/scenarios/{scenario}/results")).await;
+    results["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|node| {
+            (
+                node["nodeId"].as_str().unwrap_or_default().to_owned(),
+                node["sent"].as_u64().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_push_repeated_after_a_lost_answer_sends_and_records_what_was_decided_before_it() {
+    let app = spawn_app_with(TestOptions {
+        adjust: |config| config.scenarios_dir = crate::helpers::repo_path("tests/fixtures/branch_question"),
+        test_clock: true,
+        ..TestOptions::default()
+    })
+    .await;
+    // Tagged: the branch sends them the VIP question.
+    let users = crate::campaigns::seed_users(&app.firestore, 1, |_| true, |_| false).await;
+    let user = &users[0];
+    // LINE takes the push, and its answer is lost.
+    app.line
+        .fail_next_pushes([crate::helpers::line_stand_in::Fault::AcceptThenFail]);
+    let id = crate::campaigns::start_campaign(&app.address, &json!({"scenarioId": "offer_q"}), "lost-answer").await;
+    crate::helpers::wait_until(Duration::from_secs(30), || {
+        app.line.calls().iter().any(|call| call.status == 500)
+    })
+    .await;
+    // Before the push is repeated, the user loses the tag: decided again,
+    // the branch would go the other way.
+    app.firestore
+        .patch(
+            "users",
+            user,
+            &[("tags", json!({"arrayValue": {"values": [{"stringValue": "visited"}]}}))],
+        )
+        .await;
+    app.advance_clock(Duration::from_secs(120)).await;
+    let status = crate::campaigns::wait_for_state(&app.address, &id, "done", Duration::from_secs(60)).await;
+    assert_eq!(status["delivery"], "push", "{status}");
+    assert_eq!(status["sent"], json!(1), "{status}");
+
+    // LINE took the first push (the repeat got 409): the VIP question, once.
+    let accepted = app.line.accepted();
+    assert_eq!(accepted.len(), 1, "received once");
+    let asked: Vec<String> = accepted[0]
+        .messages()
+        .iter()
+        .filter_map(|message| message["template"]["text"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(asked, ["VIP question?"]);
+    assert!(
+        app.line.calls().iter().any(|call| call.status == 409),
+        "the push was repeated"
+    );
+    // And the run records the question they received, not a new decision.
+    let sent = sent_per_node(&app, "offer_q").await;
+    assert_eq!(
+        (sent.get("vip_q").copied(), sent.get("plain_q").copied()),
+        (Some(1), Some(0)),
+        "{sent:?}"
+    );
+    // The settled chunk keeps no decisions (nor the values they rendered with).
+    let chunks = app.firestore.list("campaign_chunks").await;
+    assert!(
+        chunks.iter().all(|chunk| chunk["fields"].get("pushes").is_none()),
+        "{chunks:?}"
+    );
+}

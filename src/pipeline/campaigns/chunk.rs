@@ -130,10 +130,20 @@ impl ChunkTurn<'_> {
         // Since when its users may have it (Firestore's time), and whether they
         // may have had time to act on it before the settle lands.
         let mut window = Window::default();
+        // The claim's version: a push chunk's turn moves it when it records
+        // its decisions, and the settle is conditional on the latest.
+        let mut claimed = claimed;
         let end = if chunk.doc.uncertain && now_ms - first_attempt > RETRY_KEY_WINDOW_MS {
-            ChunkEnd::Failed {
-                error: "not settled within LINE's 24-hour retry key window; it may have reached its users".into(),
-                status: None,
+            match self.delivery {
+                Delivery::Push => {
+                    let round = self.out_of_window(chunk);
+                    (taken, refused, skipped) = (round.taken, round.refused, round.skipped);
+                    round.end
+                }
+                Delivery::Multicast => ChunkEnd::Failed {
+                    error: "not settled within LINE's 24-hour retry key window; it may have reached its users".into(),
+                    status: None,
+                },
             }
         } else {
             // Read with the claim's version: the chunk as this turn holds it.
@@ -143,7 +153,7 @@ impl ChunkTurn<'_> {
             let called = std::time::Instant::now();
             let end = match (self.delivery, self.runs) {
                 (Delivery::Push, Some(runs)) => {
-                    let round = self.push_all(runs, &read, campaign_sends, chunk.doc.turn_open).await;
+                    let round = self.push_all(runs, &read, &mut claimed, campaign_sends).await;
                     (taken, refused, skipped) = (round.taken, round.refused, round.skipped);
                     round.end
                 }

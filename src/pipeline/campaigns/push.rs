@@ -5,14 +5,15 @@
 //! version the run is pinned to, then pushed with a retry key from the
 //! campaign and the user.
 //!
-//! A chunk's turn pushes those of its users no earlier turn settled, and
-//! keeps what it learnt on the chunk with its retry (`pushes`): who LINE took
-//! with what was decided and sent to them, who it refused, whose push may
-//! have reached it. A push repeated with its key after a lost answer is
-//! refused with 409 if LINE took it, so a recipient gets the campaign at
-//! most once, across turns, instances and crashes; the settle records for
-//! each recipient what was pushed to them. After a cancel, only pushes that
-//! may have reached LINE are repeated (to find out); the rest are skipped.
+//! Decide, record, then send: a chunk's turn decides the start of each user
+//! who has none yet, writes the decisions on the chunk (`pushes`,
+//! conditional on its claim) before any push, and every push (the first, or
+//! a repeat after a crash or a lost answer) sends the decision's bytes; the
+//! settle records that decision for each user LINE took. A push repeated with
+//! its key is refused with 409 if LINE took it, so a recipient gets the
+//! campaign at most once, across turns, instances and crashes, and their run
+//! is what they received. After a cancel, only pushes that may have reached
+//! LINE are repeated (to find out); the rest are skipped.
 
 use super::Campaigns;
 use super::chunk::ChunkTurn;
@@ -71,7 +72,37 @@ impl Taken {
     }
 }
 
-/// What a push chunk's turns learnt so far (kept on the chunk as JSON).
+/// A recipient's start, decided before their first push and kept on the
+/// chunk: every repeat of the push sends what was decided (the templates
+/// with the values they were decided with) and the settle records it,
+/// whatever the user did meanwhile.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Decided {
+    pub(super) start: Taken,
+    /// The messages before their placeholders are filled.
+    messages: Vec<Message>,
+    /// What the placeholders render with (names too: dropped with the
+    /// progress when the chunk settles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    personal: Option<crate::values::PersonalValues>,
+    /// A push of it may have reached LINE: set before the push is made, so a
+    /// crash during it leaves it set; cleared only when LINE's answer says
+    /// no push of it was taken.
+    #[serde(default)]
+    maybe_sent: bool,
+}
+
+impl Decided {
+    fn rendered(&self) -> Vec<Message> {
+        let mut messages = self.messages.clone();
+        crate::engine::personal::render(&mut messages, self.personal.as_ref());
+        messages
+    }
+}
+
+/// What a push chunk's turns learnt so far (kept on the chunk as JSON until
+/// it settles).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct Progress {
@@ -80,28 +111,41 @@ pub(super) struct Progress {
     /// LINE refused these (or their start cannot be rendered): never pushed again.
     #[serde(default)]
     pub(super) refused: Vec<String>,
-    /// Their last push may have reached LINE (a 5xx, no answer).
+    /// Decided, not yet known to be taken.
     #[serde(default)]
-    pub(super) unsure: Vec<String>,
+    pub(super) decided: Vec<Decided>,
 }
 
 impl Progress {
-    /// The chunk's progress as stored; an unreadable one counts as none (its
-    /// users are pushed again with their keys: LINE refuses a repeat).
-    fn of(chunk: &ChunkDoc) -> Self {
-        chunk
-            .pushes
-            .as_deref()
-            .and_then(|raw| serde_json::from_str(raw).ok())
-            .unwrap_or_default()
+    /// The chunk's progress as stored. Unreadable progress is a defect (a
+    /// deploy that changed its shape mid-campaign): the chunk fails loudly
+    /// rather than push its users again on no record.
+    fn of(chunk: &ChunkDoc) -> Result<Self, String> {
+        match chunk.pushes.as_deref() {
+            None => Ok(Self::default()),
+            Some(raw) => serde_json::from_str(raw).map_err(|error| error.to_string()),
+        }
+    }
+
+    /// Users whose push may have reached LINE and is not settled.
+    fn maybe_sent(&self) -> usize {
+        self.decided.iter().filter(|decided| decided.maybe_sent).count()
+    }
+
+    /// Its users' pushes may have reached them: a cancel must not skip the
+    /// chunk (its settle records their runs), nor LINE's retry window pass
+    /// unnoticed. Refused users count too, so a cancel counts them failed,
+    /// not skipped.
+    fn any_outcome(&self) -> bool {
+        !self.taken.is_empty() || !self.refused.is_empty() || self.maybe_sent() > 0
     }
 }
 
 /// What became of one recipient's push this turn.
 enum Pushed {
-    Taken(Box<Taken>),
-    /// LINE refused it (a user who blocked the account, say), or their start
-    /// cannot be rendered: counted failed, never tried again.
+    Taken(String),
+    /// LINE refused it (a user who blocked the account, say): counted
+    /// failed, never tried again.
     Refused {
         user: String,
         error: String,
@@ -110,11 +154,23 @@ enum Pushed {
     Later {
         user: String,
         error: String,
-        /// It may have reached LINE.
+        /// This push may have reached LINE.
         uncertain: bool,
         /// LINE asked to wait this long (429).
         rate_limited: Option<Duration>,
     },
+}
+
+/// What became of one recipient's decision this turn.
+enum Decision {
+    Made(Box<Decided>),
+    /// Their start cannot be rendered (a defect): counted failed.
+    Refused {
+        user: String,
+        error: String,
+    },
+    /// Not now (Firestore): the chunk's turn is tried again.
+    Later(String),
 }
 
 /// A push chunk's turn: how it ends, who LINE took (with what was decided
@@ -126,15 +182,16 @@ pub(super) struct PushRound {
     pub(super) skipped: u32,
 }
 
-/// One recipient's start in `run` as `engine` decides it for them, and its
-/// messages rendered with their values.
-pub(super) async fn decide_start(
+/// One recipient's start in `run` as `engine` decides it for them (a
+/// manual send's decision: their arm, the branch on their record), and the
+/// values its placeholders render with.
+async fn decide(
     campaigns: &Campaigns,
     engine: &Engine,
     scenario: &ScenarioId,
     run: &RunId,
     user: &LineUserId,
-) -> Result<(Rendered, Vec<Message>), PipelineError> {
+) -> Result<(Rendered, Option<crate::values::PersonalValues>), PipelineError> {
     let (rendered, _) = engine
         .manual_start_in_run(scenario, run, user)
         .map_err(|error| PipelineError::Defect(format!("scenario {scenario}: {error}")))?;
@@ -153,98 +210,178 @@ pub(super) async fn decide_start(
         .personal
         .values_for(user, scenario, &chain.messages, engine, &step)
         .await?;
+    Ok((chain, values))
+}
+
+/// One recipient's start decided (see [`decide`]), its messages rendered.
+pub(super) async fn decide_start(
+    campaigns: &Campaigns,
+    engine: &Engine,
+    scenario: &ScenarioId,
+    run: &RunId,
+    user: &LineUserId,
+) -> Result<(Rendered, Vec<Message>), PipelineError> {
+    let (chain, values) = decide(campaigns, engine, scenario, run, user).await?;
     let mut messages = chain.messages.clone();
     crate::engine::personal::render(&mut messages, values.as_ref());
     Ok((chain, messages))
 }
 
 impl ChunkTurn<'_> {
-    /// Decides and pushes the start of each of `chunk`'s users no earlier
-    /// turn settled, then how the chunk ends. `sending`: the campaign still
-    /// sends (after a cancel, only pushes that may have reached LINE are
-    /// repeated). `interrupted`: the last turn stopped half-way, so any push
-    /// it did not record may have reached LINE.
+    /// Decides the start of each of `chunk`'s users no earlier turn settled
+    /// (once: a decision is kept), records the decisions on the chunk
+    /// (conditional on the claim, which moves to `claimed`), then pushes
+    /// them, and says how the chunk ends. `sending`: the campaign still
+    /// sends; after a cancel only the pushes that may have reached LINE are
+    /// repeated, to find out (LINE answers 409 if it took them).
     pub(super) async fn push_all(
         &self,
         runs: &super::chunk::Runs,
         chunk: &Stored<ChunkDoc>,
+        claimed: &mut crate::store::Version,
         sending: bool,
-        interrupted: bool,
     ) -> PushRound {
-        let mut progress = Progress::of(&chunk.doc);
-        if interrupted {
-            let recorded: HashSet<&str> = progress
-                .taken
-                .iter()
-                .map(|taken| taken.user.as_str())
-                .chain(progress.refused.iter().map(String::as_str))
-                .chain(progress.unsure.iter().map(String::as_str))
-                .collect();
-            let unknown: Vec<String> = chunk
-                .doc
-                .users
-                .iter()
-                .filter(|user| !recorded.contains(user.as_str()))
-                .cloned()
-                .collect();
-            progress.unsure.extend(unknown);
-        }
+        let mut progress = match Progress::of(&chunk.doc) {
+            Ok(progress) => progress,
+            Err(problem) => {
+                return PushRound {
+                    end: ChunkEnd::Failed {
+                        error: format!("the chunk's record of its pushes cannot be read (a defect): {problem}"),
+                        status: None,
+                    },
+                    taken: Vec::new(),
+                    refused: 0,
+                    skipped: 0,
+                };
+            }
+        };
         let settled: HashSet<&str> = progress
             .taken
             .iter()
             .map(|taken| taken.user.as_str())
             .chain(progress.refused.iter().map(String::as_str))
             .collect();
-        let unsure: HashSet<&str> = progress.unsure.iter().map(String::as_str).collect();
-        let (to_push, skipped): (Vec<&String>, Vec<&String>) = chunk
+        let maybe_sent: HashSet<&str> = progress
+            .decided
+            .iter()
+            .filter(|decided| decided.maybe_sent)
+            .map(|decided| decided.start.user.as_str())
+            .collect();
+        let (to_push, skipped): (Vec<String>, Vec<String>) = chunk
             .doc
             .users
             .iter()
             .filter(|user| !settled.contains(user.as_str()))
-            .partition(|user| sending || unsure.contains(user.as_str()));
+            .cloned()
+            .partition(|user| sending || maybe_sent.contains(user.as_str()));
         let skipped = u32::try_from(skipped.len()).unwrap_or(u32::MAX);
-        let results: Vec<Pushed> = match self
-            .campaigns
-            .inner
-            .versions
-            .engine_for(runs.scenario(), runs.version())
-            .await
-        {
-            Ok(engine) => {
-                let run = RunId::of_campaign(self.campaign_id);
-                let waiting = AtomicBool::new(false);
-                let pushes: Vec<_> = to_push
-                    .iter()
-                    .map(|user| self.push_one(&engine, runs.scenario(), &run, user, &waiting))
-                    .collect();
-                futures::stream::iter(pushes)
-                    .buffer_unordered(PUSHES_IN_FLIGHT)
-                    .collect()
-                    .await
-            }
-            Err(error) => to_push
-                .iter()
-                .map(|user| Pushed::Later {
-                    user: (*user).clone(),
-                    error: format!("the run's scenario version cannot be read: {error}"),
-                    uncertain: false,
-                    rate_limited: None,
-                })
-                .collect(),
-        };
-        let was_unsure = std::mem::take(&mut progress.unsure);
+        let was_maybe_sent: HashSet<String> = maybe_sent.into_iter().map(str::to_owned).collect();
+
+        // Each user's start, decided once.
         let mut later = Vec::new();
         let mut progressed = false;
+        let undecided: Vec<&String> = {
+            let decided: HashSet<&str> = progress
+                .decided
+                .iter()
+                .map(|decided| decided.start.user.as_str())
+                .collect();
+            to_push.iter().filter(|user| !decided.contains(user.as_str())).collect()
+        };
+        if !undecided.is_empty() {
+            match self
+                .campaigns
+                .inner
+                .versions
+                .engine_for(runs.scenario(), runs.version())
+                .await
+            {
+                Ok(engine) => {
+                    let run = RunId::of_campaign(self.campaign_id);
+                    let deciding: Vec<_> = undecided
+                        .iter()
+                        .map(|user| self.decide_one(&engine, runs.scenario(), &run, user.as_str()))
+                        .collect();
+                    let decisions: Vec<Decision> = futures::stream::iter(deciding)
+                        .buffer_unordered(PUSHES_IN_FLIGHT)
+                        .collect()
+                        .await;
+                    for decision in decisions {
+                        match decision {
+                            Decision::Made(decided) => progress.decided.push(*decided),
+                            Decision::Refused { user, error } => {
+                                tracing::warn!(chunk.id = %chunk.id, error = %error, outcome = "refused", "campaign push not decided");
+                                progressed = true;
+                                progress.refused.push(user);
+                            }
+                            Decision::Later(error) => later.push((error, None)),
+                        }
+                    }
+                }
+                Err(error) => {
+                    let error = format!("the run's scenario version cannot be read: {error}");
+                    later.extend(undecided.iter().map(|_| (error.clone(), None)));
+                }
+            }
+        }
+
+        // Recorded before any push: a push made is one whose decision is kept.
+        let pushing: HashSet<&str> = to_push.iter().map(String::as_str).collect();
+        let mut marked = progress.clone();
+        for decided in &mut marked.decided {
+            if pushing.contains(decided.start.user.as_str()) {
+                decided.maybe_sent = true;
+            }
+        }
+        let recorded = match serde_json::to_string(&marked) {
+            Ok(json) => {
+                self.campaigns
+                    .inner
+                    .store
+                    .record_chunk_pushes(&chunk.id, *claimed, &json)
+                    .await
+            }
+            Err(error) => Err(crate::store::StoreError::Unavailable(format!(
+                "the chunk's pushes cannot be encoded: {error}"
+            ))),
+        };
+        match recorded {
+            Ok(Some(version)) => *claimed = version,
+            // Another instance holds the chunk now: this turn changes nothing
+            // more (its settle, conditional on the claim, does not land).
+            Ok(None) => return self.unrecorded(chunk, "another instance took the chunk over".into()),
+            Err(error) => {
+                return self.unrecorded(chunk, format!("the chunk's decisions could not be recorded: {error}"));
+            }
+        }
+        progress = marked;
+
+        // The pushes, each with its decision's bytes and the user's retry key.
+        let waiting = AtomicBool::new(false);
+        let refusing = AtomicBool::new(false);
+        let pushes: Vec<_> = progress
+            .decided
+            .iter()
+            .filter(|decided| pushing.contains(decided.start.user.as_str()))
+            .map(|decided| self.push_one(decided, &waiting, &refusing))
+            .collect();
+        let results: Vec<Pushed> = futures::stream::iter(pushes)
+            .buffer_unordered(PUSHES_IN_FLIGHT)
+            .collect()
+            .await;
+        let mut taken_now = HashSet::new();
+        let mut refused_now = HashSet::new();
+        let mut unsent_now = HashSet::new();
         for result in results {
             match result {
-                Pushed::Taken(taken) => {
+                Pushed::Taken(user) => {
                     progressed = true;
-                    progress.taken.push(*taken);
+                    taken_now.insert(user);
                 }
                 Pushed::Refused { user, error } => {
                     tracing::info!(chunk.id = %chunk.id, error = %error, outcome = "refused", "campaign push");
                     progressed = true;
-                    progress.refused.push(user);
+                    refused_now.insert(user);
                 }
                 Pushed::Later {
                     user,
@@ -252,27 +389,91 @@ impl ChunkTurn<'_> {
                     uncertain,
                     rate_limited,
                 } => {
-                    // Unsure once, unsure until LINE answers for it.
-                    if uncertain || was_unsure.contains(&user) {
-                        progress.unsure.push(user);
+                    // Maybe sent once, maybe sent until LINE answers for it.
+                    if !uncertain && !was_maybe_sent.contains(&user) {
+                        unsent_now.insert(user);
                     }
                     later.push((error, rate_limited));
                 }
             }
         }
+        let decided = std::mem::take(&mut progress.decided);
+        for mut decided in decided {
+            let user = decided.start.user.clone();
+            if taken_now.contains(&user) {
+                progress.taken.push(decided.start);
+            } else if refused_now.contains(&user) {
+                progress.refused.push(user);
+            } else {
+                if unsent_now.contains(&user) {
+                    decided.maybe_sent = false;
+                }
+                progress.decided.push(decided);
+            }
+        }
         self.round_end(chunk, progress, &later, progressed, skipped)
     }
 
-    /// One recipient: decided, then pushed, unless LINE asked this chunk to
-    /// wait meanwhile (the rest wait for the chunk's next turn).
-    async fn push_one(
-        &self,
-        engine: &Engine,
-        scenario: &ScenarioId,
-        run: &RunId,
-        raw: &str,
-        waiting: &AtomicBool,
-    ) -> Pushed {
+    /// A turn whose decisions could not be recorded: nothing was pushed; it
+    /// is tried again with the chunk's progress as stored.
+    fn unrecorded(&self, chunk: &Stored<ChunkDoc>, error: String) -> PushRound {
+        let wait = self
+            .campaigns
+            .inner
+            .policy
+            .backoff(chunk.doc.attempts.saturating_add(1));
+        PushRound {
+            end: ChunkEnd::Retry {
+                wake_at_ms: self.wake_after(wait),
+                error,
+                counted: true,
+                uncertain: false,
+                pushes: None,
+            },
+            taken: Vec::new(),
+            refused: 0,
+            skipped: 0,
+        }
+    }
+
+    fn wake_after(&self, wait: Duration) -> i64 {
+        self.campaigns
+            .now()
+            .as_millisecond()
+            .saturating_add(i64::try_from(wait.as_millis()).unwrap_or(i64::MAX))
+    }
+
+    /// One recipient's start, decided as a manual send decides it.
+    async fn decide_one(&self, engine: &Engine, scenario: &ScenarioId, run: &RunId, raw: &str) -> Decision {
+        let Ok(user) = LineUserId::parse(raw.to_owned()) else {
+            return Decision::Refused {
+                user: raw.to_owned(),
+                error: "not a LINE user id".into(),
+            };
+        };
+        match decide(self.campaigns, engine, scenario, run, &user).await {
+            Ok((chain, personal)) => {
+                let messages = chain.messages.clone();
+                Decision::Made(Box::new(Decided {
+                    start: Taken::of(&user, chain),
+                    messages,
+                    personal,
+                    maybe_sent: false,
+                }))
+            }
+            Err(PipelineError::Defect(problem)) => Decision::Refused {
+                user: raw.to_owned(),
+                error: problem,
+            },
+            Err(error) => Decision::Later(error.to_string()),
+        }
+    }
+
+    /// One recipient's push of what was decided for them, unless LINE asked
+    /// this chunk to wait meanwhile, or said the month's quota is used up
+    /// (the rest wait for the chunk's next turn, or are refused the same).
+    async fn push_one(&self, decided: &Decided, waiting: &AtomicBool, refusing: &AtomicBool) -> Pushed {
+        let raw = decided.start.user.as_str();
         let later = |error: String, uncertain: bool, rate_limited: Option<Duration>| Pushed::Later {
             user: raw.to_owned(),
             error,
@@ -285,24 +486,21 @@ impl ChunkTurn<'_> {
                 error: "not a LINE user id".into(),
             };
         };
+        // A start that sends nothing (a branch straight into a wait) begins
+        // the run all the same.
+        let messages = decided.rendered();
+        if messages.is_empty() {
+            return Pushed::Taken(raw.to_owned());
+        }
+        if refusing.load(Ordering::Relaxed) {
+            return Pushed::Refused {
+                user: raw.to_owned(),
+                error: "the month's message quota is used up".into(),
+            };
+        }
         if waiting.load(Ordering::Relaxed) {
             let error = "LINE is rate limiting requests (429)".to_owned();
             return later(error, false, Some(Duration::from_secs(1)));
-        }
-        let (chain, messages) = match decide_start(self.campaigns, engine, scenario, run, &user).await {
-            Ok(decided) => decided,
-            Err(PipelineError::Defect(problem)) => {
-                return Pushed::Refused {
-                    user: raw.to_owned(),
-                    error: problem,
-                };
-            }
-            Err(error) => return later(error.to_string(), false, None),
-        };
-        // A start that sends nothing (a branch straight into a wait) begins
-        // the run all the same.
-        if messages.is_empty() {
-            return Pushed::Taken(Box::new(Taken::of(&user, chain)));
         }
         let retry_key = ActionKey::campaign_push(self.campaign_id, &user).retry_key();
         match self
@@ -312,11 +510,16 @@ impl ChunkTurn<'_> {
             .push(user.as_str(), &messages, retry_key)
             .await
         {
-            Ok(_) => Pushed::Taken(Box::new(Taken::of(&user, chain))),
-            Err(error @ (SendError::Rejected { .. } | SendError::InvalidReplyToken)) => Pushed::Refused {
-                user: raw.to_owned(),
-                error: error.to_string(),
-            },
+            Ok(_) => Pushed::Taken(raw.to_owned()),
+            Err(error @ (SendError::Rejected { .. } | SendError::InvalidReplyToken)) => {
+                if matches!(error, SendError::Rejected { status: 429, .. }) {
+                    refusing.store(true, Ordering::Relaxed);
+                }
+                Pushed::Refused {
+                    user: raw.to_owned(),
+                    error: error.to_string(),
+                }
+            }
             Err(error @ SendError::RateLimited { retry_after }) => {
                 let wait = retry_after.unwrap_or(Duration::from_secs(1));
                 waiting.store(true, Ordering::Relaxed);
@@ -324,6 +527,35 @@ impl ChunkTurn<'_> {
                 later(error.to_string(), false, Some(wait))
             }
             Err(error) => later(error.to_string(), !error.certainly_not_sent(), None),
+        }
+    }
+
+    /// A push chunk LINE's retry-key window passed on: the users LINE took
+    /// keep their runs; everyone else counts failed (a repeat now could reach
+    /// them twice).
+    pub(super) fn out_of_window(&self, chunk: &Stored<ChunkDoc>) -> PushRound {
+        let error = "not settled within LINE's 24-hour retry key window; some pushes may have reached their users";
+        let taken = Progress::of(&chunk.doc)
+            .map(|progress| progress.taken)
+            .unwrap_or_default();
+        let refused = u32::try_from(chunk.doc.users.len().saturating_sub(taken.len())).unwrap_or(u32::MAX);
+        if taken.is_empty() {
+            return PushRound {
+                end: ChunkEnd::Failed {
+                    error: error.into(),
+                    status: None,
+                },
+                taken,
+                refused: 0,
+                skipped: 0,
+            };
+        }
+        tracing::warn!(chunk.id = %chunk.id, failed = refused, outcome = "partly_failed", "{error}");
+        PushRound {
+            end: ChunkEnd::Sent,
+            taken,
+            refused,
+            skipped: 0,
         }
     }
 
@@ -359,11 +591,12 @@ impl ChunkTurn<'_> {
         let attempts = chunk.doc.attempts.saturating_add(1);
         let policy = &self.campaigns.inner.policy;
         if counted && attempts >= policy.max_attempts {
-            let error = if progress.unsure.is_empty() {
+            let maybe_sent = progress.maybe_sent();
+            let error = if maybe_sent == 0 {
                 format!("gave up after {attempts} attempts without progress: {error}")
             } else {
                 format!(
-                    "gave up after {attempts} attempts without progress: {error}; some may have reached their users"
+                    "gave up after {attempts} attempts without progress: {error}; {maybe_sent} of them may have reached their users"
                 )
             };
             let not_taken = u32::try_from(later.len()).unwrap_or(u32::MAX);
@@ -392,19 +625,12 @@ impl ChunkTurn<'_> {
             .chain(backoff)
             .max()
             .unwrap_or(Duration::from_secs(1));
-        // Users LINE took have it, and an unsure one may: a cancel must not
-        // skip the chunk, whose settle records their runs.
-        let uncertain = !progress.taken.is_empty() || !progress.unsure.is_empty();
         PushRound {
             end: ChunkEnd::Retry {
-                wake_at_ms: self
-                    .campaigns
-                    .now()
-                    .as_millisecond()
-                    .saturating_add(i64::try_from(wait.as_millis()).unwrap_or(i64::MAX)),
+                wake_at_ms: self.wake_after(wait),
                 error,
                 counted,
-                uncertain,
+                uncertain: progress.any_outcome(),
                 pushes: serde_json::to_string(&progress).ok(),
             },
             taken: Vec::new(),
