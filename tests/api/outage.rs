@@ -40,10 +40,14 @@ async fn a_stopped_firestore_gets_5xx_and_redeliveries_are_processed_once_when_i
     let mut refused = 0;
     for event in during {
         let status = post_event(&client, &service.address, event).await.unwrap();
-        assert!(
-            status == 503,
-            "while Firestore is stopped the webhook answers 503, not {status}"
-        );
+        if status != 503 {
+            let log = service.log_text();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            panic!(
+                "while Firestore is stopped the webhook answers 503, not {status}; the service's last log lines:\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
         refused += 1;
         redeliver.push(event.clone());
     }

@@ -161,6 +161,14 @@ enum Pushed {
     },
 }
 
+/// What one turn's pushes share: LINE asked the chunk to wait (429), said
+/// the month's quota is used up, and when the turn stops starting pushes.
+struct Flags {
+    waiting: AtomicBool,
+    refusing: AtomicBool,
+    until: std::time::Instant,
+}
+
 /// What became of one recipient's decision this turn.
 enum Decision {
     Made(Box<Decided>),
@@ -357,13 +365,18 @@ impl ChunkTurn<'_> {
         progress = marked;
 
         // The pushes, each with its decision's bytes and the user's retry key.
-        let waiting = AtomicBool::new(false);
-        let refusing = AtomicBool::new(false);
+        let flags = Flags {
+            waiting: AtomicBool::new(false),
+            refusing: AtomicBool::new(false),
+            // Half the claim's lease: a turn slowed by LINE stops starting
+            // pushes before another instance may take the chunk over.
+            until: std::time::Instant::now() + self.campaigns.inner.store.lease() / 2,
+        };
         let pushes: Vec<_> = progress
             .decided
             .iter()
             .filter(|decided| pushing.contains(decided.start.user.as_str()))
-            .map(|decided| self.push_one(decided, &waiting, &refusing))
+            .map(|decided| self.push_one(decided, &flags))
             .collect();
         let results: Vec<Pushed> = futures::stream::iter(pushes)
             .buffer_unordered(PUSHES_IN_FLIGHT)
@@ -472,7 +485,7 @@ impl ChunkTurn<'_> {
     /// One recipient's push of what was decided for them, unless LINE asked
     /// this chunk to wait meanwhile, or said the month's quota is used up
     /// (the rest wait for the chunk's next turn, or are refused the same).
-    async fn push_one(&self, decided: &Decided, waiting: &AtomicBool, refusing: &AtomicBool) -> Pushed {
+    async fn push_one(&self, decided: &Decided, flags: &Flags) -> Pushed {
         let raw = decided.start.user.as_str();
         let later = |error: String, uncertain: bool, rate_limited: Option<Duration>| Pushed::Later {
             user: raw.to_owned(),
@@ -492,15 +505,20 @@ impl ChunkTurn<'_> {
         if messages.is_empty() {
             return Pushed::Taken(raw.to_owned());
         }
-        if refusing.load(Ordering::Relaxed) {
+        if flags.refusing.load(Ordering::Relaxed) {
             return Pushed::Refused {
                 user: raw.to_owned(),
                 error: "the month's message quota is used up".into(),
             };
         }
-        if waiting.load(Ordering::Relaxed) {
+        if flags.waiting.load(Ordering::Relaxed) {
             let error = "LINE is rate limiting requests (429)".to_owned();
             return later(error, false, Some(Duration::from_secs(1)));
+        }
+        if std::time::Instant::now() >= flags.until {
+            // Not tried: the chunk's next turn, at once, pushes the rest.
+            let error = "the turn ran out of its time; the rest go in the next turn".to_owned();
+            return later(error, false, Some(Duration::ZERO));
         }
         let retry_key = ActionKey::campaign_push(self.campaign_id, &user).retry_key();
         match self
@@ -513,7 +531,7 @@ impl ChunkTurn<'_> {
             Ok(_) => Pushed::Taken(raw.to_owned()),
             Err(error @ (SendError::Rejected { .. } | SendError::InvalidReplyToken)) => {
                 if matches!(error, SendError::Rejected { status: 429, .. }) {
-                    refusing.store(true, Ordering::Relaxed);
+                    flags.refusing.store(true, Ordering::Relaxed);
                 }
                 Pushed::Refused {
                     user: raw.to_owned(),
@@ -522,7 +540,7 @@ impl ChunkTurn<'_> {
             }
             Err(error @ SendError::RateLimited { retry_after }) => {
                 let wait = retry_after.unwrap_or(Duration::from_secs(1));
-                waiting.store(true, Ordering::Relaxed);
+                flags.waiting.store(true, Ordering::Relaxed);
                 self.pace.back_off(wait);
                 later(error.to_string(), false, Some(wait))
             }

@@ -29,6 +29,15 @@ impl DedicatedEmulator {
             if let Ok(response) = client.get(format!("http://{}/", emulator.host)).send().await
                 && response.text().await.unwrap_or_default().trim() == "Ok"
             {
+                // The port is ours only if stopping our process silences it:
+                // another test's listener (a fault proxy in front of the
+                // shared emulator, say) may have taken the port between our
+                // probe and the JVM's bind, and then the JVM exited.
+                if emulator.answers_while_paused(&client).await {
+                    eprintln!("the dedicated emulator's port answers for another process; starting another");
+                    emulator = Self::spawn();
+                    continue;
+                }
                 break;
             }
             assert!(
@@ -74,6 +83,20 @@ impl DedicatedEmulator {
             child,
             host: format!("127.0.0.1:{port}"),
         }
+    }
+
+    /// Whether something still answers on our port while our process is
+    /// stopped.
+    async fn answers_while_paused(&self, client: &reqwest::Client) -> bool {
+        self.pause();
+        let answered = client
+            .get(format!("http://{}/", self.host))
+            .timeout(Duration::from_secs(1))
+            .send()
+            .await
+            .is_ok();
+        self.resume();
+        answered
     }
 
     fn signal(&self, signal: &str) {
