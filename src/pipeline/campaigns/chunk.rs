@@ -103,6 +103,7 @@ impl ChunkTurn<'_> {
         let Some(claimed) = store.claim_chunk(chunk).await? else {
             return Ok(TurnOutcome::NotSettled);
         };
+        let claimed_at = Instant::now();
         // A cancel that landed before this claim stops the chunk here, unless
         // an earlier call of it may have reached LINE: then the same retry key
         // finds out (409) or sends it once, as a claim before the cancel would.
@@ -136,8 +137,19 @@ impl ChunkTurn<'_> {
         let end = if chunk.doc.uncertain && now_ms - first_attempt > RETRY_KEY_WINDOW_MS {
             match self.delivery {
                 Delivery::Push => {
-                    let round = self.out_of_window(chunk);
+                    // Its progress is on the chunk itself (the listing leaves
+                    // it out); its users had all this time to act, so the
+                    // settle reads what they did first.
+                    let Some(read) = store.chunk(&chunk.id).await? else {
+                        return Ok(TurnOutcome::NotSettled);
+                    };
+                    let round = self.out_of_window(&read);
                     (taken, refused, skipped) = (round.taken, round.refused, round.skipped);
+                    window = Window {
+                        since_ms: read.doc.uncertain_since.map(firestore::jiff::Timestamp::as_millisecond),
+                        recovering: true,
+                        slow_call: true,
+                    };
                     round.end
                 }
                 Delivery::Multicast => ChunkEnd::Failed {
@@ -153,7 +165,9 @@ impl ChunkTurn<'_> {
             let called = std::time::Instant::now();
             let end = match (self.delivery, self.runs) {
                 (Delivery::Push, Some(runs)) => {
-                    let round = self.push_all(runs, &read, &mut claimed, campaign_sends).await;
+                    let round = self
+                        .push_all(runs, &read, (&mut claimed, claimed_at), campaign_sends)
+                        .await;
                     (taken, refused, skipped) = (round.taken, round.refused, round.skipped);
                     round.end
                 }

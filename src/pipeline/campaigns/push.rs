@@ -35,6 +35,10 @@ use std::time::Duration;
 /// under LINE's 2,000 pushes a second).
 const PUSHES_IN_FLIGHT: usize = 8;
 
+/// The largest progress kept on a chunk: Firestore's documents hold 1 MiB,
+/// and the chunk's other fields (its 50 user ids, its counts) take little.
+const MAX_PROGRESS_BYTES: usize = 900 * 1024;
+
 /// A push campaign's chunks a second at most: 40 chunks of 50 are LINE's
 /// 2,000 pushes a second.
 pub(super) const PUSH_CHUNKS_PER_SECOND: u32 = 40;
@@ -80,8 +84,10 @@ impl Taken {
 #[serde(rename_all = "camelCase")]
 pub(super) struct Decided {
     pub(super) start: Taken,
-    /// The messages before their placeholders are filled.
-    messages: Vec<Message>,
+    /// Its messages before their placeholders are filled: an index into the
+    /// chunk's `templates` (one copy of each distinct set, so 50 users of a
+    /// split's two arms keep two).
+    template: usize,
     /// What the placeholders render with (names too: dropped with the
     /// progress when the chunk settles).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,10 +100,12 @@ pub(super) struct Decided {
 }
 
 impl Decided {
-    fn rendered(&self) -> Vec<Message> {
-        let mut messages = self.messages.clone();
+    /// Its bytes: the template filled with its values (`None`: the progress
+    /// names no such template, a defect).
+    fn rendered(&self, templates: &[Vec<Message>]) -> Option<Vec<Message>> {
+        let mut messages = templates.get(self.template)?.clone();
         crate::engine::personal::render(&mut messages, self.personal.as_ref());
-        messages
+        Some(messages)
     }
 }
 
@@ -114,6 +122,9 @@ pub(super) struct Progress {
     /// Decided, not yet known to be taken.
     #[serde(default)]
     pub(super) decided: Vec<Decided>,
+    /// The distinct message sets the decisions send.
+    #[serde(default)]
+    templates: Vec<Vec<Message>>,
 }
 
 impl Progress {
@@ -123,7 +134,27 @@ impl Progress {
     fn of(chunk: &ChunkDoc) -> Result<Self, String> {
         match chunk.pushes.as_deref() {
             None => Ok(Self::default()),
-            Some(raw) => serde_json::from_str(raw).map_err(|error| error.to_string()),
+            // Where it broke, never what it holds (names, texts): the error
+            // outlives the progress, in the chunk and its dead letter.
+            Some(raw) => serde_json::from_str(raw).map_err(|error| {
+                format!(
+                    "{:?} error at line {} column {}",
+                    error.classify(),
+                    error.line(),
+                    error.column()
+                )
+            }),
+        }
+    }
+
+    /// The index of `messages` among the templates, added when new.
+    fn template(&mut self, messages: Vec<Message>) -> usize {
+        match self.templates.iter().position(|known| *known == messages) {
+            Some(index) => index,
+            None => {
+                self.templates.push(messages);
+                self.templates.len() - 1
+            }
         }
     }
 
@@ -163,20 +194,22 @@ enum Pushed {
 
 /// What one turn's pushes share: LINE asked the chunk to wait (429), said
 /// the month's quota is used up, and when the turn stops starting pushes.
-struct Flags {
+struct Flags<'a> {
     waiting: AtomicBool,
     refusing: AtomicBool,
     until: std::time::Instant,
+    /// Users an earlier turn's push may have reached: never refused
+    /// without asking LINE (the repeat's 409 says it took them).
+    was_maybe_sent: &'a HashSet<String>,
+    templates: &'a [Vec<Message>],
 }
 
 /// What became of one recipient's decision this turn.
 enum Decision {
-    Made(Box<Decided>),
+    /// Decided, with its messages before their placeholders are filled.
+    Made(Box<Decided>, Vec<Message>),
     /// Their start cannot be rendered (a defect): counted failed.
-    Refused {
-        user: String,
-        error: String,
-    },
+    Refused { user: String, error: String },
     /// Not now (Firestore): the chunk's turn is tried again.
     Later(String),
 }
@@ -246,9 +279,12 @@ impl ChunkTurn<'_> {
         &self,
         runs: &super::chunk::Runs,
         chunk: &Stored<ChunkDoc>,
-        claimed: &mut crate::store::Version,
+        (claimed, claimed_at): (&mut crate::store::Version, std::time::Instant),
         sending: bool,
     ) -> PushRound {
+        // Half the claim's lease: a turn slowed by Firestore or LINE stops
+        // starting pushes before another instance may take the chunk over.
+        let until = claimed_at + self.campaigns.inner.store.lease() / 2;
         let mut progress = match Progress::of(&chunk.doc) {
             Ok(progress) => progress,
             Err(problem) => {
@@ -316,7 +352,10 @@ impl ChunkTurn<'_> {
                         .await;
                     for decision in decisions {
                         match decision {
-                            Decision::Made(decided) => progress.decided.push(*decided),
+                            Decision::Made(mut decided, messages) => {
+                                decided.template = progress.template(messages);
+                                progress.decided.push(*decided);
+                            }
                             Decision::Refused { user, error } => {
                                 tracing::warn!(chunk.id = %chunk.id, error = %error, outcome = "refused", "campaign push not decided");
                                 progressed = true;
@@ -341,18 +380,35 @@ impl ChunkTurn<'_> {
                 decided.maybe_sent = true;
             }
         }
-        let recorded = match serde_json::to_string(&marked) {
+        if std::time::Instant::now() >= until {
+            return self.unrecorded(chunk, "deciding the pushes took half the chunk's lease".into());
+        }
+        let json = match serde_json::to_string(&marked) {
+            Ok(json) if json.len() <= MAX_PROGRESS_BYTES => json,
             Ok(json) => {
-                self.campaigns
-                    .inner
-                    .store
-                    .record_chunk_pushes(&chunk.id, *claimed, &json)
-                    .await
+                return PushRound {
+                    end: ChunkEnd::Failed {
+                        error: format!(
+                            "the chunk's decided pushes take {} bytes, more than a Firestore document holds with the chunk ({MAX_PROGRESS_BYTES}): shorten the scenario's texts",
+                            json.len()
+                        ),
+                        status: None,
+                    },
+                    taken: Vec::new(),
+                    refused: 0,
+                    skipped: 0,
+                };
             }
-            Err(error) => Err(crate::store::StoreError::Unavailable(format!(
-                "the chunk's pushes cannot be encoded: {error}"
-            ))),
+            Err(error) => {
+                return self.unrecorded(chunk, format!("the chunk's pushes cannot be encoded: {error}"));
+            }
         };
+        let recorded = self
+            .campaigns
+            .inner
+            .store
+            .record_chunk_pushes(&chunk.id, *claimed, &json)
+            .await;
         match recorded {
             Ok(Some(version)) => *claimed = version,
             // Another instance holds the chunk now: this turn changes nothing
@@ -368,9 +424,9 @@ impl ChunkTurn<'_> {
         let flags = Flags {
             waiting: AtomicBool::new(false),
             refusing: AtomicBool::new(false),
-            // Half the claim's lease: a turn slowed by LINE stops starting
-            // pushes before another instance may take the chunk over.
-            until: std::time::Instant::now() + self.campaigns.inner.store.lease() / 2,
+            until,
+            was_maybe_sent: &was_maybe_sent,
+            templates: &progress.templates,
         };
         let pushes: Vec<_> = progress
             .decided
@@ -467,12 +523,13 @@ impl ChunkTurn<'_> {
         match decide(self.campaigns, engine, scenario, run, &user).await {
             Ok((chain, personal)) => {
                 let messages = chain.messages.clone();
-                Decision::Made(Box::new(Decided {
+                let decided = Decided {
                     start: Taken::of(&user, chain),
-                    messages,
+                    template: 0,
                     personal,
                     maybe_sent: false,
-                }))
+                };
+                Decision::Made(Box::new(decided), messages)
             }
             Err(PipelineError::Defect(problem)) => Decision::Refused {
                 user: raw.to_owned(),
@@ -485,7 +542,7 @@ impl ChunkTurn<'_> {
     /// One recipient's push of what was decided for them, unless LINE asked
     /// this chunk to wait meanwhile, or said the month's quota is used up
     /// (the rest wait for the chunk's next turn, or are refused the same).
-    async fn push_one(&self, decided: &Decided, flags: &Flags) -> Pushed {
+    async fn push_one(&self, decided: &Decided, flags: &Flags<'_>) -> Pushed {
         let raw = decided.start.user.as_str();
         let later = |error: String, uncertain: bool, rate_limited: Option<Duration>| Pushed::Later {
             user: raw.to_owned(),
@@ -501,11 +558,17 @@ impl ChunkTurn<'_> {
         };
         // A start that sends nothing (a branch straight into a wait) begins
         // the run all the same.
-        let messages = decided.rendered();
+        let Some(messages) = decided.rendered(flags.templates) else {
+            return Pushed::Refused {
+                user: raw.to_owned(),
+                error: "its decision names no recorded messages (a defect)".into(),
+            };
+        };
         if messages.is_empty() {
             return Pushed::Taken(raw.to_owned());
         }
-        if flags.refusing.load(Ordering::Relaxed) {
+        let maybe_sent_before = flags.was_maybe_sent.contains(raw);
+        if flags.refusing.load(Ordering::Relaxed) && !maybe_sent_before {
             return Pushed::Refused {
                 user: raw.to_owned(),
                 error: "the month's message quota is used up".into(),
@@ -529,15 +592,25 @@ impl ChunkTurn<'_> {
             .await
         {
             Ok(_) => Pushed::Taken(raw.to_owned()),
-            Err(error @ (SendError::Rejected { .. } | SendError::InvalidReplyToken)) => {
-                if matches!(error, SendError::Rejected { status: 429, .. }) {
-                    flags.refusing.store(true, Ordering::Relaxed);
-                }
-                Pushed::Refused {
-                    user: raw.to_owned(),
-                    error: error.to_string(),
+            // The month's quota is used up: the chunk's other users are
+            // refused without asking, except one an earlier push may have
+            // reached (LINE may check its quota before the retry key): that
+            // one stays unsure, to be asked again.
+            Err(error @ SendError::Rejected { status: 429, .. }) => {
+                flags.refusing.store(true, Ordering::Relaxed);
+                if maybe_sent_before {
+                    later(error.to_string(), true, None)
+                } else {
+                    Pushed::Refused {
+                        user: raw.to_owned(),
+                        error: error.to_string(),
+                    }
                 }
             }
+            Err(error @ (SendError::Rejected { .. } | SendError::InvalidReplyToken)) => Pushed::Refused {
+                user: raw.to_owned(),
+                error: error.to_string(),
+            },
             Err(error @ SendError::RateLimited { retry_after }) => {
                 let wait = retry_after.unwrap_or(Duration::from_secs(1));
                 flags.waiting.store(true, Ordering::Relaxed);
@@ -553,9 +626,20 @@ impl ChunkTurn<'_> {
     /// them twice).
     pub(super) fn out_of_window(&self, chunk: &Stored<ChunkDoc>) -> PushRound {
         let error = "not settled within LINE's 24-hour retry key window; some pushes may have reached their users";
-        let taken = Progress::of(&chunk.doc)
-            .map(|progress| progress.taken)
-            .unwrap_or_default();
+        let taken = match Progress::of(&chunk.doc) {
+            Ok(progress) => progress.taken,
+            Err(problem) => {
+                return PushRound {
+                    end: ChunkEnd::Failed {
+                        error: format!("the chunk's record of its pushes cannot be read (a defect): {problem}"),
+                        status: None,
+                    },
+                    taken: Vec::new(),
+                    refused: 0,
+                    skipped: 0,
+                };
+            }
+        };
         let refused = u32::try_from(chunk.doc.users.len().saturating_sub(taken.len())).unwrap_or(u32::MAX);
         if taken.is_empty() {
             return PushRound {
@@ -655,5 +739,70 @@ impl ChunkTurn<'_> {
             refused: 0,
             skipped: 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(said: &str) -> Vec<Message> {
+        vec![Message::Text {
+            text: said.to_owned(),
+            quick_reply: None,
+        }]
+    }
+
+    #[test]
+    fn each_distinct_message_set_is_kept_once() {
+        let mut progress = Progress::default();
+        // (messages, the template index they get)
+        let cases = [("A: {name}さん", 0), ("B", 1), ("A: {name}さん", 0), ("B", 1), ("C", 2)];
+        for (said, index) in cases {
+            assert_eq!(progress.template(text(said)), index, "{said}");
+        }
+        assert_eq!(progress.templates.len(), 3);
+    }
+
+    #[test]
+    fn a_decision_renders_its_template_with_its_own_values_or_nothing_when_it_names_none() {
+        let templates = vec![text("{name}さん、こんにちは")];
+        let decided = |template: usize, name: Option<&str>| Decided {
+            start: Taken {
+                user: "U0123456789abcdef0123456789abcdef".into(),
+                start: RecipientStart {
+                    opens: None,
+                    timers: Vec::new(),
+                    changes: Default::default(),
+                },
+                took: None,
+                asks: None,
+                asks_variant: None,
+            },
+            template,
+            personal: Some(crate::values::PersonalValues {
+                name: name.map(str::to_owned),
+                ..Default::default()
+            }),
+            maybe_sent: false,
+        };
+        assert_eq!(
+            decided(0, Some("花子")).rendered(&templates),
+            Some(text("花子さん、こんにちは"))
+        );
+        assert_eq!(decided(1, Some("花子")).rendered(&templates), None);
+    }
+
+    #[test]
+    fn unreadable_progress_says_where_it_broke_never_what_it_holds() {
+        let chunk: ChunkDoc = serde_json::from_value(serde_json::json!({
+            "campaignId": "c", "planId": "p", "index": 0, "users": [], "count": 0,
+            "state": "pending", "wakeAtMs": 0,
+            "pushes": "{\"taken\": \"山田花子さんの秘密\"}",
+        }))
+        .expect("a chunk");
+        let error = Progress::of(&chunk).expect_err("unreadable");
+        assert!(!error.contains("山田"), "{error}");
+        assert!(error.contains("line 1"), "{error}");
     }
 }

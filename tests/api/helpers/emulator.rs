@@ -85,9 +85,12 @@ impl DedicatedEmulator {
         }
     }
 
-    /// Whether something still answers on our port while our process is
-    /// stopped.
-    async fn answers_while_paused(&self, client: &reqwest::Client) -> bool {
+    /// Whether our port answers for another process: ours exited (it could
+    /// not bind), or something still answers while ours is stopped.
+    async fn answers_while_paused(&mut self, client: &reqwest::Client) -> bool {
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return true;
+        }
         self.pause();
         let answered = client
             .get(format!("http://{}/", self.host))
@@ -99,27 +102,28 @@ impl DedicatedEmulator {
         answered
     }
 
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
+    /// Sends `signal` to our process; whether it was delivered.
+    fn signal(&self, signal: &str) -> bool {
+        Command::new("kill")
             .args([signal, &self.child.id().to_string()])
             .status()
-            .unwrap();
-        assert!(status.success());
+            .is_ok_and(|status| status.success())
     }
 
     /// Freezes the emulator: connections stay open, nothing answers.
     pub fn pause(&self) {
-        self.signal("-STOP");
+        assert!(self.signal("-STOP"), "the dedicated emulator could not be stopped");
     }
 
     pub fn resume(&self) {
-        self.signal("-CONT");
+        assert!(self.signal("-CONT"), "the dedicated emulator could not be resumed");
     }
 }
 
 impl Drop for DedicatedEmulator {
     fn drop(&mut self) {
-        self.resume();
+        // Never a panic here: the process may be gone already.
+        self.signal("-CONT");
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
