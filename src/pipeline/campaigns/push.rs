@@ -31,8 +31,8 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// Pushes of one chunk in flight (chunks in flight times this stays well
-/// under LINE's 2,000 pushes a second).
+/// Pushes of one chunk in flight (the driver's chunks in flight times this
+/// stays well under LINE's 2,000 pushes a second).
 const PUSHES_IN_FLIGHT: usize = 8;
 
 /// The largest progress kept on a chunk: Firestore's documents hold 1 MiB,
