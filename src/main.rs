@@ -23,6 +23,10 @@ enum Command {
     Check {
         /// The scenario directory (default: $SCENARIOS_DIR, else ./scenarios).
         dir: Option<PathBuf>,
+        /// Also the rich menu files of this directory (default: $RICH_MENUS_DIR
+        /// when set, else none).
+        #[arg(long = "rich-menus", value_name = "DIR")]
+        rich_menus: Option<PathBuf>,
         #[arg(long, value_enum, default_value = "text")]
         format: Format,
     },
@@ -71,7 +75,18 @@ fn main() -> ExitCode {
     let stdout = || std::io::stdout().lock();
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(),
-        Command::Check { dir, format } => match cli::check(&scenarios_dir(dir), format, &mut stdout()) {
+        Command::Check {
+            dir,
+            rich_menus,
+            format,
+        } => match cli::check(
+            &scenarios_dir(dir),
+            rich_menus
+                .or_else(|| std::env::var_os("RICH_MENUS_DIR").map(PathBuf::from))
+                .as_deref(),
+            format,
+            &mut stdout(),
+        ) {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::from(1),
             Err(error) => failed(&error.to_string()),

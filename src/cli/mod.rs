@@ -5,6 +5,7 @@ mod conversation;
 mod transcript;
 
 use crate::engine::Engine;
+use crate::scenario::rich_menus::load_rich_menus;
 use crate::scenario::{LoadError, Scenario, ScenarioError, Scenarios, load_dir};
 use conversation::{Conversation, UserAction};
 use std::io::{BufRead, Write};
@@ -24,11 +25,20 @@ pub enum Format {
     Json,
 }
 
-/// Validates the scenario files in `dir`; prints every problem. `true` when
-/// there are none.
-pub fn check(dir: &Path, format: Format, out: &mut impl Write) -> std::io::Result<bool> {
+/// Validates the scenario files in `dir`, and with `rich_menus` the rich
+/// menu files there against them; prints every problem. `true` when there
+/// are none.
+pub fn check(dir: &Path, rich_menus: Option<&Path>, format: Format, out: &mut impl Write) -> std::io::Result<bool> {
+    let mut menus = 0;
     let (problems, count) = match load_dir(dir) {
-        Ok(scenarios) => (Vec::new(), scenarios.len()),
+        Ok(scenarios) => match rich_menus.map(|menus_dir| load_rich_menus(menus_dir, &scenarios)) {
+            None => (Vec::new(), scenarios.len()),
+            Some(Ok(loaded)) => {
+                menus = loaded.len();
+                (Vec::new(), scenarios.len())
+            }
+            Some(Err(problems)) => (problems, scenarios.len()),
+        },
         Err(LoadError::Invalid(errors)) => (errors, 0),
         Err(other) => (
             vec![ScenarioError {
@@ -53,12 +63,21 @@ pub fn check(dir: &Path, format: Format, out: &mut impl Write) -> std::io::Resul
                     })
                 })
                 .collect();
-            let report = serde_json::json!({"ok": problems.is_empty(), "scenarios": count, "problems": problems});
+            let mut report = serde_json::json!({"ok": problems.is_empty(), "scenarios": count, "problems": problems});
+            if rich_menus.is_some() {
+                report["richMenus"] = serde_json::json!(menus);
+            }
             writeln!(out, "{report:#}")?;
         }
-        Format::Text if problems.is_empty() => {
-            writeln!(out, "{}: {count} scenario(s), no problems", dir.display())?;
-        }
+        Format::Text if problems.is_empty() => match rich_menus {
+            Some(menus_dir) => writeln!(
+                out,
+                "{}: {count} scenario(s); {}: {menus} rich menu(s); no problems",
+                dir.display(),
+                menus_dir.display()
+            )?,
+            None => writeln!(out, "{}: {count} scenario(s), no problems", dir.display())?,
+        },
         Format::Text => {
             for problem in &problems {
                 writeln!(out, "{problem}")?;

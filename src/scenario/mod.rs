@@ -12,6 +12,7 @@ mod load;
 mod personal_texts;
 pub mod placeholders;
 pub mod postback;
+pub mod rich_menus;
 pub mod schedule;
 pub mod split;
 pub mod typed;

@@ -348,3 +348,47 @@ fn the_shipped_schema_is_current() {
         assert!(kinds.contains(kind), "{kind} is described");
     }
 }
+
+#[test]
+fn check_validates_rich_menus_with_the_scenarios_they_start() {
+    let scenarios = repo("scenarios");
+    let menus = repo("tests/fixtures/richmenus");
+    let args = |menus: &std::path::Path| {
+        vec![
+            "check".to_owned(),
+            scenarios.to_str().unwrap_or_default().to_owned(),
+            "--rich-menus".to_owned(),
+            menus.to_str().unwrap_or_default().to_owned(),
+        ]
+    };
+    let owned = args(&menus);
+    let output = run(&owned.iter().map(String::as_str).collect::<Vec<_>>(), None);
+    assert!(output.status.success(), "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains("2 rich menu(s); no problems"),
+        "{}",
+        stdout(&output)
+    );
+
+    // A menu starting a scenario nobody loaded, its image of another size.
+    let member = std::fs::read_to_string(menus.join("member.toml")).expect("fixture");
+    let broken = member.replace("ja_satisfaction", "no_such_survey");
+    let tab = std::fs::read_to_string(menus.join("survey_tab.toml")).expect("fixture");
+    let dir = scenario_dir(&[("member.toml", &broken), ("survey_tab.toml", &tab)]);
+    std::fs::copy(menus.join("member.png"), dir.join("member.png")).expect("image");
+    std::fs::write(dir.join("survey_tab.png"), b"not an image").expect("image");
+    let owned = args(&dir);
+    let mut json_args: Vec<&str> = owned.iter().map(String::as_str).collect();
+    let text = run(&json_args, None);
+    assert_eq!(text.status.code(), Some(1));
+    let report = stdout(&text);
+    assert!(
+        report.contains("scenario \"no_such_survey\" is not a loaded scenario"),
+        "{report}"
+    );
+    assert!(report.contains("not a PNG or JPEG"), "{report}");
+    json_args.extend(["--format", "json"]);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&run(&json_args, None))).expect("JSON");
+    assert_eq!(json["ok"], false);
+    assert_eq!(json["problems"].as_array().map(Vec::len), Some(2), "{json}");
+}
