@@ -82,7 +82,11 @@ fn main() -> ExitCode {
         } => match cli::check(
             &scenarios_dir(dir),
             rich_menus
-                .or_else(|| std::env::var_os("RICH_MENUS_DIR").map(PathBuf::from))
+                .or_else(|| {
+                    std::env::var_os("RICH_MENUS_DIR")
+                        .filter(|dir| !dir.is_empty())
+                        .map(PathBuf::from)
+                })
                 .as_deref(),
             format,
             &mut stdout(),

@@ -4,10 +4,12 @@
 //! and text limits) and what the service could not follow (an unknown
 //! scenario or switch target, two default menus).
 
+use super::limits::Counting;
 use super::{ScenarioError, Scenarios};
 use crate::ids::ScenarioId;
 use serde::Deserialize;
 use std::collections::{HashMap, HashSet};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// LINE's limits for a rich menu (Messaging API reference, "Rich menu object").
@@ -18,10 +20,15 @@ pub mod limits {
     /// Width ÷ height at least this.
     pub const MIN_RATIO: f64 = 1.45;
     pub const MAX_AREAS: usize = 20;
-    pub const MAX_IMAGE_BYTES: u64 = 1024 * 1024;
+    /// "1 MB", read the safe way.
+    pub const MAX_IMAGE_BYTES: u64 = 1_000_000;
+    /// Counted as LINE counts it, in grapheme clusters.
     pub const MAX_CHAT_BAR_TEXT: usize = 14;
-    pub const MAX_LABEL: usize = 20;
+    /// An action's label (graphemes), as the scenarios' buttons.
+    pub const MAX_LABEL: usize = crate::scenario::limits::MAX_LABEL_CHARS;
+    /// A message action's text (graphemes).
     pub const MAX_MESSAGE_TEXT: usize = 300;
+    /// A URI action's uri (UTF-16 units).
     pub const MAX_URI: usize = 1000;
     pub const MAX_ID: usize = 32;
 }
@@ -240,16 +247,24 @@ fn read_image(menu: &Path, name: &str) -> Result<Vec<u8>, String> {
         return Err(format!("image {name:?} must be a file name beside the menu's file"));
     }
     let path = menu.parent().unwrap_or(Path::new(".")).join(name);
-    let size = std::fs::metadata(&path)
+    // A plain file of its own: not a link out of the directory, a device or a pipe.
+    let plain_file = std::fs::symlink_metadata(&path)
         .map_err(|error| format!("image {name:?} cannot be read: {error}"))?
-        .len();
-    if size > limits::MAX_IMAGE_BYTES {
+        .is_file();
+    if !plain_file {
+        return Err(format!("image {name:?} must be a plain file, not a link or a device"));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(&path)
+        .and_then(|file| file.take(limits::MAX_IMAGE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|error| format!("image {name:?} cannot be read: {error}"))?;
+    if bytes.len() as u64 > limits::MAX_IMAGE_BYTES {
         return Err(format!(
-            "image {name:?} is {size} bytes; LINE takes at most {} (1 MB)",
+            "image {name:?} is over {} bytes: LINE takes at most 1 MB",
             limits::MAX_IMAGE_BYTES
         ));
     }
-    std::fs::read(&path).map_err(|error| format!("image {name:?} cannot be read: {error}"))
+    Ok(bytes)
 }
 
 /// The image's kind and pixel size, from its header.
@@ -318,7 +333,7 @@ fn check_file(file: &RichMenuFile, scenarios: &Scenarios, ids: &HashSet<&str>) -
             limits::MIN_RATIO
         ));
     }
-    let chat_bar = file.chat_bar_text.chars().count();
+    let chat_bar = Counting::Graphemes.count(&file.chat_bar_text);
     if chat_bar == 0 || chat_bar > limits::MAX_CHAT_BAR_TEXT {
         found.push(format!(
             "chat_bar_text must be 1 to {} characters (it has {chat_bar})",
@@ -332,14 +347,20 @@ fn check_file(file: &RichMenuFile, scenarios: &Scenarios, ids: &HashSet<&str>) -
             limits::MAX_AREAS
         ));
     }
-    for (index, area) in file.areas.iter().enumerate() {
+    // Past the limit, one problem says so: no pair by pair check of a huge list.
+    let areas = if file.areas.len() > limits::MAX_AREAS {
+        &[][..]
+    } else {
+        &file.areas[..]
+    };
+    for (index, area) in areas.iter().enumerate() {
         let number = index + 1;
         if !area.bounds.inside(size) {
             found.push(format!(
                 "area {number}: its bounds are empty or reach outside the image"
             ));
         }
-        for (other_index, other) in file.areas.iter().enumerate().skip(index + 1) {
+        for (other_index, other) in areas.iter().enumerate().skip(index + 1) {
             if area.bounds.overlaps(&other.bounds) {
                 found.push(format!("areas {number} and {} overlap", other_index + 1));
             }
@@ -356,8 +377,8 @@ fn check_file(file: &RichMenuFile, scenarios: &Scenarios, ids: &HashSet<&str>) -
 fn check_action(action: &Action, own_id: &str, scenarios: &Scenarios, ids: &HashSet<&str>) -> Vec<String> {
     let mut found = Vec::new();
     if let Some(label) = action.label() {
-        let length = label.chars().count();
-        if length == 0 || length > limits::MAX_LABEL {
+        let length = Counting::Graphemes.count(label);
+        if label.trim().is_empty() || length > limits::MAX_LABEL {
             found.push(format!("label must be 1 to {} characters", limits::MAX_LABEL));
         }
     }
@@ -378,18 +399,21 @@ fn check_action(action: &Action, own_id: &str, scenarios: &Scenarios, ids: &Hash
             }
         }
         Action::Uri { uri, .. } => {
-            let scheme_ok = ["https://", "http://", "line://", "tel:"]
+            let lower = uri.to_ascii_lowercase();
+            let rest = ["https://", "http://", "line://", "tel:"]
                 .iter()
-                .any(|scheme| uri.starts_with(scheme));
-            if !scheme_ok || uri.chars().count() > limits::MAX_URI {
+                .find_map(|scheme| lower.strip_prefix(scheme));
+            let well_formed =
+                rest.is_some_and(|rest| !rest.is_empty()) && !uri.chars().any(|c| c.is_whitespace() || c.is_control());
+            if !well_formed || Counting::Utf16.count(uri) > limits::MAX_URI {
                 found.push(format!(
-                    "uri must start with https://, http://, line:// or tel: and be at most {} characters",
+                    "uri must be https://, http://, line:// or tel: and more, without spaces, at most {} UTF-16 units",
                     limits::MAX_URI
                 ));
             }
         }
         Action::Message { text, .. } => {
-            let length = text.chars().count();
+            let length = Counting::Graphemes.count(text);
             if text.trim().is_empty() || length > limits::MAX_MESSAGE_TEXT {
                 found.push(format!(
                     "message text must be 1 to {} characters",

@@ -191,7 +191,7 @@ fn each_thing_line_or_the_service_would_refuse_is_named() {
         (
             one_area(r#"action = { type = "uri", uri = "javascript:alert(1)" }"#),
             png(2500, 843),
-            "uri must start with",
+            "uri must be https://",
         ),
         (
             one_area(r#"action = { type = "message", text = " " }"#),
@@ -262,4 +262,133 @@ fn areas_overlap_only_when_they_share_a_pixel() {
         assert_eq!(a.overlaps(&b), overlap, "{a:?} {b:?}");
         assert_eq!(b.overlaps(&a), overlap, "{b:?} {a:?}");
     }
+}
+
+#[test]
+fn limits_hold_exactly_at_their_edges_counted_as_line_counts() {
+    let chat_bar = |text: &str| MEMBER.replace("chat_bar_text = \"メニュー\"", &format!("chat_bar_text = \"{text}\""));
+    let label = |text: &str| MEMBER.replace("label = \"アンケート\"", &format!("label = \"{text}\""));
+    let uri = |uri: &str| {
+        MEMBER.replace(
+            r#"action = { type = "scenario", scenario = "ja_satisfaction", label = "アンケート" }"#,
+            &format!(r#"action = {{ type = "uri", uri = "{uri}" }}"#),
+        )
+    };
+    let sized = |width: u32, height: u32| {
+        (
+            MEMBER
+                .replace(
+                    "width = 2500, height = 843 }\nchat",
+                    &format!("width = {width}, height = {height} }}\nchat"),
+                )
+                .replace(
+                    "x = 0, y = 0, width = 1250, height = 843",
+                    "x = 0, y = 0, width = 100, height = 100",
+                )
+                .replace(
+                    "x = 1250, y = 0, width = 1250, height = 843",
+                    "x = 100, y = 0, width = 100, height = 100",
+                ),
+            png(width, height),
+        )
+    };
+    let family = "👨‍👩‍👧"; // one grapheme, five chars
+    // (file, image, accepted)
+    let cases: Vec<(String, Vec<u8>, bool)> = vec![
+        (chat_bar(&"あ".repeat(14)), png(2500, 843), true),
+        (chat_bar(&"あ".repeat(15)), png(2500, 843), false),
+        (chat_bar(&family.repeat(14)), png(2500, 843), true),
+        (chat_bar(""), png(2500, 843), false),
+        (label(&"ラ".repeat(20)), png(2500, 843), true),
+        (label(&"ラ".repeat(21)), png(2500, 843), false),
+        (label(&family.repeat(20)), png(2500, 843), true),
+        (
+            uri(&format!("https://example.com/{}", "a".repeat(1000 - 20))),
+            png(2500, 843),
+            true,
+        ),
+        (
+            uri(&format!("https://example.com/{}", "a".repeat(1001 - 20))),
+            png(2500, 843),
+            false,
+        ),
+        (uri("HTTPS://example.com/"), png(2500, 843), true),
+        (uri("https://"), png(2500, 843), false),
+        (uri("https://example.com/a b"), png(2500, 843), false),
+        (sized(800, 250).0, sized(800, 250).1, true),
+        (sized(799, 250).0, sized(799, 250).1, false),
+        (sized(2501, 843).0, sized(2501, 843).1, false),
+        (sized(2500, 249).0, sized(2500, 249).1, false),
+        // 1.45 exactly is allowed; a pixel taller is not.
+        (sized(1450, 1000).0, sized(1450, 1000).1, true),
+        (sized(1450, 1001).0, sized(1450, 1001).1, false),
+    ];
+    for (index, (file, image, accepted)) in cases.into_iter().enumerate() {
+        assert_eq!(
+            check(&file, &image).is_ok(),
+            accepted,
+            "case {index}: {:?}",
+            check(&file, &image)
+        );
+    }
+    // Ids: 32 characters are fine, 33 are not (the other file's switch to
+    // "member" aside).
+    let id_problem = |length: usize| {
+        let file = MEMBER.replace("id = \"member\"", &format!("id = \"{}\"", "m".repeat(length)));
+        check(&file, &png(2500, 843))
+            .err()
+            .unwrap_or_default()
+            .iter()
+            .any(|problem| problem.contains("a-z, 0-9"))
+    };
+    assert!(!id_problem(32));
+    assert!(id_problem(33));
+}
+
+#[test]
+fn images_are_plain_files_within_the_limit_png_or_jpeg() {
+    // A JPEG's header: SOI, then a baseline frame of 843 x 2500.
+    let mut jpeg = vec![0xff, 0xd8, 0xff, 0xc0, 0x00, 0x11, 0x08];
+    jpeg.extend_from_slice(&843u16.to_be_bytes());
+    jpeg.extend_from_slice(&2500u16.to_be_bytes());
+    jpeg.extend_from_slice(&[3, 1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1, 0xff, 0xd9]);
+    assert_eq!(
+        image_facts(&jpeg),
+        Some((
+            ImageKind::Jpeg,
+            Size {
+                width: 2500,
+                height: 843
+            }
+        ))
+    );
+    assert!(check(MEMBER, &jpeg).is_ok(), "{:?}", check(MEMBER, &jpeg));
+
+    let mut large = png(2500, 843);
+    large.resize(1_000_001, 0);
+    let problems = check(MEMBER, &large).expect_err("over 1 MB");
+    assert!(
+        problems.iter().any(|problem| problem.contains("at most 1 MB")),
+        "{problems:?}"
+    );
+
+    // A link, even to a valid image beside it, is refused.
+    let dir = fresh_dir();
+    std::fs::write(
+        dir.join("member.toml"),
+        MEMBER.replace("to = \"survey_tab\"", "to = \"member2\""),
+    )
+    .unwrap();
+    std::fs::write(dir.join("real.png"), png(2500, 843)).unwrap();
+    std::os::unix::fs::symlink(dir.join("real.png"), dir.join("member.png")).unwrap();
+    let problems: Vec<String> = load_rich_menus(&dir, &samples())
+        .expect_err("a link")
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(
+        problems.iter().any(|problem| problem.contains("must be a plain file")),
+        "{problems:?}"
+    );
 }
