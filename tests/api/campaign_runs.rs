@@ -64,6 +64,20 @@ fn campaign_button(line: &LineStandIn) -> String {
         .to_owned()
 }
 
+/// The campaign's status once its results (counted at most every 5 s) say
+/// what `ready` waits for, or after 30 s (the assertions then say what
+/// differs).
+async fn results_once(app: &TestApp, id: &str, ready: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = crate::helpers::admin_json(&app.address, &format!("/admin/campaigns/{id}")).await;
+        if ready(&status["results"]) || std::time::Instant::now() > deadline {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 async fn cancel(app: &TestApp, id: &str, body: Option<Value>) -> reqwest::Response {
     let mut request = reqwest::Client::new()
         .post(format!("{}/admin/campaigns/{id}/cancel", app.address))
@@ -153,8 +167,11 @@ async fn each_recipient_gets_a_run_and_only_who_did_not_answer_is_reminded_then_
     app.settled().await;
 
     // The campaign's results, counted exactly, of its run only.
-    tokio::time::sleep(Duration::from_secs(6)).await;
-    let status = crate::helpers::admin_json(&app.address, &format!("/admin/campaigns/{id}")).await;
+    // Counted at most every 5 s: polled until the reminders are in.
+    let status = results_once(&app, &id, |results| {
+        results["reminded"] == json!(silent.len()) && results["expired"] == json!(silent.len())
+    })
+    .await;
     let results = &status["results"];
     assert_eq!(results["recipients"], json!(USERS), "{status}");
     assert_eq!(results["delivered"], json!(USERS));
@@ -245,8 +262,10 @@ async fn reminded_and_expired_count_each_recipient_once_however_many_of_their_qu
         "Reminder: the second question."
     ]));
 
-    tokio::time::sleep(Duration::from_secs(6)).await;
-    let status = crate::helpers::admin_json(&app.address, &format!("/admin/campaigns/{id}")).await;
+    let status = results_once(&app, &id, |results| {
+        results["reminded"] == json!(silent.len()) && results["expired"] == json!(silent.len())
+    })
+    .await;
     let results = &status["results"];
     assert_eq!(results["answered"], json!(1), "{status}");
     assert_eq!(results["reminded"], json!(silent.len()), "{status}");
