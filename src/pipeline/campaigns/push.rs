@@ -223,6 +223,18 @@ pub(super) struct PushRound {
     pub(super) skipped: u32,
 }
 
+impl PushRound {
+    /// The chunk fails with `error`: nobody's run is recorded.
+    fn failed(error: String) -> Self {
+        Self {
+            end: ChunkEnd::Failed { error, status: None },
+            taken: Vec::new(),
+            refused: 0,
+            skipped: 0,
+        }
+    }
+}
+
 /// One recipient's start in `run` as `engine` decides it for them (a
 /// manual send's decision: their arm, the branch on their record), and the
 /// values its placeholders render with.
@@ -288,15 +300,9 @@ impl ChunkTurn<'_> {
         let mut progress = match Progress::of(&chunk.doc) {
             Ok(progress) => progress,
             Err(problem) => {
-                return PushRound {
-                    end: ChunkEnd::Failed {
-                        error: format!("the chunk's record of its pushes cannot be read (a defect): {problem}"),
-                        status: None,
-                    },
-                    taken: Vec::new(),
-                    refused: 0,
-                    skipped: 0,
-                };
+                return PushRound::failed(format!(
+                    "the chunk's record of its pushes cannot be read (a defect): {problem}"
+                ));
             }
         };
         let settled: HashSet<&str> = progress
@@ -386,18 +392,10 @@ impl ChunkTurn<'_> {
         let json = match serde_json::to_string(&marked) {
             Ok(json) if json.len() <= MAX_PROGRESS_BYTES => json,
             Ok(json) => {
-                return PushRound {
-                    end: ChunkEnd::Failed {
-                        error: format!(
-                            "the chunk's decided pushes take {} bytes, more than a Firestore document holds with the chunk ({MAX_PROGRESS_BYTES}): shorten the scenario's texts",
-                            json.len()
-                        ),
-                        status: None,
-                    },
-                    taken: Vec::new(),
-                    refused: 0,
-                    skipped: 0,
-                };
+                return PushRound::failed(format!(
+                    "the chunk's decided pushes take {} bytes, more than a Firestore document holds with the chunk ({MAX_PROGRESS_BYTES}): shorten the scenario's texts",
+                    json.len()
+                ));
             }
             Err(error) => {
                 return self.unrecorded(chunk, format!("the chunk's pushes cannot be encoded: {error}"));
@@ -629,15 +627,9 @@ impl ChunkTurn<'_> {
         let taken = match Progress::of(&chunk.doc) {
             Ok(progress) => progress.taken,
             Err(problem) => {
-                return PushRound {
-                    end: ChunkEnd::Failed {
-                        error: format!("the chunk's record of its pushes cannot be read (a defect): {problem}"),
-                        status: None,
-                    },
-                    taken: Vec::new(),
-                    refused: 0,
-                    skipped: 0,
-                };
+                return PushRound::failed(format!(
+                    "the chunk's record of its pushes cannot be read (a defect): {problem}"
+                ));
             }
         };
         let refused = u32::try_from(chunk.doc.users.len().saturating_sub(taken.len())).unwrap_or(u32::MAX);
