@@ -199,10 +199,6 @@ pub(crate) struct ChunkDoc {
     /// them, who it refused, whose push may have reached it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) pushes: Option<String>,
-    /// Claimed, its turn not ended: a turn that stopped half-way (a crash, a
-    /// lost lease) may have made any of its calls.
-    #[serde(default)]
-    pub(crate) turn_open: bool,
     /// A call of it may have reached LINE (claimed, then a 5xx, no answer or a
     /// crash): a cancel does not skip it, it is sent again with its retry key
     /// to find out.
@@ -332,7 +328,7 @@ pub(crate) fn chunk_id(campaign_id: &str, plan_id: &str, index: u32) -> String {
 }
 
 /// Every chunk field but its users: what a sender needs to pick and claim one.
-const CHUNK_FIELDS_BUT_USERS: [&str; 17] = [
+const CHUNK_FIELDS_BUT_USERS: [&str; 16] = [
     "campaignId",
     "planId",
     "index",
@@ -347,7 +343,6 @@ const CHUNK_FIELDS_BUT_USERS: [&str; 17] = [
     "lineStatus",
     "failedUsers",
     "skippedUsers",
-    "turnOpen",
     "uncertain",
     "settledAt",
 ];
@@ -614,7 +609,6 @@ impl Store {
             first_attempt_ms: i64,
             /// Until its settle says otherwise, its call may reach LINE.
             uncertain: bool,
-            turn_open: bool,
         }
         let now = self.now();
         let claim = Claim {
@@ -622,7 +616,6 @@ impl Store {
             wake_at_ms: super::later(now, self.options.lease).as_millisecond(),
             first_attempt_ms: chunk.doc.first_attempt_ms.unwrap_or(now.as_millisecond()),
             uncertain: true,
-            turn_open: true,
         };
         // A claim of a chunk no earlier call of which may have reached LINE
         // begins the window in which its users may have got it.
@@ -694,8 +687,6 @@ impl Store {
             skipped_users: u32,
             #[serde(skip_serializing_if = "Option::is_none")]
             pushes: Option<&'a str>,
-            /// Every end closes the turn.
-            turn_open: bool,
             uncertain: bool,
             #[serde(
                 with = "firestore::serialize_as_optional_timestamp",
@@ -715,7 +706,6 @@ impl Store {
                 failed_users: sent.map_or(0, |sent| sent.failed_users),
                 skipped_users: sent.map_or(0, |sent| sent.skipped_users),
                 pushes: None,
-                turn_open: false,
                 uncertain: false,
                 settled_at: Some(now),
             },
@@ -728,7 +718,6 @@ impl Store {
                 failed_users: 0,
                 skipped_users: 0,
                 pushes: None,
-                turn_open: false,
                 uncertain: false,
                 settled_at: Some(now),
             },
@@ -741,7 +730,6 @@ impl Store {
                 failed_users: 0,
                 skipped_users: 0,
                 pushes: None,
-                turn_open: false,
                 uncertain: false,
                 settled_at: Some(now),
             },
@@ -760,7 +748,6 @@ impl Store {
                 failed_users: 0,
                 skipped_users: 0,
                 pushes: pushes.as_deref(),
-                turn_open: false,
                 // Once uncertain, until a call settles it.
                 uncertain: *uncertain || chunk.doc.uncertain,
                 settled_at: None,

@@ -570,7 +570,6 @@ fn new_chunk(campaign_id: &str, plan_id: &str, index: u32, users: Vec<String>) -
             failed_users: 0,
             skipped_users: 0,
             pushes: None,
-            turn_open: false,
             uncertain: false,
             settled_at: None,
         },
