@@ -23,6 +23,12 @@ pub struct Config {
     /// Set by `LINE_DRY_RUN`, or implied with the emulator and no access token.
     pub line_dry_run: bool,
     pub line_api_base_url: String,
+    /// LINE's data host, where rich menu images go (`LINE_DATA_API_BASE_URL`).
+    pub line_data_api_base_url: String,
+    /// The rich menu files (`RICH_MENUS_DIR`, default `richmenus`).
+    pub rich_menus_dir: PathBuf,
+    /// Deploy the rich menu files at start-up (`RICH_MENUS_DEPLOY=1`).
+    pub rich_menus_deploy: bool,
     pub google_cloud_project: String,
     /// `(default)` or a named database. One database serves one LINE channel.
     pub firestore_database: String,
@@ -145,6 +151,9 @@ impl std::fmt::Debug for Config {
             )
             .field("line_dry_run", &self.line_dry_run)
             .field("line_api_base_url", &self.line_api_base_url)
+            .field("line_data_api_base_url", &self.line_data_api_base_url)
+            .field("rich_menus_dir", &self.rich_menus_dir)
+            .field("rich_menus_deploy", &self.rich_menus_deploy)
             .field("google_cloud_project", &self.google_cloud_project)
             .field("firestore_database", &self.firestore_database)
             .field("firestore_emulator_host", &self.firestore_emulator_host)
@@ -184,6 +193,14 @@ impl Config {
                 problem: "must start with https:// (or http:// for a local stand-in)".to_owned(),
             });
         }
+        let line_data_api_base_url =
+            get("LINE_DATA_API_BASE_URL").unwrap_or_else(|| "https://api-data.line.me".to_owned());
+        if !(line_data_api_base_url.starts_with("https://") || line_data_api_base_url.starts_with("http://")) {
+            return Err(ConfigError::Invalid {
+                name: "LINE_DATA_API_BASE_URL",
+                problem: "must start with https:// (or http:// for a local stand-in)".to_owned(),
+            });
+        }
         let channel_access_token = get("LINE_CHANNEL_ACCESS_TOKEN");
         // A local run against the emulator without a token is a dry run; against
         // real Firestore a missing token is a mistake, unless asked for.
@@ -200,6 +217,9 @@ impl Config {
             channel_access_token,
             line_dry_run,
             line_api_base_url,
+            line_data_api_base_url,
+            rich_menus_dir: get("RICH_MENUS_DIR").unwrap_or_else(|| "richmenus".to_owned()).into(),
+            rich_menus_deploy: parse_bool(&get, "RICH_MENUS_DEPLOY", false)?,
             google_cloud_project,
             firestore_database: get("FIRESTORE_DATABASE").unwrap_or_else(|| "(default)".to_owned()),
             firestore_emulator_host,

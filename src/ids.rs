@@ -99,6 +99,39 @@ impl LineUserId {
     }
 }
 
+/// A rich menu's id in the service (its file's `id`, its alias on LINE):
+/// 1 to 32 of `a-z`, `0-9`, `_` and `-`, and not `default` (the word a scenario
+/// uses to unlink a user's menu).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct MenuId(String);
+
+impl MenuId {
+    pub const MAX_CHARS: usize = 32;
+    /// What an operator is told about an id that breaks the rule.
+    pub const RULE: &'static str = "1 to 32 of a-z, 0-9, _ and -, and not \"default\"";
+
+    pub fn parse(raw: impl Into<String>) -> Result<Self, &'static str> {
+        let raw = raw.into();
+        let shaped = (1..=Self::MAX_CHARS).contains(&raw.len())
+            && raw
+                .bytes()
+                .all(|byte| matches!(byte, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-'))
+            && raw != "default";
+        if shaped { Ok(Self(raw)) } else { Err(Self::RULE) }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for MenuId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 string_id!(
     /// One pass of a user through a scenario: started by a trigger, a card tap or
     /// a manual send, continued by its answers and timers. Timers of a run that a

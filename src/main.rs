@@ -61,6 +61,23 @@ enum Command {
     },
     /// Prints the JSON Schema of the scenario file format.
     Schema,
+    /// Rich menus on LINE, from the files of $RICH_MENUS_DIR (needs the
+    /// service's settings: LINE and Firestore).
+    Richmenus {
+        #[command(subcommand)]
+        command: RichMenusCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum RichMenusCommand {
+    /// Creates, updates and retires the menus on LINE so they match the files;
+    /// resumable, one deploy at a time.
+    Deploy {
+        /// Prints what would be created, moved and deleted; changes nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 fn scenarios_dir(given: Option<PathBuf>) -> PathBuf {
@@ -124,6 +141,9 @@ fn main() -> ExitCode {
                 Err(error) => failed(&error),
             }
         }
+        Command::Richmenus {
+            command: RichMenusCommand::Deploy { dry_run },
+        } => deploy_rich_menus(dry_run),
         Command::Schema => match stdout().write_all(cli::schema().as_bytes()) {
             Ok(()) => ExitCode::SUCCESS,
             // A closed pipe (`| head`) is not worth a panic.
@@ -137,7 +157,9 @@ fn failed(error: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn serve() -> ExitCode {
+/// Runs `work` on a runtime with the settings from the environment and the
+/// log set up, as the service and the commands that need its settings do.
+fn with_settings<F: std::future::Future<Output = ExitCode>>(work: impl FnOnce(Config) -> F) -> ExitCode {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => return failed(&format!("cannot start the runtime: {error}")),
@@ -151,6 +173,12 @@ fn serve() -> ExitCode {
             }
         };
         telemetry::init(config.log_format);
+        work(config).await
+    })
+}
+
+fn serve() -> ExitCode {
+    with_settings(|config| async {
         let application = match Application::build(config).await {
             Ok(application) => application,
             Err(error) => {
@@ -164,6 +192,26 @@ fn serve() -> ExitCode {
             Err(error) => {
                 tracing::error!(error = %error, "server stopped with an error");
                 ExitCode::FAILURE
+            }
+        }
+    })
+}
+
+fn deploy_rich_menus(dry_run: bool) -> ExitCode {
+    with_settings(|config| async move {
+        match line_survey::startup::deploy_rich_menus(config, dry_run).await {
+            Ok(lines) => {
+                let mut out = std::io::stdout().lock();
+                for line in lines {
+                    if writeln!(out, "{line}").is_err() {
+                        break;
+                    }
+                }
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("rich menu deploy failed: {error:#}");
+                ExitCode::from(1)
             }
         }
     })

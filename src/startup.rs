@@ -60,20 +60,29 @@ impl Application {
                 Clock::test()
             }
         };
-        let store = Store::connect(StoreOptions {
-            project_id: config.google_cloud_project.clone(),
-            database_id: config.firestore_database.clone(),
-            emulator_host: config.firestore_emulator_host.clone(),
-            request_timeout: config.firestore_timeout,
-            scan_timeout: config.firestore_scan_timeout,
-            legacy_answer_lookup: config.legacy_answer_lookup,
-            instance_id: config.instance_id.clone(),
-            lease: config.lease,
-            clock: clock.clone(),
-        })
-        .await
-        .context("cannot connect to Firestore")?;
+        // Checked before anything starts: a broken menu file stops start-up.
+        let rich_menus = if config.rich_menus_deploy {
+            Some(load_menu_files(&config, &scenarios)?)
+        } else {
+            None
+        };
+        let store = connect_store(&config, clock.clone()).await?;
         record_versions(&store, &scenarios).await?;
+        if let Some(menus) = rich_menus {
+            let deploy = rich_menu_deploy(&config, store.clone())?;
+            // Off the start-up path: instances starting together make one
+            // deploy (the lease), and the service serves meanwhile.
+            tokio::spawn(async move {
+                match deploy.run(&menus, false).await {
+                    Ok(report) => {
+                        for line in &report.lines {
+                            tracing::info!(outcome = "deployed", "rich menus: {line}");
+                        }
+                    }
+                    Err(error) => tracing::error!(error = %error, outcome = "failed", "rich menu deploy failed"),
+                }
+            });
+        }
         let access_token = config.channel_access_token.as_deref().filter(|_| !config.line_dry_run);
         let client = LineClient::new(&config.line_api_base_url, access_token, config.line_timeout)?;
         if client.is_dry_run() {
@@ -399,4 +408,69 @@ async fn termination() -> &'static str {
         _ = term.recv() => "SIGTERM",
         _ = int.recv() => "SIGINT",
     }
+}
+
+/// The Firestore handle every service of this process shares.
+async fn connect_store(config: &Config, clock: Clock) -> anyhow::Result<Store> {
+    Store::connect(StoreOptions {
+        project_id: config.google_cloud_project.clone(),
+        database_id: config.firestore_database.clone(),
+        emulator_host: config.firestore_emulator_host.clone(),
+        request_timeout: config.firestore_timeout,
+        scan_timeout: config.firestore_scan_timeout,
+        legacy_answer_lookup: config.legacy_answer_lookup,
+        instance_id: config.instance_id.clone(),
+        lease: config.lease,
+        clock,
+    })
+    .await
+    .context("cannot connect to Firestore")
+}
+
+/// The menu files of `RICH_MENUS_DIR`, checked with the scenarios; every
+/// problem, naming the setting, otherwise.
+fn load_menu_files(
+    config: &Config,
+    scenarios: &crate::scenario::Scenarios,
+) -> anyhow::Result<Vec<crate::scenario::rich_menus::RichMenu>> {
+    crate::scenario::rich_menus::load_rich_menus(&config.rich_menus_dir, scenarios).map_err(|problems| {
+        let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        anyhow::anyhow!(
+            "RICH_MENUS_DIR ({}) has problems:\n{}",
+            config.rich_menus_dir.display(),
+            problems.join("\n")
+        )
+    })
+}
+
+fn rich_menu_deploy(
+    config: &Config,
+    store: Store,
+) -> anyhow::Result<crate::pipeline::rich_menu_deploy::RichMenuDeploy> {
+    let token = config
+        .channel_access_token
+        .as_deref()
+        .filter(|_| !config.line_dry_run)
+        .ok_or_else(|| {
+            anyhow::anyhow!("LINE_CHANNEL_ACCESS_TOKEN is required to deploy rich menus, with LINE_DRY_RUN off")
+        })?;
+    let api = crate::line::rich_menus::RichMenuApi::new(
+        &config.line_api_base_url,
+        &config.line_data_api_base_url,
+        token,
+        config.line_timeout,
+    )?;
+    Ok(crate::pipeline::rich_menu_deploy::RichMenuDeploy::new(store, api))
+}
+
+/// `line-survey richmenus deploy [--dry-run]`: the menu files of
+/// `RICH_MENUS_DIR` deployed to LINE (or, in a dry run, what would be done),
+/// one line per action.
+pub async fn deploy_rich_menus(config: Config, dry_run: bool) -> anyhow::Result<Vec<String>> {
+    config.validate()?;
+    let scenarios = load_dir(&config.scenarios_dir).map_err(|error| anyhow::anyhow!("SCENARIOS_DIR: {error}"))?;
+    let menus = load_menu_files(&config, &scenarios)?;
+    let store = connect_store(&config, Clock::system()).await?;
+    let report = rich_menu_deploy(&config, store)?.run(&menus, dry_run).await?;
+    Ok(report.lines)
 }

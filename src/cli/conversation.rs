@@ -397,6 +397,16 @@ impl Conversation {
                     from,
                 )
             }
+            Decision::MenuTap(plan) => {
+                self.tags.insert(crate::engine::RICH_MENU_TAP_TAG.to_owned());
+                let from = self.start_of(&plan.start.scenario);
+                self.start(
+                    plan.start.guard.map(|guard| guard.scenario),
+                    &plan.start.scenario,
+                    plan.start.run_start,
+                    from,
+                )
+            }
             Decision::CardTap(plan) => {
                 self.tags.insert(crate::engine::FLEX_TAP_TAG.to_owned());
                 let from = self.start_of(&plan.guard.scenario);

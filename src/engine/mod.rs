@@ -9,6 +9,7 @@ mod notice;
 pub(crate) mod personal;
 mod render;
 pub(crate) mod results;
+pub(crate) mod rich_menus;
 mod start;
 mod typed;
 
@@ -33,6 +34,9 @@ use std::sync::Arc;
 /// The tag every Flex card tap adds, answered or not.
 pub(crate) const FLEX_TAP_TAG: &str = "flex_image_tap";
 
+/// The tag every tap on a rich menu's scenario area adds, started or not.
+pub(crate) const RICH_MENU_TAP_TAG: &str = "rich_menu_tap";
+
 #[derive(Debug, Clone, PartialEq)]
 // One decision per event, made and moved once: a box would save no copy worth it.
 #[allow(clippy::large_enum_variant)]
@@ -44,6 +48,9 @@ pub(crate) enum Decision {
     CardTap(CardTapPlan),
     /// Guard 3: a follow or text trigger.
     Start(StartPlan),
+    /// A tap on a rich menu's scenario area: a start under guard 3's rules,
+    /// tagged either way.
+    MenuTap(MenuTapPlan),
     /// A text message while some scenario asks typed questions: the worker reads
     /// whether the user has one open (then the text answers it) before the
     /// keyword trigger, if any, may fire.
@@ -81,6 +88,8 @@ pub(crate) enum Ignored {
     ForeignPostback(PostbackError),
     #[error("a tap on a test send's button: nothing is recorded")]
     TestSendTap,
+    #[error("a rich menu switch: LINE switched the menu itself")]
+    MenuSwitch,
     #[error("postback names an unknown scenario")]
     UnknownScenario,
     #[error("postback names an unknown node")]
@@ -309,6 +318,13 @@ pub(crate) struct CardTapPlan {
     pub(crate) card_node: NodeId,
     /// The survey scenario the card starts, unless the user answered it.
     pub(crate) guard: ScenarioGuard,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct MenuTapPlan {
+    pub(crate) start: StartPlan,
+    /// The menu tapped: recorded on the user (`richMenuTaps`).
+    pub(crate) menu: crate::ids::MenuId,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -642,6 +658,15 @@ impl Engine {
                 };
                 Ok(Decision::Answer(answer.plan()?))
             }
+            Postback::MenuTap { scenario, menu } => {
+                let node = self.loaded(&scenario)?.start.clone();
+                let entry = Entry { scenario, node };
+                Ok(Decision::MenuTap(MenuTapPlan {
+                    start: self.start(user, &entry, run)?,
+                    menu,
+                }))
+            }
+            Postback::MenuSwitch { .. } => Err(Ignored::MenuSwitch),
             Postback::CardTap { scenario, node } => {
                 let loaded = self.loaded(&scenario)?;
                 let Node::FlexImage(card) = loaded.node(&node).ok_or(Ignored::UnknownNode)? else {

@@ -259,6 +259,23 @@ fn each_kind_of_plan() {
     assert_eq!(tap.guard.scenario.as_str(), "satisfaction");
     assert_eq!(tap.run_start.messages.len(), 2);
 
+    let Decision::MenuTap(menu_tap) = decide(&postback("v=1&k=m&s=satisfaction&m=member")) else {
+        panic!("a rich menu tap")
+    };
+    assert_eq!(menu_tap.menu.as_str(), "member");
+    assert_eq!(menu_tap.start.scenario.as_str(), "satisfaction");
+    assert!(menu_tap.start.guard.is_some(), "a survey's start is guarded");
+    assert_eq!(menu_tap.start.run_start.messages.len(), 2, "from the scenario's start");
+    assert_eq!(
+        decide(&postback("v=1&k=s&m=survey_tab")),
+        Decision::Ignore(Ignored::MenuSwitch),
+        "LINE switched the menu itself"
+    );
+    assert_eq!(
+        decide(&postback("v=1&k=m&s=nothing_here&m=member")),
+        Decision::Ignore(Ignored::UnknownScenario)
+    );
+
     let unsend = event(json!({"type": "unsend", "unsend": {"messageId": "325708"}}));
     assert_eq!(
         decide(&with(unsend, "mode", json!("standby"))),

@@ -106,17 +106,10 @@ impl LineClient {
     /// A client that sends to `base_url` with `access_token`, or, with `None`,
     /// a dry run that prints instead.
     pub(crate) fn new(base_url: &str, access_token: Option<&str>, timeout: Duration) -> anyhow::Result<Self> {
-        crate::tls::install_crypto_provider();
         let transport = match access_token {
             None => Transport::DryRun,
             Some(token) => Transport::Http {
-                http: reqwest::Client::builder()
-                    // rustls with the process's ring provider (`tls.rs`), whatever
-                    // other backend the dependencies compile in.
-                    .tls_backend_rustls()
-                    .timeout(timeout)
-                    .connect_timeout(Duration::from_secs(2))
-                    .build()?,
+                http: http_client(timeout)?,
                 base_url: base_url.trim_end_matches('/').to_owned(),
                 access_token: token.to_owned(),
             },
@@ -195,18 +188,12 @@ impl LineClient {
             percent_encoding::utf8_percent_encode(user, percent_encoding::NON_ALPHANUMERIC)
         );
         let started = std::time::Instant::now();
-        let response = http
+        let sent = http
             .get(format!("{base_url}{path}"))
             .bearer_auth(access_token)
             .send()
             .await;
-        let called = match &response {
-            Ok(response) => LineStatus::Http(response.status().as_u16()),
-            Err(error) if error.is_timeout() => LineStatus::Timeout,
-            Err(_) => LineStatus::Error,
-        };
-        series::line_call("/v2/bot/profile", called, started.elapsed());
-        let response = response.map_err(|error| SendError::NoAnswer(error.without_url().to_string()))?;
+        let response = answered("/v2/bot/profile", sent, started)?;
         match response.status().as_u16() {
             200 => match response.json::<Profile>().await {
                 Ok(profile) => Ok(profile.display_name),
@@ -280,18 +267,12 @@ impl LineClient {
             } => (http, base_url, access_token),
         };
         let started = std::time::Instant::now();
-        let response = http
+        let sent = http
             .get(format!("{base_url}{path}"))
             .bearer_auth(access_token)
             .send()
             .await;
-        let called = match &response {
-            Ok(response) => LineStatus::Http(response.status().as_u16()),
-            Err(error) if error.is_timeout() => LineStatus::Timeout,
-            Err(_) => LineStatus::Error,
-        };
-        series::line_call(path, called, started.elapsed());
-        let response = response.map_err(|error| SendError::NoAnswer(error.without_url().to_string()))?;
+        let response = answered(path, sent, started)?;
         match response.status().as_u16() {
             200 => response
                 .json::<T>()
@@ -341,20 +322,7 @@ impl LineClient {
             request = request.header("X-Line-Retry-Key", key.to_string());
         }
         let started = std::time::Instant::now();
-        let response = request.send().await;
-        let called = match &response {
-            Ok(response) => LineStatus::Http(response.status().as_u16()),
-            Err(error) if error.is_timeout() => LineStatus::Timeout,
-            Err(_) => LineStatus::Error,
-        };
-        series::line_call(path, called, started.elapsed());
-        let response = response.map_err(|error| {
-            if error.is_connect() {
-                SendError::Unreachable(error.without_url().to_string())
-            } else {
-                SendError::NoAnswer(error.without_url().to_string())
-            }
-        })?;
+        let response = answered(path, request.send().await, started)?;
         let status = response.status().as_u16();
         match status {
             200..=299 => Ok(Delivered::Sent),
@@ -396,9 +364,43 @@ async fn line_error_message(response: reqwest::Response) -> String {
     }
 }
 
+/// The HTTP client of LINE's endpoints: rustls with the process's ring
+/// provider (`tls.rs`), whatever other backend the dependencies compile in.
+pub(super) fn http_client(timeout: Duration) -> anyhow::Result<reqwest::Client> {
+    crate::tls::install_crypto_provider();
+    Ok(reqwest::Client::builder()
+        .tls_backend_rustls()
+        .timeout(timeout)
+        .connect_timeout(Duration::from_secs(2))
+        .build()?)
+}
+
+/// A call's answer, counted in the LINE call metrics under `endpoint`; a
+/// connection that failed before the request left is `Unreachable` (nothing
+/// was sent), any other failure `NoAnswer` (the outcome is unknown).
+pub(super) fn answered(
+    endpoint: &str,
+    response: Result<reqwest::Response, reqwest::Error>,
+    started: std::time::Instant,
+) -> Result<reqwest::Response, SendError> {
+    let called = match &response {
+        Ok(response) => LineStatus::Http(response.status().as_u16()),
+        Err(error) if error.is_timeout() => LineStatus::Timeout,
+        Err(_) => LineStatus::Error,
+    };
+    series::line_call(endpoint, called, started.elapsed());
+    response.map_err(|error| {
+        if error.is_connect() {
+            SendError::Unreachable(error.without_url().to_string())
+        } else {
+            SendError::NoAnswer(error.without_url().to_string())
+        }
+    })
+}
+
 /// LINE's `Retry-After` on a 429, in seconds; an hour at most, so a wild
 /// value cannot park a send for ever.
-fn retry_after(response: &reqwest::Response) -> Option<Duration> {
+pub(super) fn retry_after(response: &reqwest::Response) -> Option<Duration> {
     response
         .headers()
         .get("retry-after")

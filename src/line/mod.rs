@@ -3,5 +3,6 @@
 
 pub mod client;
 pub mod messages;
+pub(crate) mod rich_menus;
 pub mod signature;
 pub mod webhook;

@@ -354,8 +354,9 @@ impl Ingest {
         if let crate::line::webhook::EventKind::Postback { postback } = &event.kind
             && let Ok((tapped, Some(asked))) = crate::scenario::postback::Postback::decode_with_run(&postback.data)
             && let Some(version) = asked.version
+            && let Some(scenario) = tapped.scenario()
         {
-            return self.versions.engine_for(tapped.scenario(), version).await;
+            return self.versions.engine_for(scenario, version).await;
         }
         Ok(self.versions.current().clone())
     }

@@ -34,6 +34,7 @@ pub(crate) mod personal;
 mod processed;
 pub(crate) mod replay;
 mod retries;
+pub(crate) mod rich_menu_deploy;
 mod sender;
 mod start;
 mod sweeper;

@@ -20,6 +20,12 @@ pub(crate) enum Processed {
     CardTapAnswered,
     /// A card tap within the start dedup window: tagged, started once.
     CardTapDeduplicated,
+    /// A rich menu tap that started its scenario.
+    MenuTapped,
+    /// A rich menu tap by a user who had answered: tagged, not restarted.
+    MenuTapAnswered,
+    /// A rich menu tap within the start dedup window: tagged, started once.
+    MenuTapDeduplicated,
     /// The user unsent the message before it had an effect.
     Unsent,
     /// A text with no question open and no keyword trigger.
@@ -45,11 +51,14 @@ impl Processed {
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Processed::Answered => "answered",
-            Processed::AlreadyAnswered | Processed::CardTapAnswered => "already_answered",
+            Processed::AlreadyAnswered | Processed::CardTapAnswered | Processed::MenuTapAnswered => "already_answered",
             Processed::StartedGuarded | Processed::Started => "started",
             Processed::NotRestarted => "not_restarted",
-            Processed::StartDeduplicated | Processed::CardTapDeduplicated => "recently_started",
+            Processed::StartDeduplicated | Processed::CardTapDeduplicated | Processed::MenuTapDeduplicated => {
+                "recently_started"
+            }
             Processed::CardTapped => "card_tapped",
+            Processed::MenuTapped => "menu_tapped",
             Processed::Unsent => "unsent",
             Processed::NoTrigger => "no_trigger",
             Processed::InvalidAnswer => "invalid_answer",
@@ -75,6 +84,9 @@ impl Processed {
             Processed::CardTapped => "flex_tap_starting_survey",
             Processed::CardTapAnswered => "flex_tap_after_answer",
             Processed::CardTapDeduplicated => "flex_tap_recently_started",
+            Processed::MenuTapped => "rich_menu_tap_starting",
+            Processed::MenuTapAnswered => "rich_menu_tap_after_answer",
+            Processed::MenuTapDeduplicated => "rich_menu_tap_recently_started",
             Processed::Unsent => "unsent_before_processing",
             Processed::NoTrigger => "text_without_trigger",
             Processed::InvalidAnswer => "invalid_typed_answer",
@@ -95,12 +107,15 @@ impl Processed {
             Processed::AlreadyAnswered | Processed::AlreadyAnsweredNoticed => Some((Guard::Answer, "already_answered")),
             Processed::CardTapAnswered => Some((Guard::CardTap, "already_answered")),
             Processed::CardTapDeduplicated => Some((Guard::CardTap, "recently_started")),
+            Processed::MenuTapAnswered => Some((Guard::Trigger, "already_answered")),
+            Processed::MenuTapDeduplicated => Some((Guard::Trigger, "recently_started")),
             Processed::NotRestarted => Some((Guard::Trigger, "already_answered")),
             Processed::StartDeduplicated => Some((Guard::Trigger, "recently_started")),
             Processed::Answered
             | Processed::StartedGuarded
             | Processed::Started
             | Processed::CardTapped
+            | Processed::MenuTapped
             | Processed::Unsent
             | Processed::NoTrigger
             | Processed::InvalidAnswer

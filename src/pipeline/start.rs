@@ -14,7 +14,10 @@ use super::processed::Processed;
 use super::typed::opening;
 use super::work::Work;
 use super::worker::EventWorker;
-use crate::engine::{CardTapPlan, FLEX_TAP_TAG, RunStart, ScenarioGuard, StartPlan, StartVerdict, start_verdict};
+use crate::engine::{
+    CardTapPlan, FLEX_TAP_TAG, MenuTapPlan, RICH_MENU_TAP_TAG, RunStart, ScenarioGuard, StartPlan, StartVerdict,
+    start_verdict,
+};
 use crate::ids::{RunId, ScenarioId};
 use crate::outbound::{ActionKey, StagedAction};
 use crate::store::{Effect, EffectWrites, InboxState, MessageKey, StartRecord};
@@ -28,8 +31,10 @@ struct Starting<'a> {
     run_start: &'a RunStart,
     scenario: &'a ScenarioId,
     guard: Option<&'a ScenarioGuard>,
-    /// A card tap's tag: recorded whether or not the scenario starts.
+    /// A card or menu tap's tag: recorded whether or not the scenario starts.
     tag: Option<&'static str>,
+    /// A menu tap's menu: recorded with the tag.
+    menu: Option<&'a str>,
     /// A text message's kept text: it goes with the commit, or before the event
     /// is done without one.
     forget_text: Option<&'a MessageKey>,
@@ -61,6 +66,7 @@ impl EventWorker {
             scenario: &plan.scenario,
             guard: plan.guard.as_ref(),
             tag: None,
+            menu: None,
             forget_text,
         };
         Ok(match self.carry_out(hold, work, starting).await? {
@@ -78,12 +84,32 @@ impl EventWorker {
             scenario: &plan.guard.scenario,
             guard: Some(&plan.guard),
             tag: Some(FLEX_TAP_TAG),
+            menu: None,
             forget_text: None,
         };
         Ok(match self.carry_out(hold, work, starting).await? {
             Ended::Verdict(StartVerdict::Start) => Processed::CardTapped,
             Ended::Verdict(StartVerdict::AlreadyAnswered) => Processed::CardTapAnswered,
             Ended::Verdict(StartVerdict::RecentlyStarted) => Processed::CardTapDeduplicated,
+            Ended::Unsent => Processed::Unsent,
+        })
+    }
+
+    /// A rich menu's scenario area: a start under guard 3's rules, with the
+    /// menu's tag and id recorded whether or not the scenario starts.
+    pub(super) async fn menu_tap(&self, hold: &Hold, work: &Work, plan: &MenuTapPlan) -> Result<Processed, Failure> {
+        let starting = Starting {
+            run_start: &plan.start.run_start,
+            scenario: &plan.start.scenario,
+            guard: plan.start.guard.as_ref(),
+            tag: Some(RICH_MENU_TAP_TAG),
+            menu: Some(plan.menu.as_str()),
+            forget_text: None,
+        };
+        Ok(match self.carry_out(hold, work, starting).await? {
+            Ended::Verdict(StartVerdict::Start) => Processed::MenuTapped,
+            Ended::Verdict(StartVerdict::AlreadyAnswered) => Processed::MenuTapAnswered,
+            Ended::Verdict(StartVerdict::RecentlyStarted) => Processed::MenuTapDeduplicated,
             Ended::Unsent => Processed::Unsent,
         })
     }
@@ -224,6 +250,7 @@ impl EventWorker {
             let action = staged.as_ref().filter(|_| starts);
             let effects = EffectWrites {
                 tag: starting.tag.map(|tag| (user, tag)),
+                menu_tap: starting.menu,
                 start,
                 message: work.message.as_ref().filter(|_| starts),
                 forget_text: starting.forget_text,

@@ -3,7 +3,7 @@
 //! message text (a text trigger's plan says which scenario it starts, not what
 //! the user typed).
 
-use crate::engine::{AnswerPlan, CardTapPlan, Decision, FollowPlan, HintPlan, StartPlan, TextPlan};
+use crate::engine::{AnswerPlan, CardTapPlan, Decision, FollowPlan, HintPlan, MenuTapPlan, StartPlan, TextPlan};
 use crate::ids::LineUserId;
 use crate::line::messages::Message;
 use crate::line::webhook::{Event, EventKind, MessageContent};
@@ -25,6 +25,7 @@ pub(crate) enum Plan {
     Answer(AnswerPlan),
     CardTap(CardTapPlan),
     Start(StartPlan),
+    MenuTap(MenuTapPlan),
     Text(TextPlan),
     Follow(FollowPlan),
     Hint(HintPlan),
@@ -37,6 +38,7 @@ impl Plan {
             Decision::Answer(plan) => Some(Plan::Answer(plan)),
             Decision::CardTap(plan) => Some(Plan::CardTap(plan)),
             Decision::Start(plan) => Some(Plan::Start(plan)),
+            Decision::MenuTap(plan) => Some(Plan::MenuTap(plan)),
             Decision::Text(plan) => Some(Plan::Text(plan)),
             Decision::Follow(plan) => Some(Plan::Follow(plan)),
             Decision::Hint(plan) => Some(Plan::Hint(plan)),
@@ -49,6 +51,7 @@ impl Plan {
             Plan::Answer(plan) => &plan.user,
             Plan::CardTap(plan) => &plan.run_start.user,
             Plan::Start(plan) => &plan.run_start.user,
+            Plan::MenuTap(plan) => &plan.start.run_start.user,
             Plan::Text(plan) => &plan.user,
             Plan::Follow(plan) => &plan.user,
             Plan::Hint(plan) => &plan.user,

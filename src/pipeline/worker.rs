@@ -230,6 +230,7 @@ impl EventWorker {
         match &work.plan {
             Plan::Answer(plan) => self.answer(hold, work, plan).await,
             Plan::CardTap(plan) => self.card_tap(hold, work, plan).await,
+            Plan::MenuTap(plan) => self.menu_tap(hold, work, plan).await,
             Plan::Start(plan) => self.start(hold, work, plan).await,
             Plan::Text(plan) => self.text(hold, work, plan).await,
             Plan::Follow(plan) => self.follow(hold, work, plan).await,

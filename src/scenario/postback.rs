@@ -1,11 +1,11 @@
 //! The postback data this service puts on the buttons and cards it sends.
 //!
 //! Form-encoded (`v=1&k=a&s=...&n=...&c=...`): percent-encoding keeps any id or value
-//! from spilling into another field, the `k` field keeps an answer and a card tap
-//! from being confused, and `v` lets the format change later. Data from other
-//! sources (a rich menu, say) fails to decode and is ignored.
+//! from spilling into another field, the `k` field keeps an answer, a card tap
+//! and a rich menu tap from being confused, and `v` lets the format change
+//! later. Data from other sources fails to decode and is ignored.
 
-use crate::ids::{NodeId, ScenarioId};
+use crate::ids::{MenuId, NodeId, ScenarioId};
 use serde::{Deserialize, Serialize};
 
 const FORMAT_VERSION: u8 = 1;
@@ -23,14 +23,21 @@ pub enum Postback {
     /// A value picked in date question `node`'s datetime picker (the value comes
     /// in the event's `params`).
     Date { scenario: ScenarioId, node: NodeId },
+    /// A tap on a rich menu's `scenario` area: starts `scenario` (`k=m`, no node).
+    MenuTap { scenario: ScenarioId, menu: MenuId },
+    /// The postback LINE sends after a `richmenuswitch` area switched to `menu`
+    /// (`k=s`): LINE switched the menu itself, so there is nothing to do.
+    MenuSwitch { menu: MenuId },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Wire {
     v: u8,
     k: Kind,
-    s: String,
-    n: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    s: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    n: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     c: Option<String>,
     /// The run the button was sent in (absent on buttons sent before runs existed).
@@ -39,6 +46,9 @@ struct Wire {
     /// The scenario version the button was rendered from: the run is pinned to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     sv: Option<u32>,
+    /// The rich menu of a menu tap or switch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    m: Option<String>,
 }
 
 /// Where a button was sent: the run it belongs to and the scenario version it
@@ -57,6 +67,10 @@ enum Kind {
     CardTap,
     #[serde(rename = "d")]
     Date,
+    #[serde(rename = "m")]
+    MenuTap,
+    #[serde(rename = "s")]
+    MenuSwitch,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -76,13 +90,31 @@ pub enum PostbackError {
 /// `&sv=` and a version).
 pub const RUN_FIELD_CHARS: usize = 3 + 16 + 4 + 10;
 
+impl Wire {
+    fn of(k: Kind) -> Self {
+        Wire {
+            v: FORMAT_VERSION,
+            k,
+            s: None,
+            n: None,
+            c: None,
+            r: None,
+            sv: None,
+            m: None,
+        }
+    }
+}
+
 impl Postback {
-    /// The scenario the button or card belongs to.
-    pub fn scenario(&self) -> &ScenarioId {
+    /// The scenario the button, card or menu area belongs to (none for a
+    /// menu switch).
+    pub fn scenario(&self) -> Option<&ScenarioId> {
         match self {
             Postback::Answer { scenario, .. }
             | Postback::CardTap { scenario, .. }
-            | Postback::Date { scenario, .. } => scenario,
+            | Postback::Date { scenario, .. }
+            | Postback::MenuTap { scenario, .. } => Some(scenario),
+            Postback::MenuSwitch { .. } => None,
         }
     }
 
@@ -97,31 +129,33 @@ impl Postback {
         let sv = asked.and_then(|asked| asked.version);
         let wire = match self {
             Postback::Answer { scenario, node, choice } => Wire {
-                v: FORMAT_VERSION,
-                k: Kind::Answer,
-                s: scenario.to_string(),
-                n: node.to_string(),
+                s: Some(scenario.to_string()),
+                n: Some(node.to_string()),
                 c: Some(choice.clone()),
                 r: run.map(ToString::to_string),
                 sv,
+                ..Wire::of(Kind::Answer)
             },
             Postback::CardTap { scenario, node } => Wire {
-                v: FORMAT_VERSION,
-                k: Kind::CardTap,
-                s: scenario.to_string(),
-                n: node.to_string(),
-                c: None,
-                r: None,
-                sv: None,
+                s: Some(scenario.to_string()),
+                n: Some(node.to_string()),
+                ..Wire::of(Kind::CardTap)
             },
             Postback::Date { scenario, node } => Wire {
-                v: FORMAT_VERSION,
-                k: Kind::Date,
-                s: scenario.to_string(),
-                n: node.to_string(),
-                c: None,
+                s: Some(scenario.to_string()),
+                n: Some(node.to_string()),
                 r: run.map(ToString::to_string),
                 sv,
+                ..Wire::of(Kind::Date)
+            },
+            Postback::MenuTap { scenario, menu } => Wire {
+                s: Some(scenario.to_string()),
+                m: Some(menu.to_string()),
+                ..Wire::of(Kind::MenuTap)
+            },
+            Postback::MenuSwitch { menu } => Wire {
+                m: Some(menu.to_string()),
+                ..Wire::of(Kind::MenuSwitch)
             },
         };
         serde_urlencoded::to_string(&wire).expect("a flat struct of strings always encodes")
@@ -136,12 +170,21 @@ impl Postback {
         // The parser's message can quote the data: it is not kept, so no log
         // line repeats what another system put into a postback.
         let wire: Wire = serde_urlencoded::from_str(data)
-            .map_err(|_| PostbackError::Foreign("it is not form data with the fields v, k, s and n".to_owned()))?;
+            .map_err(|_| PostbackError::Foreign("it is not form data with the fields v and k".to_owned()))?;
         if wire.v != FORMAT_VERSION {
             return Err(PostbackError::Version(wire.v));
         }
-        let scenario = ScenarioId::parse(wire.s).map_err(|problem| PostbackError::BadField { field: "s", problem })?;
-        let node = NodeId::parse(wire.n).map_err(|problem| PostbackError::BadField { field: "n", problem })?;
+        let menu = |raw: Option<String>| {
+            MenuId::parse(raw.unwrap_or_default())
+                .map_err(|_| PostbackError::Foreign("a menu id that breaks the rule".to_owned()))
+        };
+        let scenario = |raw: Option<String>| {
+            ScenarioId::parse(raw.unwrap_or_default())
+                .map_err(|problem| PostbackError::BadField { field: "s", problem })
+        };
+        let node = |raw: Option<String>| {
+            NodeId::parse(raw.unwrap_or_default()).map_err(|problem| PostbackError::BadField { field: "n", problem })
+        };
         let run = wire
             .r
             .map(crate::ids::RunId::parse)
@@ -151,11 +194,30 @@ impl Postback {
         let postback = match (wire.k, wire.c) {
             (Kind::Answer, Some(choice)) => {
                 crate::ids::check_id(&choice).map_err(|problem| PostbackError::BadField { field: "c", problem })?;
-                Postback::Answer { scenario, node, choice }
+                Postback::Answer {
+                    scenario: scenario(wire.s)?,
+                    node: node(wire.n)?,
+                    choice,
+                }
             }
             (Kind::Answer, None) => return Err(PostbackError::Foreign("an answer without a choice".to_owned())),
-            (Kind::CardTap, _) => Postback::CardTap { scenario, node },
-            (Kind::Date, _) => Postback::Date { scenario, node },
+            (Kind::CardTap, _) => Postback::CardTap {
+                scenario: scenario(wire.s)?,
+                node: node(wire.n)?,
+            },
+            (Kind::Date, _) => Postback::Date {
+                scenario: scenario(wire.s)?,
+                node: node(wire.n)?,
+            },
+            // A menu's taps belong to no run: a run id on one is not ours.
+            (Kind::MenuTap | Kind::MenuSwitch, _) if run.is_some() => {
+                return Err(PostbackError::Foreign("a menu tap with a run".to_owned()));
+            }
+            (Kind::MenuTap, _) => Postback::MenuTap {
+                scenario: scenario(wire.s)?,
+                menu: menu(wire.m)?,
+            },
+            (Kind::MenuSwitch, _) => Postback::MenuSwitch { menu: menu(wire.m)? },
         };
         Ok((postback, run))
     }
@@ -202,6 +264,38 @@ mod tests {
         assert_eq!(Postback::decode_with_run(&data), Ok((a.clone(), Some(asked))));
         assert_eq!(Postback::decode_with_run(&a.encode()), Ok((a, None)));
         assert!(data.len() <= answer("lunch", "ask", "great").encode().len() + RUN_FIELD_CHARS);
+    }
+
+    #[test]
+    fn menu_taps_and_switches_round_trip_in_the_documented_shape() {
+        let tap = Postback::MenuTap {
+            scenario: ScenarioId::parse("satisfaction").unwrap(),
+            menu: MenuId::parse("member").unwrap(),
+        };
+        assert_eq!(tap.encode(), "v=1&k=m&s=satisfaction&m=member");
+        assert_eq!(Postback::decode(&tap.encode()), Ok(tap));
+        let switch = Postback::MenuSwitch {
+            menu: MenuId::parse("survey_tab").unwrap(),
+        };
+        assert_eq!(switch.encode(), "v=1&k=s&m=survey_tab");
+        assert_eq!(Postback::decode(&switch.encode()), Ok(switch));
+    }
+
+    #[test]
+    fn broken_menu_data_is_refused() {
+        for data in [
+            "v=1&k=m&s=satisfaction",
+            "v=1&k=m&m=member",
+            "v=1&k=m&s=satisfaction&m=default",
+            "v=1&k=m&s=satisfaction&m=Member",
+            "v=1&k=s",
+            "v=1&k=s&m=a%2Fb",
+            "v=1&k=m&s=satisfaction&m=member&r=0123456789abcdef",
+            "v=1&k=t&s=lunch",
+            "v=1&k=a&n=ask&c=x",
+        ] {
+            assert!(Postback::decode(data).is_err(), "{data}");
+        }
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! scenario or switch target, two default menus).
 
 use super::limits::Counting;
+use super::postback::Postback;
 use super::{ScenarioError, Scenarios};
-use crate::ids::ScenarioId;
+use crate::ids::{MenuId, ScenarioId};
 use serde::Deserialize;
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
@@ -30,7 +31,9 @@ pub mod limits {
     pub const MAX_MESSAGE_TEXT: usize = 300;
     /// A URI action's uri (UTF-16 units).
     pub const MAX_URI: usize = 1000;
-    pub const MAX_ID: usize = 32;
+    pub const MAX_ID: usize = crate::ids::MenuId::MAX_CHARS;
+    /// A postback or switch action's data (characters).
+    pub const MAX_POSTBACK_DATA: usize = 300;
 }
 
 /// One menu file.
@@ -146,6 +149,92 @@ pub struct RichMenu {
     pub file: RichMenuFile,
     pub path: PathBuf,
     pub image: Vec<u8>,
+    /// Its identity: a hash of the file's bytes and the image's. A deploy
+    /// creates a menu on LINE only for a hash it has not deployed, and writes
+    /// the hash into the menu's name there.
+    pub hash: String,
+}
+
+/// How many hex digits of the SHA-256 a menu's hash keeps.
+const HASH_HEX: usize = 24;
+
+/// The name a deployed menu carries on LINE: the service's mark, the menu's
+/// id and its hash, so a deploy finds what an earlier one created.
+pub const LINE_NAME_PREFIX: &str = "line-survey ";
+
+impl RichMenu {
+    /// The menu's name on LINE.
+    pub fn line_name(&self) -> String {
+        format!("{LINE_NAME_PREFIX}{} {}", self.file.id, self.hash)
+    }
+
+    /// Whether its image is a JPEG (else a PNG: the check allows no other).
+    pub fn is_jpeg(&self) -> bool {
+        matches!(image_facts(&self.image), Some((ImageKind::Jpeg, _)))
+    }
+
+    /// The body of LINE's create call.
+    pub(crate) fn line_request(&self) -> crate::line::rich_menus::RichMenuRequest {
+        use crate::line::rich_menus::{MenuAction, MenuArea, MenuBounds, MenuSize, RichMenuRequest};
+        let areas = self
+            .file
+            .areas
+            .iter()
+            .map(|area| MenuArea {
+                bounds: MenuBounds {
+                    x: area.bounds.x,
+                    y: area.bounds.y,
+                    width: area.bounds.width,
+                    height: area.bounds.height,
+                },
+                action: match &area.action {
+                    Action::Scenario { scenario, label } => MenuAction::Postback {
+                        // Checked at load: both ids are well formed.
+                        data: menu_tap_data(scenario, &self.file.id).unwrap_or_default(),
+                        label: label.clone(),
+                    },
+                    Action::Switch { to, label } => MenuAction::RichMenuSwitch {
+                        rich_menu_alias_id: to.clone(),
+                        data: MenuId::parse(to.clone())
+                            .map(|to| menu_switch_data(&to))
+                            .unwrap_or_default(),
+                        label: label.clone(),
+                    },
+                    Action::Uri { uri, label } => MenuAction::Uri {
+                        uri: uri.clone(),
+                        label: label.clone(),
+                    },
+                    Action::Message { text, label } => MenuAction::Message {
+                        text: text.clone(),
+                        label: label.clone(),
+                    },
+                },
+            })
+            .collect();
+        RichMenuRequest {
+            size: MenuSize {
+                width: self.file.size.width,
+                height: self.file.size.height,
+            },
+            selected: self.file.selected,
+            name: self.line_name(),
+            chat_bar_text: self.file.chat_bar_text.clone(),
+            areas,
+        }
+    }
+}
+
+/// The identity of a menu file and its image.
+fn menu_hash(text: &str, image: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update(b"line-survey rich menu 1\0");
+    hasher.update(text.as_bytes());
+    hasher.update(b"\0");
+    hasher.update(image);
+    let mut hex = hex::encode(hasher.finalize());
+    hex.truncate(HASH_HEX);
+    hex
 }
 
 /// The image kinds LINE takes for a rich menu.
@@ -183,18 +272,20 @@ pub fn load_rich_menus(dir: &Path, scenarios: &Scenarios) -> Result<Vec<RichMenu
         let file = std::fs::read_to_string(&path)
             .map_err(|error| format!("cannot read it: {error}"))
             .and_then(|text| {
-                toml::from_str::<RichMenuFile>(&text).map_err(|error| format!("not a valid rich menu file: {error}"))
+                toml::from_str::<RichMenuFile>(&text)
+                    .map(|file| (file, text))
+                    .map_err(|error| format!("not a valid rich menu file: {error}"))
             });
         match file {
-            Ok(file) => parsed.push((path, file)),
+            Ok((file, text)) => parsed.push((path, file, text)),
             Err(error) => problems.push(problem(&path, error)),
         }
     }
-    let ids: HashSet<&str> = parsed.iter().map(|(_, file)| file.id.as_str()).collect();
+    let ids: HashSet<&str> = parsed.iter().map(|(_, file, _)| file.id.as_str()).collect();
     let mut seen: HashMap<&str, &Path> = HashMap::new();
     let mut defaults = Vec::new();
     let mut menus = Vec::new();
-    for (path, file) in &parsed {
+    for (path, file, text) in &parsed {
         if let Some(first) = seen.insert(file.id.as_str(), path) {
             problems.push(problem(
                 path,
@@ -219,6 +310,7 @@ pub fn load_rich_menus(dir: &Path, scenarios: &Scenarios) -> Result<Vec<RichMenu
             Some(image) if found.is_empty() => menus.push(RichMenu {
                 file: file.clone(),
                 path: path.clone(),
+                hash: menu_hash(text, &image),
                 image,
             }),
             _ => problems.extend(
@@ -296,18 +388,8 @@ fn check_image(bytes: &[u8], declared: Size) -> Vec<String> {
 /// Everything about a menu file but its image.
 fn check_file(file: &RichMenuFile, scenarios: &Scenarios, ids: &HashSet<&str>) -> Vec<String> {
     let mut found = Vec::new();
-    let id_ok = (1..=limits::MAX_ID).contains(&file.id.len())
-        && file
-            .id
-            .bytes()
-            .all(|byte| matches!(byte, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-'))
-        && file.id != "default";
-    if !id_ok {
-        found.push(format!(
-            "id {:?} must be 1 to {} of a-z, 0-9, _ and -, and not \"default\"",
-            file.id,
-            limits::MAX_ID
-        ));
+    if MenuId::parse(file.id.clone()).is_err() {
+        found.push(format!("id {:?} must be {}", file.id, MenuId::RULE));
     }
     let size = file.size;
     if !(limits::MIN_WIDTH..=limits::MAX_WIDTH).contains(&size.width) {
@@ -390,6 +472,15 @@ fn check_action(action: &Action, own_id: &str, scenarios: &Scenarios, ids: &Hash
             if !known {
                 found.push(format!("scenario {scenario:?} is not a loaded scenario"));
             }
+            if let Some(data) = menu_tap_data(scenario, own_id)
+                && data.chars().count() > limits::MAX_POSTBACK_DATA
+            {
+                found.push(format!(
+                    "the tap's postback data would be {} characters; LINE takes at most {}",
+                    data.chars().count(),
+                    limits::MAX_POSTBACK_DATA
+                ));
+            }
         }
         Action::Switch { to, .. } => {
             if to == own_id {
@@ -423,6 +514,21 @@ fn check_action(action: &Action, own_id: &str, scenarios: &Scenarios, ids: &Hash
         }
     }
     found
+}
+
+/// The postback data a tap on a `scenario` area of menu `menu` sends; `None`
+/// when either id breaks its rule (reported apart).
+pub fn menu_tap_data(scenario: &str, menu: &str) -> Option<String> {
+    let postback = Postback::MenuTap {
+        scenario: ScenarioId::parse(scenario).ok()?,
+        menu: MenuId::parse(menu).ok()?,
+    };
+    Some(postback.encode())
+}
+
+/// The data of a `switch` area's `richmenuswitch` to menu `to`.
+pub fn menu_switch_data(to: &MenuId) -> String {
+    Postback::MenuSwitch { menu: to.clone() }.encode()
 }
 
 #[cfg(test)]

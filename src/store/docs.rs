@@ -24,6 +24,8 @@ pub(crate) mod collections {
     pub(crate) const NOTICES: &str = "notices";
     pub(crate) const INSTANCES: &str = "instances";
     pub(crate) const FOLLOWER_SYNCS: &str = "follower_syncs";
+    pub(crate) const RICH_MENUS: &str = "rich_menus";
+    pub(crate) const RICH_MENU_DEPLOYS: &str = "rich_menu_deploys";
 }
 
 /// `survey_responses/{answerId}`: one user's answer to one survey node.

@@ -116,6 +116,8 @@ pub(crate) enum CampaignMark<'a> {
 pub(crate) struct EffectWrites<'a> {
     /// A tag for the user (a card tap's `flex_image_tap`).
     pub(crate) tag: Option<(&'a str, &'a str)>,
+    /// A rich menu tap's menu, added to the user's `richMenuTaps` (with `tag`).
+    pub(crate) menu_tap: Option<&'a str>,
     pub(crate) start: Option<StartRecord<'a>>,
     /// The text message whose effect this is: its mark is created, so an unsend
     /// that came first makes this commit fail, and one that comes later finds it.
@@ -347,6 +349,12 @@ impl Store {
                 changes = changes.then(later);
             }
             writes.extend(self.user_change_writes(user, &changes, Some(self.now()), effects.user_read)?);
+            if let Some(menu) = effects.menu_tap {
+                writes.push(transform_only(
+                    self.document_path(USERS, user),
+                    vec![array_union("richMenuTaps", &[menu.to_owned()])],
+                ));
+            }
         }
         for (timer_id, doc) in effects.timers {
             writes.push(self.timer_write(timer_id, doc)?);

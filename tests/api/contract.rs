@@ -8,7 +8,7 @@ use crate::helpers::spawn_app;
 use std::path::PathBuf;
 use std::process::Command;
 
-fn shared_dir() -> Option<PathBuf> {
+pub(crate) fn shared_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("LINE_SHARED_DIR").map_or_else(|| crate::helpers::repo_path("../shared"), PathBuf::from);
     if !(dir.join("line-openapi/messaging-api.yml").exists() && dir.join("tools/line_contract.py").exists()) {
         println!("NOTICE: {} has no LINE schemas; contract check skipped", dir.display());

@@ -35,6 +35,8 @@ mod outbound;
 mod personal;
 mod recovery;
 mod results;
+mod rich_menu_stand_in;
+mod rich_menus;
 mod round_trips;
 mod rules;
 mod scenarios;

@@ -30,6 +30,9 @@
 //!   monthly limit ([`LineStandIn::set_quota`]); `/v2/bot/message/quota/consumption`
 //!   answers what was used: the month's usage a test set, plus one per push and
 //!   per multicast recipient accepted (replies are free, as on LINE).
+//! - LINE's rich menu endpoints (menus, images on the data host, aliases, the
+//!   default menu, per-user links, bulk calls and batches) answer as LINE does,
+//!   with their own call record and faults: see `line_rich_menus`.
 //!
 //! It records every call, with the status it answered, whether the message went
 //! out, and how long the answer was held back. It can inject faults: queued ones
@@ -553,6 +556,8 @@ fn multicast_problem(body: &Value) -> Option<String> {
 pub struct LineStandIn {
     server: MockServer,
     state: Arc<Mutex<State>>,
+    /// The rich menu endpoints' state (`line_rich_menus`).
+    rich_menus: Arc<Mutex<super::line_rich_menus::RichMenuState>>,
 }
 
 impl LineStandIn {
@@ -578,11 +583,23 @@ impl LineStandIn {
             .respond_with(QuotaResponder { state: state.clone() })
             .mount(&server)
             .await;
-        Self { server, state }
+        // Rich menus, their images (LINE's data host: the same URI here),
+        // aliases and links, ahead of the catch-all POST (`line_rich_menus`).
+        let rich_menus = super::line_rich_menus::mount(&server).await;
+        Self {
+            server,
+            state,
+            rich_menus,
+        }
     }
 
     pub fn uri(&self) -> String {
         self.server.uri()
+    }
+
+    /// The rich menu endpoints' state, for `line_rich_menus`' accessors.
+    pub(super) fn rich_menu_state_cell(&self) -> &Mutex<super::line_rich_menus::RichMenuState> {
+        &self.rich_menus
     }
 
     /// The account's friends, in the order LINE lists them.

@@ -6,6 +6,7 @@ pub mod emulator;
 pub mod events;
 pub mod firestore_rest;
 pub mod line_limits;
+pub mod line_rich_menus;
 pub mod line_stand_in;
 pub mod process;
 pub mod storm;
@@ -106,6 +107,8 @@ pub fn test_config(project_id: &str, line_uri: &str, options: &TestOptions) -> C
     config.channel_access_token = options.access_token.then(|| ACCESS_TOKEN.to_owned());
     config.line_dry_run = !options.access_token;
     config.line_api_base_url = line_uri.to_owned();
+    // Rich menu images go to the data host: the same stand-in.
+    config.line_data_api_base_url = line_uri.to_owned();
     config.firestore_emulator_host = Some(emulator);
     config.scenarios_dir = fixture_scenarios();
     config.admin_token = Some(ADMIN_TOKEN.to_owned());

@@ -1,0 +1,171 @@
+//! Rich menu deploys in Firestore.
+//!
+//! - `rich_menus/{id}`: one record per menu file: the hash deployed or being
+//!   deployed, its LINE menu, the step reached, the old LINE menus whose users
+//!   move to it and which are deleted last, and the LINE menu a per-user link
+//!   uses now (`live`). Each step is recorded after LINE did it, conditional
+//!   on the record as last written.
+//! - `rich_menu_deploys/current`: the deploy's lease, so two instances
+//!   starting at once (or a start-up and the command) make one deploy, and the
+//!   batch under way (its LINE request id and the menus it serves).
+
+use super::docs::collections::{RICH_MENU_DEPLOYS, RICH_MENUS};
+use super::lease::Stored;
+use super::writes::{CommitOutcome, Expect, delete, expecting, set};
+use super::{Store, StoreError, Version};
+use crate::engine::rich_menus::DeployStep;
+use firestore::FirestoreInstant;
+use serde::{Deserialize, Serialize};
+
+/// The deploy lease's one document.
+const CURRENT: &str = "current";
+
+/// More menu records than LINE allows menus (1,000) is not a deploy's.
+const MAX_RECORDS: u32 = 1000;
+
+/// `rich_menus/{id}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RichMenuRecord {
+    pub(crate) hash: String,
+    pub(crate) step: DeployStep,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) rich_menu_id: Option<String>,
+    /// The LINE menu a per-user link to this menu uses now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) live: Option<String>,
+    /// LINE menus this one replaces: their users move to it, then they go.
+    #[serde(default)]
+    pub(crate) old: Vec<String>,
+    /// The account's default menu, as the file says.
+    #[serde(default)]
+    pub(crate) default: bool,
+}
+
+/// `rich_menu_deploys/current`: the lease, and the batch under way (the
+/// one batch of a deploy moves the users of every replaced menu).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DeployLease {
+    lease_owner: String,
+    #[serde(with = "firestore::serialize_as_timestamp")]
+    lease_until: FirestoreInstant,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    batch: Option<DeployBatch>,
+}
+
+/// A batch LINE accepted: its request id, and the menus whose users it moves
+/// (or, for menus whose files are gone, unlinks).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct DeployBatch {
+    pub(crate) request_id: String,
+    pub(crate) menus: Vec<String>,
+}
+
+/// The deploy lease as held: its version and the batch it records.
+#[derive(Debug, Clone)]
+pub(crate) struct HeldDeploy {
+    pub(crate) version: Version,
+    pub(crate) batch: Option<DeployBatch>,
+}
+
+impl Store {
+    /// Every menu record (a deploy's whole state: one per menu file).
+    pub(crate) async fn rich_menu_records(&self) -> Result<Vec<Stored<RichMenuRecord>>, StoreError> {
+        const FIELDS: [&str; 6] = ["hash", "step", "richMenuId", "live", "old", "default"];
+        let documents = self
+            .page_by_id(RICH_MENUS, &FIELDS, |_| None, None, MAX_RECORDS)
+            .await?;
+        documents.into_iter().map(Stored::decode).collect()
+    }
+
+    /// Writes a menu's record unless it changed since `expect`: its new
+    /// version, or `None` when it changed (another deploy is at work).
+    pub(crate) async fn put_rich_menu_record(
+        &self,
+        id: &str,
+        record: &RichMenuRecord,
+        expect: Expect,
+    ) -> Result<Option<Version>, StoreError> {
+        let write = expecting(set(self.document_path(RICH_MENUS, id), record)?, expect);
+        match self.commit(vec![write]).await {
+            CommitOutcome::Committed(versions) => Ok(versions.into_iter().next().flatten()),
+            CommitOutcome::Changed | CommitOutcome::AlreadyExists => Ok(None),
+            // Landed or not, the next deploy reads the record and goes on from
+            // what it says: every step is safe to repeat.
+            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
+        }
+    }
+
+    /// Deletes a retired menu's record unless it changed since `version`.
+    pub(crate) async fn delete_rich_menu_record(&self, id: &str, version: Version) -> Result<bool, StoreError> {
+        let write = expecting(delete(self.document_path(RICH_MENUS, id)), Expect::At(version));
+        match self.commit(vec![write]).await {
+            CommitOutcome::Committed(_) => Ok(true),
+            CommitOutcome::Changed | CommitOutcome::AlreadyExists => Ok(false),
+            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
+        }
+    }
+
+    /// Takes the deploy lease when it is free (never taken, run out, or
+    /// ours), with the batch an earlier deploy recorded; `Err` with when the
+    /// holder's lease runs out while another instance holds it.
+    pub(crate) async fn take_rich_menu_deploy(&self) -> Result<Result<HeldDeploy, FirestoreInstant>, StoreError> {
+        let found = self.get_stored::<DeployLease>(RICH_MENU_DEPLOYS, CURRENT).await?;
+        let now = self.now();
+        let (expect, batch) = match found {
+            None => (Expect::Absent, None),
+            Some(lease)
+                if lease.doc.lease_owner != self.options.instance_id
+                    && lease.doc.lease_until.as_millisecond() > now.as_millisecond() =>
+            {
+                return Ok(Err(lease.doc.lease_until));
+            }
+            Some(lease) => (Expect::At(lease.version), lease.doc.batch),
+        };
+        let until = super::later(now, self.options.lease);
+        match self.write_deploy_lease(expect, until, batch.clone()).await? {
+            Some(version) => Ok(Ok(HeldDeploy { version, batch })),
+            // Another instance took it between the read and the write.
+            None => Ok(Err(until)),
+        }
+    }
+
+    /// Renews the deploy lease held as `held`, recording `batch` (`None`: no
+    /// batch under way): the new version, or `None` when it is not ours any more.
+    pub(crate) async fn renew_rich_menu_deploy(
+        &self,
+        held: &HeldDeploy,
+        batch: Option<DeployBatch>,
+    ) -> Result<Option<Version>, StoreError> {
+        let until = super::later(self.now(), self.options.lease);
+        self.write_deploy_lease(Expect::At(held.version), until, batch).await
+    }
+
+    /// Lets the lease go (it runs out now), so the next deploy need not wait.
+    pub(crate) async fn release_rich_menu_deploy(&self, held: &HeldDeploy) -> Result<(), StoreError> {
+        self.write_deploy_lease(Expect::At(held.version), self.now(), held.batch.clone())
+            .await
+            .map(|_| ())
+    }
+
+    async fn write_deploy_lease(
+        &self,
+        expect: Expect,
+        until: FirestoreInstant,
+        batch: Option<DeployBatch>,
+    ) -> Result<Option<Version>, StoreError> {
+        let lease = DeployLease {
+            lease_owner: self.options.instance_id.clone(),
+            lease_until: until,
+            batch,
+        };
+        let write = expecting(set(self.document_path(RICH_MENU_DEPLOYS, CURRENT), &lease)?, expect);
+        match self.commit(vec![write]).await {
+            CommitOutcome::Committed(versions) => Ok(versions.into_iter().next().flatten()),
+            CommitOutcome::Changed | CommitOutcome::AlreadyExists => Ok(None),
+            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
+        }
+    }
+}

@@ -1,0 +1,465 @@
+//! Rich menus: taps on a menu's scenario areas (guard 3's rules, tagged
+//! either way), switches acknowledged without a write.
+
+use crate::helpers::events::{self, postback, text};
+use crate::helpers::firestore_rest::string_array;
+use crate::helpers::{sorted, spawn_app};
+
+const INTRO: &str = "A quick survey about today's lunch.";
+const NEWS: &str = "Today's news: the cafeteria has a new menu.";
+
+/// What a rich menu's `scenario` area sends (the documented format).
+fn menu_tap(scenario: &str, menu: &str) -> String {
+    format!("v=1&k=m&s={scenario}&m={menu}")
+}
+
+/// How many of `user`'s accepted calls carried `text`.
+fn received(app: &crate::helpers::TestApp, user: &str, events: &[serde_json::Value], text: &str) -> usize {
+    app.line
+        .accepted_by_user(events)
+        .iter()
+        .filter(|(to, call)| to == user && call.texts().iter().any(|sent| sent == text))
+        .count()
+}
+
+#[tokio::test]
+async fn a_menu_tapped_twice_at_once_starts_the_survey_once_tags_the_user_and_records_the_menu() {
+    let app = spawn_app().await;
+    let users: Vec<String> = (0..20).map(|_| events::new_user()).collect();
+    let taps: Vec<serde_json::Value> = users
+        .iter()
+        .flat_map(|user| {
+            let data = menu_tap("lunch", "member");
+            [postback(user, &data), postback(user, &data)]
+        })
+        .collect();
+
+    let bodies: Vec<serde_json::Value> = taps.iter().map(|tap| events::envelope(vec![tap.clone()])).collect();
+    let responses = futures::future::join_all(bodies.iter().map(|body| app.post_webhook(body))).await;
+    assert!(responses.iter().all(|response| response.status() == 200));
+    app.settled().await;
+
+    for user in &users {
+        assert_eq!(received(&app, user, &taps, INTRO), 1, "one start for {user}");
+        let record = app.firestore.get("users", user).await.expect("the user is recorded");
+        assert_eq!(string_array(&record, "tags"), ["rich_menu_tap"]);
+        assert_eq!(string_array(&record, "richMenuTaps"), ["member"]);
+    }
+}
+
+#[tokio::test]
+async fn a_menu_tap_after_answering_is_tagged_and_recorded_but_does_not_restart_the_survey() {
+    let app = spawn_app().await;
+    let user = events::new_user();
+    app.answer(&user, "ask_food", "bad").await;
+    let sent = app.line.accepted().len();
+
+    app.deliver(&postback(&user, &menu_tap("lunch", "member"))).await;
+    app.deliver(&postback(&user, &menu_tap("lunch", "survey_tab"))).await;
+
+    assert_eq!(app.line.accepted().len(), sent, "nothing more was sent");
+    let record = app.firestore.get("users", &user).await.expect("the user is recorded");
+    assert_eq!(
+        sorted(string_array(&record, "tags")),
+        ["answered:lunch", "lunch_bad", "rich_menu_tap"]
+    );
+    assert_eq!(sorted(string_array(&record, "richMenuTaps")), ["member", "survey_tab"]);
+}
+
+#[tokio::test]
+async fn a_menu_tap_on_a_scenario_without_a_survey_runs_it_every_time_and_a_keyword_still_dedups() {
+    let app = spawn_app().await;
+    let user = events::new_user();
+
+    app.deliver(&postback(&user, &menu_tap("news", "member"))).await;
+    app.deliver(&postback(&user, &menu_tap("news", "member"))).await;
+    // A menu start and a keyword within the start dedup window: one start.
+    app.deliver(&postback(&user, &menu_tap("lunch", "member"))).await;
+    app.deliver(&text(&user, "lunch")).await;
+
+    assert_eq!(app.line.accepted_with_text(NEWS), 2);
+    assert_eq!(app.line.accepted_with_text(INTRO), 1);
+}
+
+#[tokio::test]
+async fn a_menu_switch_is_acknowledged_with_no_effect_and_no_write() {
+    let app = spawn_app().await;
+    let user = events::new_user();
+    let before = app.firestore.counts().await;
+
+    let switch = postback(&user, "v=1&k=s&m=survey_tab");
+    let response = app.post_webhook(&events::envelope(vec![switch])).await;
+    // Taps that are not ours, or name what does not exist, are no different.
+    for data in [
+        menu_tap("no_such_scenario", "member"),
+        "v=1&k=m&s=lunch&m=default".to_owned(),
+        "v=1&k=s&m=BAD".to_owned(),
+    ] {
+        let other = app.post_webhook(&events::envelope(vec![postback(&user, &data)])).await;
+        assert_eq!(other.status(), 200, "{data}");
+    }
+    app.settled().await;
+
+    assert_eq!(response.status(), 200);
+    assert!(app.line.calls().is_empty(), "nothing was sent");
+    assert_eq!(app.firestore.counts().await, before, "no document was written");
+    assert!(app.firestore.get("users", &user).await.is_none());
+}
+
+// ---- Deploy: `line-survey richmenus deploy`, run as an operator runs it ----
+
+mod deploy {
+    use crate::helpers::line_rich_menus::RichMenuOp;
+    use crate::helpers::line_stand_in::{ACCESS_TOKEN, Fault, LineStandIn};
+    use crate::helpers::{CHANNEL_SECRET, emulator_host, new_project_id, repo_path};
+    use std::collections::{BTreeMap, HashMap};
+    use std::path::{Path, PathBuf};
+    use std::process::{Child, Command, Output, Stdio};
+    use std::time::{Duration, Instant};
+
+    const BINARY: &str = env!("CARGO_BIN_EXE_line-survey");
+
+    /// A copy of the fixture pair (member, the default; survey_tab) that a
+    /// test may change.
+    fn menu_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("richmenus-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in ["member.toml", "member.png", "survey_tab.toml", "survey_tab.png"] {
+            std::fs::copy(repo_path("tests/fixtures/richmenus").join(name), dir.join(name)).unwrap();
+        }
+        dir
+    }
+
+    /// A new version of both files (their hashes change; LINE sees no difference).
+    fn touch_menus(dir: &Path, version: usize) {
+        for name in ["member.toml", "survey_tab.toml"] {
+            let path = dir.join(name);
+            let text = std::fs::read_to_string(&path).unwrap();
+            std::fs::write(&path, format!("{text}\n# version {version}\n")).unwrap();
+        }
+    }
+
+    fn command(project: &str, line: &LineStandIn, dir: &Path, dry_run: bool) -> Command {
+        let mut command = Command::new(BINARY);
+        command
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("LINE_CHANNEL_SECRET", CHANNEL_SECRET)
+            .env("LINE_CHANNEL_ACCESS_TOKEN", ACCESS_TOKEN)
+            .env("LINE_API_BASE_URL", line.uri())
+            .env("LINE_DATA_API_BASE_URL", line.uri())
+            .env("GOOGLE_CLOUD_PROJECT", project)
+            .env("FIRESTORE_EMULATOR_HOST", emulator_host())
+            .env("SCENARIOS_DIR", repo_path("scenarios"))
+            .env("RICH_MENUS_DIR", dir)
+            .env("LOG_FORMAT", "json")
+            // A killed deploy's lease runs out soon; LEASE_MS must exceed
+            // FIRESTORE_TIMEOUT_MS + LINE_TIMEOUT_MS.
+            .env("LEASE_MS", "3000")
+            .env("LINE_TIMEOUT_MS", "1000")
+            .args(["richmenus", "deploy"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if dry_run {
+            command.arg("--dry-run");
+        }
+        command
+    }
+
+    fn deploy(project: &str, line: &LineStandIn, dir: &Path) -> Output {
+        let output = command(project, line, dir, false).output().expect("the binary runs");
+        assert!(
+            output.status.success(),
+            "the deploy failed:\n{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output
+    }
+
+    fn text(output: &Output) -> String {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    }
+
+    /// The current LINE menu of each file, as the aliases say.
+    fn current(line: &LineStandIn) -> BTreeMap<String, String> {
+        line.rich_menu_aliases()
+    }
+
+    /// After a finished deploy: one menu per file, each with its image and
+    /// alias, `member` the default, every user on a current menu, nothing
+    /// left over.
+    fn assert_deployed(line: &LineStandIn, users: &HashMap<String, &str>) {
+        let aliases = current(line);
+        let menus = line.rich_menus();
+        assert_eq!(menus.len(), 2, "one menu per file: {menus:#?}");
+        let mut ids: Vec<&String> = aliases.values().collect();
+        ids.sort();
+        let mut listed: Vec<&String> = menus.iter().map(|menu| &menu.id).collect();
+        listed.sort();
+        assert_eq!(ids, listed, "the aliases point at the menus there are");
+        assert!(menus.iter().all(|menu| menu.has_image), "every menu has its image");
+        assert_eq!(
+            line.default_rich_menu().as_ref(),
+            aliases.get("member"),
+            "member is the default"
+        );
+        for (user, menu) in users {
+            assert_eq!(
+                line.user_rich_menu(user).as_ref(),
+                aliases.get(*menu),
+                "{user} is on the current {menu} menu"
+            );
+        }
+        assert!(
+            line.users_left_on_deleted_menus().is_empty(),
+            "no user was left on a deleted menu"
+        );
+    }
+
+    /// Users linked to each file's current menu (as a scenario would have).
+    fn link_users(line: &LineStandIn) -> HashMap<String, &'static str> {
+        let aliases = current(line);
+        let mut users = HashMap::new();
+        for (index, menu) in ["member", "member", "member", "survey_tab", "survey_tab"]
+            .iter()
+            .enumerate()
+        {
+            let user = format!("U{:032x}", 0xabc0 + index);
+            line.link_user_rich_menu(&user, &aliases[*menu]);
+            users.insert(user, *menu);
+        }
+        users
+    }
+
+    async fn wait_for_call(line: &LineStandIn, op: RichMenuOp, count: usize, child: &mut Child) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while line.rich_menu_calls_of(op).len() < count {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("the deploy ended ({status}) before calling {op:?}");
+            }
+            assert!(Instant::now() < deadline, "no {op:?} call within 20 s");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_deploy_creates_each_menu_once_and_a_second_changes_nothing() {
+        let project = new_project_id();
+        let line = LineStandIn::start().await;
+        let dir = menu_dir();
+
+        let first = deploy(&project, &line, &dir);
+        let users = link_users(&line);
+        let calls = line.rich_menu_calls().len();
+        let second = deploy(&project, &line, &dir);
+
+        assert_deployed(&line, &users);
+        let report = text(&first);
+        assert!(report.contains("member: created richmenu-"), "{report}");
+        assert!(report.contains("member: the account's default menu"), "{report}");
+        let again = text(&second);
+        assert!(
+            again.contains("member: unchanged") && again.contains("survey_tab: unchanged"),
+            "{again}"
+        );
+        let mutations = line.rich_menu_calls()[calls..]
+            .iter()
+            .filter(|call| call.method != "GET")
+            .count();
+        assert_eq!(mutations, 0, "an unchanged deploy changes nothing on LINE");
+        // The menus' postback data is the service's, and the names carry the hashes.
+        let member = line
+            .rich_menus()
+            .into_iter()
+            .find(|menu| Some(&menu.id) == current(&line).get("member"))
+            .unwrap();
+        assert_eq!(
+            member.body["areas"][0]["action"]["data"],
+            "v=1&k=m&s=ja_satisfaction&m=member"
+        );
+        assert_eq!(member.body["areas"][1]["action"]["type"], "richmenuswitch");
+        assert_eq!(member.body["areas"][1]["action"]["richMenuAliasId"], "survey_tab");
+        assert_eq!(member.body["areas"][1]["action"]["data"], "v=1&k=s&m=survey_tab");
+        assert!(member.name.starts_with("line-survey member "), "{}", member.name);
+    }
+
+    #[tokio::test]
+    async fn a_changed_file_replaces_its_menu_and_moves_its_users_and_a_dry_run_changes_nothing() {
+        let project = new_project_id();
+        let line = LineStandIn::start().await;
+        let dir = menu_dir();
+        deploy(&project, &line, &dir);
+        let users = link_users(&line);
+        let before = current(&line);
+        touch_menus(&dir, 1);
+
+        let calls = line.rich_menu_calls().len();
+        let dry = command(&project, &line, &dir, true).output().unwrap();
+        assert!(dry.status.success(), "{}", text(&dry));
+        let plan = text(&dry);
+        assert!(
+            plan.contains("member: would create a menu")
+                && plan.contains(&format!("move the users of {}", before["member"]))
+                && plan.contains("set it as the account's default"),
+            "{plan}"
+        );
+        assert!(
+            line.rich_menu_calls()[calls..].iter().all(|call| call.method == "GET"),
+            "a dry run only reads"
+        );
+        assert_eq!(current(&line), before, "a dry run changes nothing");
+
+        let report = text(&deploy(&project, &line, &dir));
+
+        assert_deployed(&line, &users);
+        assert_ne!(current(&line)["member"], before["member"], "a new menu");
+        assert!(
+            report.contains(&format!("member: deleted the old menu {}", before["member"])),
+            "{report}"
+        );
+        assert_eq!(
+            line.rich_menu_calls_of(RichMenuOp::Batch).len(),
+            1,
+            "one batch moves the users of both menus (LINE allows three an hour)"
+        );
+        // What the deploy sent LINE, against LINE's own schemas.
+        if let Some(shared) = crate::contract::shared_dir() {
+            let calls = line.rich_menu_calls_for_contract();
+            let (ok, report) = crate::rich_menu_stand_in::check_requests(&shared, &calls);
+            assert!(ok && report.contains(" 0 schema problems"), "{report}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_deploy_killed_after_each_step_finishes_the_same_work_when_run_again() {
+        let project = new_project_id();
+        let line = LineStandIn::start().await;
+        let dir = menu_dir();
+        // Nine deploys that each move users: LINE allows three batches an hour.
+        line.set_rich_menu_rate_limits(false);
+        deploy(&project, &line, &dir);
+        let users = link_users(&line);
+        // Each step in turn: LINE acts, its answer is held, the deploy is
+        // killed before it can record the step; then the step before LINE
+        // acts at all (the call fails slowly) for the create.
+        let kills = [
+            (RichMenuOp::Create, Fault::AcceptSlowly(Duration::from_secs(30))),
+            (RichMenuOp::Create, Fault::FailSlowly(Duration::from_secs(30))),
+            (RichMenuOp::Upload, Fault::AcceptSlowly(Duration::from_secs(30))),
+            (RichMenuOp::AliasUpdate, Fault::AcceptSlowly(Duration::from_secs(30))),
+            (RichMenuOp::Batch, Fault::AcceptSlowly(Duration::from_secs(30))),
+            (RichMenuOp::Progress, Fault::AcceptSlowly(Duration::from_secs(30))),
+            (RichMenuOp::SetDefault, Fault::AcceptSlowly(Duration::from_secs(30))),
+            (RichMenuOp::Delete, Fault::AcceptSlowly(Duration::from_secs(30))),
+        ];
+        for (round, (op, fault)) in kills.into_iter().enumerate() {
+            touch_menus(&dir, round + 1);
+            let seen = line.rich_menu_calls_of(op).len();
+            line.fail_next_rich_menu_calls(op, [fault.clone()]);
+            let mut child = command(&project, &line, &dir, false).spawn().unwrap();
+            wait_for_call(&line, op, seen + 1, &mut child).await;
+            child.kill().unwrap();
+            child.wait().unwrap();
+
+            let report = text(&deploy(&project, &line, &dir));
+
+            assert_deployed(&line, &users);
+            assert!(
+                report.contains("member: resuming after step") || report.contains("member: deployed"),
+                "round {round} ({op:?}, {fault:?}): {report}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn two_deploys_at_once_are_one_deploy() {
+        let project = new_project_id();
+        let line = LineStandIn::start().await;
+        let dir = menu_dir();
+
+        let mut one = command(&project, &line, &dir, false);
+        let mut other = command(&project, &line, &dir, false);
+        let (first, second) = tokio::join!(
+            tokio::task::spawn_blocking(move || one.output().unwrap()),
+            tokio::task::spawn_blocking(move || other.output().unwrap()),
+        );
+        let (first, second) = (first.unwrap(), second.unwrap());
+
+        assert!(
+            first.status.success() && second.status.success(),
+            "{}\n{}",
+            text(&first),
+            text(&second)
+        );
+        assert_eq!(
+            line.rich_menu_calls_of(RichMenuOp::Create).len(),
+            2,
+            "one create per file"
+        );
+        assert_deployed(&line, &HashMap::new());
+    }
+
+    /// `RICH_MENUS_DEPLOY=1`: the menus of the fixture pair, with the
+    /// sample scenarios they start.
+    fn deploying_at_start_up(config: &mut line_survey::config::Config) {
+        config.rich_menus_deploy = true;
+        config.rich_menus_dir = repo_path("tests/fixtures/richmenus");
+        config.scenarios_dir = repo_path("scenarios");
+    }
+
+    #[tokio::test]
+    async fn two_instances_starting_with_rich_menus_deploy_make_one_deploy() {
+        let first = crate::helpers::spawn_app_with(crate::helpers::TestOptions {
+            adjust: deploying_at_start_up,
+            ..Default::default()
+        })
+        .await;
+        let second = crate::helpers::spawn_app_with(crate::helpers::TestOptions {
+            adjust: deploying_at_start_up,
+            ..first.beside()
+        })
+        .await;
+        let line = &first.line;
+
+        // The first deploy lists LINE's menus four times (before each create,
+        // before the batch, for leftovers); the second, finding both menus
+        // deployed, twice.
+        crate::helpers::wait_until(Duration::from_secs(30), || {
+            line.rich_menu_calls_of(RichMenuOp::List).len() >= 6
+        })
+        .await;
+
+        assert_eq!(
+            line.rich_menu_calls_of(RichMenuOp::Create).len(),
+            2,
+            "one create per file"
+        );
+        assert_deployed(line, &HashMap::new());
+        let records = first.firestore.list("rich_menus").await;
+        assert_eq!(records.len(), 2);
+        drop(second);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_from_line_names_the_file_and_the_field() {
+        let project = new_project_id();
+        let line = LineStandIn::start().await;
+        let dir = menu_dir();
+        line.refuse_next_rich_menu_create("areas[0].action.data", "Length must be between 0 and 300");
+
+        let output = command(&project, &line, &dir, false).output().unwrap();
+
+        assert!(!output.status.success());
+        let said = text(&output);
+        assert!(
+            said.contains("member.toml") && said.contains("creating the menu failed"),
+            "{said}"
+        );
+        assert!(said.contains("areas[0]"), "LINE's property is named: {said}");
+    }
+}
