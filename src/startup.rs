@@ -116,12 +116,24 @@ impl Application {
             config.follower_sync_writes_per_second,
         );
         let personal = Personaliser::new(store.clone(), client.clone(), clock.clone());
-        let courier = Courier::new(client, store.clone(), policy.clone(), retries, clock.clone()).pausing_at(
-            config.fault_pause.map(|pause| match pause {
+        // Users' rich menus are linked with the same token, off the request path.
+        let menus = access_token
+            .map(|token| {
+                crate::line::rich_menus::RichMenuApi::new(
+                    &config.line_api_base_url,
+                    &config.line_data_api_base_url,
+                    token,
+                    config.line_timeout,
+                )
+            })
+            .transpose()?
+            .map(|api| crate::outbound::MenuSync::new(api, store.clone()));
+        let courier = Courier::new(client, store.clone(), policy.clone(), retries, clock.clone())
+            .with_menus(menus)
+            .pausing_at(config.fault_pause.map(|pause| match pause {
                 FaultPause::BeforeReplyCall => PauseAt::BeforeReplyCall,
                 FaultPause::AfterReplyCall => PauseAt::AfterReplyCall,
-            }),
-        );
+            }));
         let metrics = Arc::new(Metrics::default());
         let versions = Arc::new(Versions::new(engine.clone(), store.clone()));
         // Records this instance holds (queued, running, being sent), and the

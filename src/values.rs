@@ -80,11 +80,15 @@ pub struct UserChanges {
     pub untag: Vec<String>,
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub set: std::collections::BTreeMap<String, FieldValue>,
+    /// The rich menu to link to the user (a menu file's id), or `default` to
+    /// unlink theirs; the last one a step passes wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rich_menu: Option<String>,
 }
 
 impl UserChanges {
     pub fn is_empty(&self) -> bool {
-        self.tag.is_empty() && self.untag.is_empty() && self.set.is_empty()
+        self.tag.is_empty() && self.untag.is_empty() && self.set.is_empty() && self.rich_menu.is_none()
     }
 
     /// Adds `tags` after what is already planned.
@@ -119,6 +123,9 @@ impl UserChanges {
         self.add_tags(&later.tag);
         self.remove_tags(&later.untag);
         self.set_fields(&later.set);
+        if later.rich_menu.is_some() {
+            self.rich_menu.clone_from(&later.rich_menu);
+        }
         self
     }
 }
@@ -164,6 +171,28 @@ mod tests {
             );
             assert!(net.tag.iter().all(|tag| !net.untag.contains(tag)));
         }
+    }
+
+    #[test]
+    fn a_later_rich_menu_wins_and_none_keeps_the_earlier() {
+        let with = |menu: Option<&str>| UserChanges {
+            rich_menu: menu.map(str::to_owned),
+            ..UserChanges::default()
+        };
+        let cases = [
+            (None, None, None),
+            (Some("member"), None, Some("member")),
+            (None, Some("member"), Some("member")),
+            (Some("member"), Some("default"), Some("default")),
+        ];
+        for (first, later, expected) in cases {
+            assert_eq!(
+                with(first).then(&with(later)).rich_menu.as_deref(),
+                expected,
+                "{first:?} then {later:?}"
+            );
+        }
+        assert!(!with(Some("member")).is_empty());
     }
 
     #[test]

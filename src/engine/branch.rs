@@ -63,6 +63,17 @@ impl Engine {
             };
             let now = apply(state, &before.clone().then(&chain.changes));
             let taken = branch.decide(loaded.id(), &now, day_start);
+            // The arm's own menu comes before what the nodes after it do.
+            let arm_menu = taken
+                .arm
+                .and_then(|index| branch.arms.get(index))
+                .and_then(|arm| arm.rich_menu.clone());
+            if arm_menu.is_some() {
+                chain.changes = std::mem::take(&mut chain.changes).then(&UserChanges {
+                    rich_menu: arm_menu,
+                    ..UserChanges::default()
+                });
+            }
             let rest = render_in_run(loaded, &taken.next, run, Some(who))?;
             decided.push(Decided {
                 branch: at,

@@ -333,6 +333,20 @@ impl RichMenuApi {
         gone_or_ok(answer).await
     }
 
+    /// Links menu `id` to `user` (LINE: the menu must have its image).
+    pub(crate) async fn link_user(&self, user: &str, id: &str) -> Result<(), SendError> {
+        let path = format!("/v2/bot/user/{}/richmenu/{}", encoded(user), encoded(id));
+        let answer = self.call(reqwest::Method::POST, &path, None::<&()>).await?;
+        expect_ok(answer).await
+    }
+
+    /// Unlinks `user`'s own menu: the account's default shows.
+    pub(crate) async fn unlink_user(&self, user: &str) -> Result<(), SendError> {
+        let path = format!("/v2/bot/user/{}/richmenu", encoded(user));
+        let answer = self.call(reqwest::Method::DELETE, &path, None::<&()>).await?;
+        expect_ok(answer).await
+    }
+
     async fn call<B: Serialize>(
         &self,
         method: reqwest::Method,
@@ -347,18 +361,28 @@ impl RichMenuApi {
         if let Some(body) = body {
             request = request.json(body);
         }
-        // The metric names the endpoint, never an id in the path.
-        let endpoint = path.split('?').next().unwrap_or(path);
-        let endpoint = if endpoint.starts_with("/v2/bot/richmenu/alias/") {
-            "/v2/bot/richmenu/alias/{richMenuAliasId}"
-        } else if endpoint.starts_with("/v2/bot/user/all/richmenu/") {
-            "/v2/bot/user/all/richmenu/{richMenuId}"
-        } else if endpoint.starts_with("/v2/bot/richmenu/richmenu-") {
-            "/v2/bot/richmenu/{richMenuId}"
-        } else {
-            endpoint
-        };
-        answered(endpoint, request.send().await, started).await
+        answered(metric_endpoint(path), request.send().await, started).await
+    }
+}
+
+/// The endpoint a call's metric names: its path with the ids (a user's
+/// among them) replaced by their parameter names.
+fn metric_endpoint(path: &str) -> &str {
+    let path = path.split('?').next().unwrap_or(path);
+    if path == "/v2/bot/user/all/richmenu" {
+        path
+    } else if path.starts_with("/v2/bot/user/all/richmenu/") {
+        "/v2/bot/user/all/richmenu/{richMenuId}"
+    } else if path.starts_with("/v2/bot/user/") && path.ends_with("/richmenu") {
+        "/v2/bot/user/{userId}/richmenu"
+    } else if path.starts_with("/v2/bot/user/") {
+        "/v2/bot/user/{userId}/richmenu/{richMenuId}"
+    } else if path.starts_with("/v2/bot/richmenu/alias/") && path != "/v2/bot/richmenu/alias/list" {
+        "/v2/bot/richmenu/alias/{richMenuAliasId}"
+    } else if path.starts_with("/v2/bot/richmenu/richmenu-") {
+        "/v2/bot/richmenu/{richMenuId}"
+    } else {
+        path
     }
 }
 
@@ -449,6 +473,42 @@ async fn refusal(response: reqwest::Response) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn metrics_name_endpoints_without_ids() {
+        let user = "U0123456789abcdef0123456789abcdef";
+        let cases = [
+            (
+                format!("/v2/bot/user/{user}/richmenu"),
+                "/v2/bot/user/{userId}/richmenu",
+            ),
+            (
+                format!("/v2/bot/user/{user}/richmenu/richmenu-0a"),
+                "/v2/bot/user/{userId}/richmenu/{richMenuId}",
+            ),
+            ("/v2/bot/user/all/richmenu".to_owned(), "/v2/bot/user/all/richmenu"),
+            (
+                "/v2/bot/user/all/richmenu/richmenu-0a".to_owned(),
+                "/v2/bot/user/all/richmenu/{richMenuId}",
+            ),
+            (
+                "/v2/bot/richmenu/alias/member".to_owned(),
+                "/v2/bot/richmenu/alias/{richMenuAliasId}",
+            ),
+            (
+                "/v2/bot/richmenu/richmenu-0a".to_owned(),
+                "/v2/bot/richmenu/{richMenuId}",
+            ),
+            ("/v2/bot/richmenu/list".to_owned(), "/v2/bot/richmenu/list"),
+            (
+                "/v2/bot/richmenu/progress/batch?requestId=x".to_owned(),
+                "/v2/bot/richmenu/progress/batch",
+            ),
+        ];
+        for (path, expected) in cases {
+            assert_eq!(metric_endpoint(&path), expected, "{path}");
+        }
+    }
 
     #[test]
     fn actions_serialise_as_line_names_them() {

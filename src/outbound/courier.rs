@@ -74,6 +74,8 @@ pub(crate) struct Courier {
     /// The service's clock: a reply token's age is event time to now.
     clock: Clock,
     pause: Option<PauseAt>,
+    /// Makes users' rich menus so (`rich_menu` entries); `None` in a dry run.
+    menus: Option<super::MenuSync>,
 }
 
 /// The outcome of one turn and how it is to be recorded.
@@ -121,7 +123,14 @@ impl Courier {
             retries,
             clock,
             pause: None,
+            menus: None,
         }
+    }
+
+    /// A courier that carries out `rich_menu` entries with `menus` (without
+    /// it, as in a dry run, they are `logged`).
+    pub(crate) fn with_menus(self, menus: Option<super::MenuSync>) -> Self {
+        Self { menus, ..self }
     }
 
     /// A courier that stops for good at `pause` (see [`PauseAt`]).
@@ -213,6 +222,9 @@ impl Courier {
     /// One turn, and the version to record its outcome from; `None` when the
     /// action moved on and this turn must not go on.
     async fn turn(&self, ledger_id: &str, doc: &LedgerDoc, version: Version) -> Option<(Turn, Version)> {
+        if doc.route == RouteDoc::RichMenu {
+            return Some((self.rich_menu(doc).await, version));
+        }
         let messages: Vec<Message> = match serde_json::from_str(&doc.messages) {
             // Rendered with the values decided with the step: the same bytes on
             // every attempt, whichever instance makes it.
@@ -383,6 +395,46 @@ impl Courier {
             settlement,
             attempted: attempted(attempts),
         }
+    }
+
+    /// A `rich_menu` entry: the user's menu made so on LINE, retried like a
+    /// push (LINE's link and unlink calls are safe to repeat).
+    async fn rich_menu(&self, doc: &LedgerDoc) -> Turn {
+        let attempts = doc.attempts + 1;
+        let attempted = Attempted {
+            attempts,
+            route: RouteDoc::RichMenu,
+            reply_outcome_unknown: false,
+        };
+        let Some(menus) = &self.menus else {
+            return Turn {
+                settlement: Settlement::Logged,
+                attempted,
+            };
+        };
+        let settlement = match menus.apply(&doc.line_user_id).await {
+            Ok(()) => Settlement::Sent,
+            Err(
+                error @ (super::menu_sync::SyncError::NotDeployed(_)
+                | super::menu_sync::SyncError::Line(SendError::Rejected { .. })),
+            ) => Settlement::Failed(error.to_string()),
+            Err(error) if attempts >= self.policy.max_attempts => {
+                Settlement::Failed(format!("gave up after {attempts} attempts: {error}"))
+            }
+            Err(error) => {
+                let wait = match &error {
+                    super::menu_sync::SyncError::Line(SendError::RateLimited {
+                        retry_after: Some(after),
+                    }) => (*after).max(self.policy.backoff(attempts)),
+                    _ => self.policy.backoff(attempts),
+                };
+                Settlement::RetryAt {
+                    after: wait,
+                    error: error.to_string(),
+                }
+            }
+        };
+        Turn { settlement, attempted }
     }
 
     /// Whether a reply token issued at `event_time_ms` is still safe to use.

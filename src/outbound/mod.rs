@@ -3,8 +3,10 @@
 //! its end state.
 
 mod courier;
+mod menu_sync;
 
 pub(crate) use courier::{Courier, Delivery, PauseAt, RetryPolicy, ScheduledRetry};
+pub(crate) use menu_sync::MenuSync;
 
 use crate::ids::{LineUserId, ScenarioId, deterministic_id};
 use crate::line::messages::Message;

@@ -25,6 +25,10 @@ pub struct BranchNode {
 pub struct BranchArm {
     pub when: Condition,
     pub next: NodeId,
+    /// Links this rich menu to the user when the arm is taken (`"default"`:
+    /// unlinks theirs).
+    #[serde(default)]
+    pub rich_menu: Option<String>,
 }
 
 /// Every key given must hold (an empty `when` always holds).

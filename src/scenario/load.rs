@@ -259,6 +259,18 @@ mod tests {
                 Some(r#"node "ask": choice "gold": untag has an empty tag"#),
             ),
             (
+                with_actions(r#"rich_menu = "member""#, "", r#", rich_menu = "default""#),
+                None,
+            ),
+            (
+                with_actions(r#"rich_menu = "Member Menu""#, "", ""),
+                Some(r#"node "hello": rich_menu "Member Menu" must be a menu file's id"#),
+            ),
+            (
+                with_actions("", "", r#", rich_menu = "x/y""#),
+                Some(r#"node "ask": choice "gold": rich_menu "x/y" must be a menu file's id"#),
+            ),
+            (
                 with_actions("", r#"field = "9lives""#, ""),
                 Some(r#"node "ask": field name "9lives" must look like"#),
             ),

@@ -176,6 +176,10 @@ pub struct MessageNode {
     /// strings of at most 500 characters, numbers or booleans.
     #[serde(default)]
     pub set: BTreeMap<String, FieldValue>,
+    /// Links this rich menu (a menu file's id) to the user in the same step,
+    /// or `"default"` to unlink theirs (the account's default shows).
+    #[serde(default)]
+    pub rich_menu: Option<String>,
 }
 
 /// How a choice question is shown.
@@ -215,6 +219,10 @@ pub struct SurveyNode {
     /// strings of at most 500 characters, numbers or booleans.
     #[serde(default)]
     pub set: BTreeMap<String, FieldValue>,
+    /// Links this rich menu (a menu file's id) to the user in the same step,
+    /// or `"default"` to unlink theirs (the account's default shows).
+    #[serde(default)]
+    pub rich_menu: Option<String>,
     /// A user field the answer's value is also written to.
     #[serde(default)]
     pub field: Option<String>,
@@ -270,6 +278,10 @@ pub struct Choice {
     /// strings of at most 500 characters, numbers or booleans.
     #[serde(default)]
     pub set: BTreeMap<String, FieldValue>,
+    /// Links this rich menu (a menu file's id) to the user in the same step,
+    /// or `"default"` to unlink theirs (the account's default shows).
+    #[serde(default)]
+    pub rich_menu: Option<String>,
     #[serde(default)]
     pub next: Option<NodeId>,
 }
@@ -292,6 +304,10 @@ pub struct TextQuestionNode {
     /// strings of at most 500 characters, numbers or booleans.
     #[serde(default)]
     pub set: BTreeMap<String, FieldValue>,
+    /// Links this rich menu (a menu file's id) to the user in the same step,
+    /// or `"default"` to unlink theirs (the account's default shows).
+    #[serde(default)]
+    pub rich_menu: Option<String>,
     /// A user field the answer's value is also written to.
     #[serde(default)]
     pub field: Option<String>,
@@ -415,6 +431,10 @@ pub struct DateQuestionNode {
     /// strings of at most 500 characters, numbers or booleans.
     #[serde(default)]
     pub set: BTreeMap<String, FieldValue>,
+    /// Links this rich menu (a menu file's id) to the user in the same step,
+    /// or `"default"` to unlink theirs (the account's default shows).
+    #[serde(default)]
+    pub rich_menu: Option<String>,
     /// A user field the answer's value is also written to.
     #[serde(default)]
     pub field: Option<String>,
@@ -566,6 +586,10 @@ pub struct EndNode {
     /// strings of at most 500 characters, numbers or booleans.
     #[serde(default)]
     pub set: BTreeMap<String, FieldValue>,
+    /// Links this rich menu (a menu file's id) to the user in the same step,
+    /// or `"default"` to unlink theirs (the account's default shows).
+    #[serde(default)]
+    pub rich_menu: Option<String>,
 }
 
 impl Node {
@@ -592,6 +616,7 @@ pub struct Actions<'a> {
     pub tags: &'a [String],
     pub untag: &'a [String],
     pub set: &'a BTreeMap<String, FieldValue>,
+    pub rich_menu: Option<&'a str>,
 }
 
 impl Actions<'_> {
@@ -600,10 +625,13 @@ impl Actions<'_> {
         changes.add_tags(self.tags);
         changes.remove_tags(self.untag);
         changes.set_fields(self.set);
+        if let Some(menu) = self.rich_menu {
+            changes.rich_menu = Some(menu.to_owned());
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.tags.is_empty() && self.untag.is_empty() && self.set.is_empty()
+        self.tags.is_empty() && self.untag.is_empty() && self.set.is_empty() && self.rich_menu.is_none()
     }
 }
 
@@ -616,11 +644,13 @@ impl Node {
                 tags: &node.tags,
                 untag: &node.untag,
                 set: &node.set,
+                rich_menu: node.rich_menu.as_deref(),
             }),
             Node::End(node) => Some(Actions {
                 tags: &node.tags,
                 untag: &node.untag,
                 set: &node.set,
+                rich_menu: node.rich_menu.as_deref(),
             }),
             _ => None,
         }
@@ -636,6 +666,7 @@ impl Node {
                         tags: &$node.tags,
                         untag: &$node.untag,
                         set: &$node.set,
+                        rich_menu: $node.rich_menu.as_deref(),
                     },
                     $node.field.as_deref(),
                 ))
@@ -670,6 +701,7 @@ impl Choice {
             tags: &self.tags,
             untag: &self.untag,
             set: &self.set,
+            rich_menu: self.rich_menu.as_deref(),
         }
     }
 }

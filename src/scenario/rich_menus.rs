@@ -320,6 +320,30 @@ pub fn load_rich_menus(dir: &Path, scenarios: &Scenarios) -> Result<Vec<RichMenu
             ),
         }
     }
+    // Every menu a scenario links must be a file here.
+    for loaded in scenarios.iter() {
+        for node in &loaded.scenario.nodes {
+            let mut named: Vec<&str> = node
+                .all_actions()
+                .iter()
+                .filter_map(|actions| actions.rich_menu)
+                .collect();
+            if let super::Node::Branch(branch) = node {
+                named.extend(branch.arms.iter().filter_map(|arm| arm.rich_menu.as_deref()));
+            }
+            for menu in named
+                .into_iter()
+                .filter(|menu| *menu != "default" && !ids.contains(menu))
+            {
+                problems.push(ScenarioError {
+                    file: loaded.source.clone(),
+                    scenario: Some(loaded.id().to_string()),
+                    node: Some(node.id().to_string()),
+                    problem: format!("rich_menu {menu:?}: no menu file in {} has that id", dir.display()),
+                });
+            }
+        }
+    }
     if defaults.len() > 1 {
         problems.push(problem(
             dir,

@@ -260,6 +260,20 @@ fn check_actions(report: &mut Report<'_>, node: &NodeId, what: &str, actions: &c
             report.node_problem(node, format!("{what}set: the value of {name:?} is not a finite number"));
         }
     }
+    if let Some(problem) = actions.rich_menu.and_then(rich_menu_problem) {
+        report.node_problem(node, format!("{what}{problem}"));
+    }
+}
+
+/// Why `rich_menu = "..."` names no menu a file could have (`default`
+/// unlinks the user's menu).
+pub(crate) fn rich_menu_problem(menu: &str) -> Option<String> {
+    (menu != "default" && crate::ids::MenuId::parse(menu).is_err()).then(|| {
+        format!(
+            "rich_menu {menu:?} must be a menu file's id ({}) or \"default\"",
+            crate::ids::MenuId::RULE
+        )
+    })
 }
 
 /// A question's `field`: a valid name, and for a text question an answer of
@@ -486,6 +500,9 @@ fn check_branch(scenario: &Scenario, report: &mut Report<'_>, branch: &super::Br
         let mut problem = |text: String| report.node_problem(&branch.id, format!("arm {}: {text}", index + 1));
         for problem_text in condition_problems(&arm.when) {
             problem(problem_text);
+        }
+        if let Some(text) = arm.rich_menu.as_deref().and_then(rich_menu_problem) {
+            problem(text);
         }
         if let Some(answer) = &arm.when.answer
             && answer.scenario.as_ref().is_none_or(|other| other == &scenario.id)

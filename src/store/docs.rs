@@ -261,6 +261,9 @@ pub(crate) struct EntryCounts {
 pub(crate) enum RouteDoc {
     Reply,
     Push,
+    /// No message: the user's rich menu made so on LINE as their record
+    /// (`users/{id}.richMenu`) says, whatever it says when the call is made.
+    RichMenu,
 }
 
 impl RouteDoc {
@@ -268,6 +271,7 @@ impl RouteDoc {
         match self {
             RouteDoc::Reply => "reply",
             RouteDoc::Push => "push",
+            RouteDoc::RichMenu => "rich_menu",
         }
     }
 }

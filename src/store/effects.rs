@@ -13,8 +13,8 @@ use super::messages::MessageKey;
 use super::questions::QuestionChange;
 use super::timers::TimerDoc;
 use super::writes::{
-    CommitOutcome, Expect, array_remove, array_union, create, expecting, maximum, merge, merge_deleting, merge_paths,
-    minimum, transform_only,
+    CommitOutcome, Expect, array_remove, array_union, create, expecting, increment_by, maximum, merge, merge_deleting,
+    merge_paths, minimum, transform_only,
 };
 use super::{Store, StoreError, Version};
 use crate::values::{AnswerValue, FieldValue, UserChanges};
@@ -437,6 +437,8 @@ impl Store {
             line_user_id: &'a str,
             #[serde(skip_serializing_if = "BTreeMap::is_empty")]
             fields: &'a BTreeMap<String, FieldValue>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            rich_menu: Option<&'a str>,
         }
         // A step's write always moves the record's version, so a branch that
         // read the record before it (conditional on that version) sees it,
@@ -460,9 +462,16 @@ impl Store {
         let fields = UserFields {
             line_user_id: user,
             fields: &changes.set,
+            rich_menu: changes.rich_menu.as_deref(),
         };
         // Each field by its own path: `fields` as a whole would replace the map.
-        let masked: Vec<String> = changes.set.keys().map(|name| format!("fields.{name}")).collect();
+        let mut masked: Vec<String> = changes.set.keys().map(|name| format!("fields.{name}")).collect();
+        if changes.rich_menu.is_some() {
+            // The decision and its sequence number: the link call applies the
+            // newest, and checks the number did not move while it called.
+            masked.push("richMenu".to_owned());
+            transforms.push(increment_by("richMenuSeq", 1));
+        }
         let write = merge_paths(path.clone(), &fields, &masked, transforms)?;
         let mut writes = vec![match expect {
             Some(expect) => expecting(write, expect),
@@ -470,6 +479,10 @@ impl Store {
         }];
         if !changes.untag.is_empty() {
             writes.push(transform_only(path, vec![array_remove("tags", &changes.untag)]));
+        }
+        if changes.rich_menu.is_some() {
+            let (id, entry) = self.rich_menu_sync_entry(user);
+            writes.push(self.ledger_create_write(&id, &entry)?);
         }
         Ok(writes)
     }

@@ -19,7 +19,7 @@ use serde::Serialize;
 use std::time::Duration;
 
 /// Kept for audits and for answering "did this user get that message?".
-const LEDGER_RETENTION: Duration = Duration::from_secs(90 * 24 * 60 * 60);
+pub(super) const LEDGER_RETENTION: Duration = Duration::from_secs(90 * 24 * 60 * 60);
 
 /// How an action ended, or that it waits for another attempt.
 #[derive(Debug, Clone)]

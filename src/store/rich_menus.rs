@@ -9,7 +9,8 @@
 //!   starting at once (or a start-up and the command) make one deploy, and the
 //!   batch under way (its LINE request id and the menus it serves).
 
-use super::docs::collections::{RICH_MENU_DEPLOYS, RICH_MENUS};
+use super::docs::collections::{RICH_MENU_DEPLOYS, RICH_MENUS, USERS};
+use super::docs::{LedgerDoc, LedgerState, RouteDoc};
 use super::lease::Stored;
 use super::writes::{CommitOutcome, Expect, delete, expecting, set};
 use super::{Store, StoreError, Version};
@@ -70,7 +71,81 @@ pub(crate) struct HeldDeploy {
     pub(crate) batch: Option<DeployBatch>,
 }
 
+/// The rich menu a user's record asks for, and its sequence number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AskedMenu {
+    /// A menu file's id, or `default` (no menu of the user's own).
+    pub(crate) menu: String,
+    pub(crate) seq: i64,
+}
+
 impl Store {
+    /// The menu `user`'s record asks for; `None` when it asks for none.
+    pub(crate) async fn asked_rich_menu(&self, user: &str) -> Result<Option<AskedMenu>, StoreError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Asked {
+            #[serde(default)]
+            rich_menu: Option<String>,
+            #[serde(default)]
+            rich_menu_seq: i64,
+        }
+        let found = self.get_stored::<Asked>(USERS, user).await?;
+        Ok(found.and_then(|stored| {
+            stored.doc.rich_menu.map(|menu| AskedMenu {
+                menu,
+                seq: stored.doc.rich_menu_seq,
+            })
+        }))
+    }
+
+    /// The LINE menu a link to menu file `id` uses now; `None` when it was
+    /// never deployed.
+    pub(crate) async fn live_rich_menu(&self, id: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .get_stored::<RichMenuRecord>(RICH_MENUS, id)
+            .await?
+            .and_then(|stored| stored.doc.live))
+    }
+
+    /// A ledger entry that makes `user`'s menu on LINE what their record
+    /// asks for, takeable by any instance at once. Written with each step
+    /// that decides a menu; a repeat of the commit writes another, which
+    /// does the same.
+    pub(super) fn rich_menu_sync_entry(&self, user: &str) -> (String, LedgerDoc) {
+        let nonce = uuid::Uuid::new_v4().to_string();
+        let action_key = crate::ids::deterministic_id(&["rich_menu", user, &nonce]);
+        let now = self.now();
+        let doc = LedgerDoc {
+            action_key: action_key.clone(),
+            line_user_id: user.to_owned(),
+            messages: "[]".to_owned(),
+            route: RouteDoc::RichMenu,
+            reply_token: None,
+            event_time_ms: None,
+            retry_key: uuid::Uuid::new_v4().to_string(),
+            state: LedgerState::Pending,
+            attempts: 0,
+            reply_outcome_unknown: false,
+            reply_call_pending: Some(false),
+            reply_marks_by: None,
+            lease_owner: self.options.instance_id.clone(),
+            // Run out at once: the sweeper of any instance makes the call.
+            lease_until: now,
+            created_at: now,
+            last_error: None,
+            scenario_id: String::new(),
+            webhook_event_id: None,
+            inbox_id: None,
+            answer_id: None,
+            asks: None,
+            split: None,
+            personal: None,
+            expire_at: super::later(now, super::ledger::LEDGER_RETENTION),
+        };
+        (action_key, doc)
+    }
+
     /// Every menu record (a deploy's whole state: one per menu file).
     pub(crate) async fn rich_menu_records(&self) -> Result<Vec<Stored<RichMenuRecord>>, StoreError> {
         const FIELDS: [&str; 6] = ["hash", "step", "richMenuId", "live", "old", "default"];

@@ -163,6 +163,14 @@ pub(super) fn array_remove(field: &str, values: &[String]) -> FieldTransform {
     }
 }
 
+/// Adds `by` to the stored integer (0 when absent).
+pub(super) fn increment_by(field: &str, by: i64) -> FieldTransform {
+    FieldTransform {
+        field_path: field.to_owned(),
+        transform_type: Some(TransformType::Increment(integer_value(by))),
+    }
+}
+
 /// Keeps the smaller of the stored and the given integer.
 pub(super) fn minimum(field: &str, value: i64) -> FieldTransform {
     FieldTransform {

@@ -121,7 +121,7 @@ mod deploy {
 
     /// A copy of the fixture pair (member, the default; survey_tab) that a
     /// test may change.
-    fn menu_dir() -> PathBuf {
+    pub(super) fn menu_dir() -> PathBuf {
         let dir = std::env::temp_dir().join(format!("richmenus-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         for name in ["member.toml", "member.png", "survey_tab.toml", "survey_tab.png"] {
@@ -166,7 +166,7 @@ mod deploy {
         command
     }
 
-    fn deploy(project: &str, line: &LineStandIn, dir: &Path) -> Output {
+    pub(super) fn deploy(project: &str, line: &LineStandIn, dir: &Path) -> Output {
         let output = command(project, line, dir, false).output().expect("the binary runs");
         assert!(
             output.status.success(),
@@ -461,5 +461,105 @@ mod deploy {
             "{said}"
         );
         assert!(said.contains("areas[0]"), "LINE's property is named: {said}");
+    }
+}
+
+// ---- Per-user menus: `rich_menu` on a step, linked through the ledger ----
+
+/// The rich menu ledger entries of `user`.
+fn menu_entries(ledger: &[serde_json::Value], user: &str) -> Vec<serde_json::Value> {
+    ledger
+        .iter()
+        .filter(|entry| {
+            crate::helpers::firestore_rest::string_field(entry, "route").as_deref() == Some("rich_menu")
+                && crate::helpers::firestore_rest::string_field(entry, "lineUserId").as_deref() == Some(user)
+        })
+        .cloned()
+        .collect()
+}
+
+#[tokio::test]
+async fn two_hundred_users_double_tapping_choices_that_link_menus_end_on_the_menu_of_their_recorded_answer() {
+    use crate::helpers::firestore_rest::string_field;
+    let app = spawn_app().await;
+    deploy::deploy(&app.project_id, &app.line, &deploy::menu_dir());
+    let aliases = app.line.rich_menu_aliases();
+    app.line.fail_rich_menu_links_randomly(0.3);
+    let users: Vec<String> = (0..200).map(|_| events::new_user()).collect();
+    // Each user taps two different choices at once: guard 1 records one.
+    let choices = ["member", "survey", "none"];
+    let taps: Vec<serde_json::Value> = users
+        .iter()
+        .enumerate()
+        .flat_map(|(index, user)| {
+            let (first, second) = (choices[index % 3], choices[(index + 1) % 3]);
+            [
+                postback(user, &events::answer_data("membership", "plan", first)),
+                postback(user, &events::answer_data("membership", "plan", second)),
+            ]
+        })
+        .collect();
+
+    let bodies: Vec<serde_json::Value> = taps.iter().map(|tap| events::envelope(vec![tap.clone()])).collect();
+    let responses = futures::future::join_all(bodies.iter().map(|body| app.post_webhook(body))).await;
+    assert!(responses.iter().all(|response| response.status() == 200));
+    app.settled().await;
+    // Every link entry settled (30% of LINE's link calls fail: retried).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let ledger = loop {
+        let ledger = app.firestore.list("outbound_ledger").await;
+        let open = ledger
+            .iter()
+            .filter(|entry| {
+                string_field(entry, "route").as_deref() == Some("rich_menu")
+                    && string_field(entry, "state").as_deref() != Some("sent")
+            })
+            .count();
+        if open == 0 {
+            break ledger;
+        }
+        assert!(std::time::Instant::now() < deadline, "{open} link entries still open");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+
+    let failed_calls = app
+        .line
+        .rich_menu_calls()
+        .iter()
+        .filter(|call| call.path.starts_with("/v2/bot/user/U") && call.status == 500)
+        .count();
+    assert!(
+        failed_calls > 20,
+        "LINE failed link calls ({failed_calls}) and they were retried"
+    );
+    for user in &users {
+        let answer_id = line_survey::ids::answer_id(
+            &line_survey::ids::ScenarioId::parse("membership").unwrap(),
+            &line_survey::ids::NodeId::parse("plan").unwrap(),
+            &line_survey::ids::LineUserId::parse(user.as_str()).unwrap(),
+        );
+        let answer = app
+            .firestore
+            .get("survey_responses", &answer_id)
+            .await
+            .expect("one answer recorded");
+        let recorded = string_field(&answer, "value").expect("a choice");
+        let (asked, expected) = match recorded.as_str() {
+            "member" => ("member", aliases.get("member").cloned()),
+            "survey" => ("survey_tab", aliases.get("survey_tab").cloned()),
+            _ => ("default", None),
+        };
+        let record = app.firestore.get("users", user).await.expect("the user is recorded");
+        assert_eq!(string_field(&record, "richMenu").as_deref(), Some(asked), "{user}");
+        assert_eq!(
+            app.line.user_rich_menu(user),
+            expected,
+            "{user} is on the menu of {recorded}"
+        );
+        assert_eq!(
+            menu_entries(&ledger, user).len(),
+            1,
+            "{user}: one decision, one link entry"
+        );
     }
 }

@@ -392,3 +392,49 @@ fn images_are_plain_files_within_the_limit_png_or_jpeg() {
         "{problems:?}"
     );
 }
+
+#[test]
+fn a_scenario_linking_a_menu_no_file_has_is_a_problem_and_default_is_not() {
+    let dir = fresh_dir();
+    let scenario = |menu: &str| {
+        format!(
+            r#"
+id = "links"
+version = 1
+[[nodes]]
+id = "hello"
+kind = "message"
+text = "こんにちは"
+rich_menu = "{menu}"
+"#
+        )
+    };
+    let scenarios_dir = dir.join("scenarios");
+    let menus_dir = dir.join("menus");
+    std::fs::create_dir_all(&scenarios_dir).unwrap();
+    std::fs::create_dir_all(&menus_dir).unwrap();
+    let alone = SURVEY_TAB.replace(
+        r#"{ type = "switch", to = "member" }"#,
+        r#"{ type = "uri", uri = "https://example.com" }"#,
+    );
+    std::fs::write(menus_dir.join("survey_tab.toml"), alone).unwrap();
+    std::fs::write(menus_dir.join("tab.png"), png(2500, 843)).unwrap();
+    for (menu, problem) in [
+        ("survey_tab", None),
+        ("default", None),
+        ("member", Some("rich_menu \"member\": no menu file")),
+    ] {
+        std::fs::write(scenarios_dir.join("links.toml"), scenario(menu)).unwrap();
+        let scenarios = super::super::load_dir(&scenarios_dir).expect("the scenario loads");
+        let found = load_rich_menus(&menus_dir, &scenarios)
+            .map_err(|problems| problems.iter().map(ToString::to_string).collect::<Vec<_>>());
+        match problem {
+            None => assert!(found.is_ok(), "{menu}: {found:?}"),
+            Some(problem) => {
+                let problems = found.expect_err(menu);
+                assert!(problems.iter().any(|found| found.contains(problem)), "{problems:?}");
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
