@@ -117,7 +117,7 @@ impl Application {
         );
         let personal = Personaliser::new(store.clone(), client.clone(), clock.clone());
         // Users' rich menus are linked with the same token, off the request path.
-        let menus = access_token
+        let menu_api = access_token
             .map(|token| {
                 crate::line::rich_menus::RichMenuApi::new(
                     &config.line_api_base_url,
@@ -126,7 +126,9 @@ impl Application {
                     config.line_timeout,
                 )
             })
-            .transpose()?
+            .transpose()?;
+        let menus = menu_api
+            .clone()
             .map(|api| crate::outbound::MenuSync::new(api, store.clone()));
         let courier = Courier::new(client, store.clone(), policy.clone(), retries, clock.clone())
             .with_menus(menus)
@@ -221,6 +223,7 @@ impl Application {
             clock.clone(),
         );
         scrape.spawn_upkeep(shutdown.clone());
+        let menu_links = crate::pipeline::rich_menu_links::MenuLinks::new(store.clone(), menu_api, versions.clone());
         let state = web::Data::new(AppState {
             ingest: Ingest::new(
                 versions,
@@ -239,6 +242,7 @@ impl Application {
             user_profiles: crate::reports::users::UserProfiles::new(store.clone()),
             manual_sender: ManualSender::new(engine, store.clone(), courier, personal, clock.clone()),
             campaigns,
+            menu_links,
             follower_sync,
             replayer,
             timer_cancels: TimerCancels::new(store.clone()),

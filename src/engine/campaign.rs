@@ -337,7 +337,8 @@ impl RecipientStart {
     /// that reached them: one write, and a second when tags are removed, one
     /// transform per field and write).
     pub(crate) fn writes(&self) -> usize {
-        let user = 1 + usize::from(!self.changes.untag.is_empty());
+        // A rich menu's link entry is one more write.
+        let user = 1 + usize::from(!self.changes.untag.is_empty()) + usize::from(self.changes.rich_menu.is_some());
         1 + usize::from(self.opens.is_some()) + self.timers.len() + user
     }
 
@@ -361,6 +362,15 @@ impl Engine {
             .ok_or_else(|| AudienceError::UnknownScenario(scenario.to_string()))?
             .timing()
             .zone;
+        self.audience_in(request, zone)
+    }
+
+    /// Checks an audience against the loaded scenarios; dates are read in `zone`.
+    pub(crate) fn audience_in(
+        &self,
+        request: &AudienceRequest,
+        zone: chrono_tz::Tz,
+    ) -> Result<Audience, AudienceError> {
         let tags = request.tags.clone().unwrap_or_default();
         let any_of = tag_list("tags.anyOf", tags.any_of)?;
         let all_of = tag_list("tags.allOf", tags.all_of)?;

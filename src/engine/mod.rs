@@ -661,10 +661,14 @@ impl Engine {
             Postback::MenuTap { scenario, menu } => {
                 let node = self.loaded(&scenario)?.start.clone();
                 let entry = Entry { scenario, node };
-                Ok(Decision::MenuTap(MenuTapPlan {
-                    start: self.start(user, &entry, run)?,
-                    menu,
-                }))
+                let mut start = self.start(user, &entry, run)?;
+                // A menu tap is always guarded: even a scenario without a
+                // survey starts once for a double tap (start dedup).
+                start.guard.get_or_insert_with(|| ScenarioGuard {
+                    scenario: entry.scenario.clone(),
+                    marker_id: scenario_marker_id(&entry.scenario, &start.run_start.user),
+                });
+                Ok(Decision::MenuTap(MenuTapPlan { start, menu }))
             }
             Postback::MenuSwitch { .. } => Err(Ignored::MenuSwitch),
             Postback::CardTap { scenario, node } => {

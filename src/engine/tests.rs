@@ -513,3 +513,73 @@ fn an_answer_plans_its_question_choice_field_and_follow_up_actions_in_order() {
     assert_eq!(plan.changes.untag, strings(&["unanswered"]));
     assert_eq!(plan.changes.set.get("plan"), Some(&FieldValue::Text("silver".into())));
 }
+
+#[test]
+fn a_branch_arms_rich_menu_joins_the_steps_changes_before_the_nodes_after_it() {
+    let dir = std::env::temp_dir().join(format!("engine-branch-menu-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("menus.toml"),
+        r#"
+id = "menus"
+version = 1
+[[nodes]]
+id = "go"
+kind = "trigger"
+on = "text"
+keywords = ["menu"]
+next = "route"
+[[nodes]]
+id = "route"
+kind = "branch"
+arms = [
+  { when = { tags = { anyOf = ["vip"] } }, next = "vip", rich_menu = "member" },
+  { when = { tags = { anyOf = ["tab"] } }, next = "tab", rich_menu = "member" },
+]
+else = "plain"
+[[nodes]]
+id = "vip"
+kind = "end"
+text = "VIP"
+[[nodes]]
+id = "tab"
+kind = "end"
+text = "Tab"
+rich_menu = "survey_tab"
+[[nodes]]
+id = "plain"
+kind = "end"
+text = "Plain"
+"#,
+    )
+    .unwrap();
+    let engine = Engine::new(Arc::new(load_dir(&dir).expect("loads")));
+    std::fs::remove_dir_all(&dir).ok();
+    let EventParse::Parsed(event) = Event::parse(&text("menu")) else {
+        panic!("the event parses")
+    };
+    let Decision::Start(start) = engine.decide(&event) else {
+        panic!("a start")
+    };
+    let scenario = ScenarioId::parse("menus").unwrap();
+    let loaded = engine.scenarios().get(&scenario).unwrap();
+    let user = LineUserId::parse(USER).unwrap();
+    let cases = [("vip", Some("member")), ("tab", Some("survey_tab")), ("other", None)];
+    for (tag, expected) in cases {
+        let state = crate::scenario::branch::UserState {
+            tags: [tag.to_owned()].into_iter().collect(),
+            ..Default::default()
+        };
+        let (chain, _) = engine
+            .resolve_branches(
+                loaded,
+                start.run_start.chain(),
+                None,
+                engine.who(&scenario, &user),
+                &state,
+                &UserChanges::default(),
+            )
+            .expect("resolves");
+        assert_eq!(chain.changes.rich_menu.as_deref(), expected, "{tag}");
+    }
+}

@@ -30,6 +30,8 @@ pub(crate) struct AppState {
     pub(crate) ingest: Ingest,
     pub(crate) manual_sender: ManualSender,
     pub(crate) campaigns: Campaigns,
+    /// Operators' links of a rich menu to an audience.
+    pub(crate) menu_links: crate::pipeline::rich_menu_links::MenuLinks,
     pub(crate) follower_sync: crate::pipeline::follower_sync::FollowerSync,
     pub(crate) replayer: Replayer,
     pub(crate) results: Results,

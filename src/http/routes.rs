@@ -34,6 +34,7 @@ pub(crate) fn main(config: &mut web::ServiceConfig, routes: MainRoutes) {
             .route("/admin/campaigns", web::get().to(admin::campaigns::list))
             .route("/admin/campaigns/{id}", web::get().to(admin::campaigns::show))
             .route("/admin/campaigns/{id}/cancel", web::post().to(admin::campaigns::cancel))
+            .route("/admin/rich-menus/{id}/link", web::post().to(admin::rich_menus::link))
             .route("/admin/followers/sync", web::post().to(admin::followers::start))
             .route("/admin/followers/sync", web::get().to(admin::followers::show))
             .route(

@@ -347,6 +347,42 @@ impl RichMenuApi {
         expect_ok(answer).await
     }
 
+    /// Links menu `id` to up to 500 users at once. LINE answers 202 with no
+    /// per-user result.
+    pub(crate) async fn bulk_link(&self, id: &str, users: &[String]) -> Result<(), SendError> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Bulk<'a> {
+            rich_menu_id: &'a str,
+            user_ids: &'a [String],
+        }
+        let body = Bulk {
+            rich_menu_id: id,
+            user_ids: users,
+        };
+        let answer = self
+            .call(reqwest::Method::POST, "/v2/bot/richmenu/bulk/link", Some(&body))
+            .await?;
+        expect_ok(answer).await
+    }
+
+    /// Unlinks the menus of up to 500 users at once.
+    pub(crate) async fn bulk_unlink(&self, users: &[String]) -> Result<(), SendError> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Bulk<'a> {
+            user_ids: &'a [String],
+        }
+        let answer = self
+            .call(
+                reqwest::Method::POST,
+                "/v2/bot/richmenu/bulk/unlink",
+                Some(&Bulk { user_ids: users }),
+            )
+            .await?;
+        expect_ok(answer).await
+    }
+
     async fn call<B: Serialize>(
         &self,
         method: reqwest::Method,

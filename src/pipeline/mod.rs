@@ -35,6 +35,7 @@ mod processed;
 pub(crate) mod replay;
 mod retries;
 pub(crate) mod rich_menu_deploy;
+pub(crate) mod rich_menu_links;
 mod sender;
 mod start;
 mod sweeper;

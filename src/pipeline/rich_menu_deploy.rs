@@ -21,8 +21,8 @@
 use crate::engine::rich_menus::{Begin, DeployStep, Recorded, begin, live_menu};
 use crate::line::client::SendError;
 use crate::line::rich_menus::{BatchOperation, BatchPhase, ImageType, ListedMenu, RichMenuApi};
-use crate::scenario::rich_menus::{LINE_NAME_PREFIX, RichMenu};
-use crate::store::{DeployBatch, Expect, HeldDeploy, RichMenuRecord, Store, StoreError, Stored, Version};
+use crate::scenario::rich_menus::{LINE_NAME_PREFIX, RichMenu, line_name};
+use crate::store::{BatchTarget, DeployBatch, Expect, HeldDeploy, RichMenuRecord, Store, StoreError, Stored, Version};
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
@@ -32,8 +32,9 @@ const PROGRESS_POLL: Duration = Duration::from_secs(1);
 const PROGRESS_POLL_MAX: Duration = Duration::from_secs(60);
 /// How long a batch may take before the deploy stops (run again, it polls on).
 const BATCH_PATIENCE: Duration = Duration::from_secs(600);
-/// How long a deploy waits for another one's lease.
-const LEASE_PATIENCE: Duration = Duration::from_secs(300);
+/// How long a deploy waits for another one's lease: longer than a batch may
+/// take.
+const LEASE_PATIENCE: Duration = Duration::from_secs(900);
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum DeployError {
@@ -151,7 +152,7 @@ impl RichMenuDeploy {
         for (id, stored) in retiring {
             self.retire(&id, stored, lease, &mut report).await?;
         }
-        self.clean_up(lease, &mut report).await?;
+        self.report_leftovers(&mut report).await?;
         Ok(report)
     }
 
@@ -179,7 +180,21 @@ impl RichMenuDeploy {
                 }))
             }
             (Begin::Resume(_), None) => Err(DeployError::Stuck(format!("{id}: resumed without a record"))),
-            (Begin::Plan { old }, stored) => {
+            (Begin::Plan { mut old }, stored) => {
+                // Replacing a deploy that stopped after its create but before
+                // recording it: that menu (named by its hash) is old too.
+                if let Some(stored) = stored.as_ref().filter(|stored| stored.doc.rich_menu_id.is_none()) {
+                    let name = line_name(id, &stored.doc.hash);
+                    let listed = self.line.list().await.map_err(|error| DeployError::Account {
+                        step: "listing LINE's menus",
+                        error,
+                    })?;
+                    for listed in listed {
+                        if listed.name == name && !old.contains(&listed.rich_menu_id) {
+                            old.push(listed.rich_menu_id);
+                        }
+                    }
+                }
                 let expect = stored
                     .as_ref()
                     .map_or(Expect::Absent, |stored| Expect::At(stored.version));
@@ -238,6 +253,9 @@ impl RichMenuDeploy {
                             created
                         }
                     };
+                    // A file changed back to a hash deployed before adopts
+                    // that menu: it is no longer old, and must not be deleted.
+                    record.old.retain(|old| *old != created);
                     record.rich_menu_id = Some(created);
                     record.step = DeployStep::Created;
                 }
@@ -251,17 +269,19 @@ impl RichMenuDeploy {
                         ImageType::Png
                     };
                     match self.line.upload_image(&menu_id, &menu.image, kind).await {
-                        Ok(()) => {}
+                        Ok(()) => report.lines.push(format!("{id}: image {} uploaded", menu.file.image)),
                         // LINE takes one image per menu: a repeat after a lost
                         // answer is refused, and the image is there.
                         Err(refused @ SendError::Rejected { .. }) => {
                             if !self.line.has_image(&menu_id).await.map_err(&error)? {
                                 return Err(error(refused));
                             }
+                            report
+                                .lines
+                                .push(format!("{id}: image {} already on LINE", menu.file.image));
                         }
                         Err(other) => return Err(error(other)),
                     }
-                    report.lines.push(format!("{id}: image {} uploaded", menu.file.image));
                     record.step = DeployStep::ImageUploaded;
                     record.live = Some(menu_id);
                 }
@@ -352,7 +372,10 @@ impl RichMenuDeploy {
             .filter(|started| started.record.step == DeployStep::Aliased)
         {
             let menu_id = known_id(&started.record, &started.menu.file.id)?;
-            menus.push(started.menu.file.id.clone());
+            menus.push(BatchTarget {
+                menu: started.menu.file.id.clone(),
+                rich_menu_id: Some(menu_id.clone()),
+            });
             operations.extend(
                 started
                     .record
@@ -366,16 +389,16 @@ impl RichMenuDeploy {
             );
         }
         for (id, stored) in retiring {
-            menus.push(id.clone());
-            operations.extend(
-                stored
-                    .doc
-                    .rich_menu_id
-                    .iter()
-                    .chain(stored.doc.old.iter())
-                    .filter(|known| existing.contains(known.as_str()))
-                    .map(|from| BatchOperation::Unlink { from: from.clone() }),
-            );
+            menus.push(BatchTarget {
+                menu: id.clone(),
+                rich_menu_id: None,
+            });
+            for from in stored.doc.rich_menu_id.iter().chain(stored.doc.old.iter()) {
+                let operation = BatchOperation::Unlink { from: from.clone() };
+                if existing.contains(from.as_str()) && !operations.contains(&operation) {
+                    operations.push(operation);
+                }
+            }
         }
         if !operations.is_empty() {
             self.renew(lease).await?;
@@ -401,12 +424,17 @@ impl RichMenuDeploy {
         self.renew_with(lease, None).await
     }
 
-    /// The files among `menus` waiting at their alias are past their move.
-    async fn moved(&self, in_hand: &mut [InHand<'_>], menus: &[String]) -> Result<(), DeployError> {
-        for started in in_hand
-            .iter_mut()
-            .filter(|started| started.record.step == DeployStep::Aliased && menus.contains(&started.menu.file.id))
-        {
+    /// The files a batch moved users to (their record still names the LINE
+    /// menu the batch moved them to) are past their move.
+    async fn moved(&self, in_hand: &mut [InHand<'_>], menus: &[BatchTarget]) -> Result<(), DeployError> {
+        for started in in_hand.iter_mut().filter(|started| {
+            started.record.step == DeployStep::Aliased
+                && menus.iter().any(|target| {
+                    target.menu == started.menu.file.id
+                        && target.rich_menu_id.is_some()
+                        && target.rich_menu_id == started.record.rich_menu_id
+                })
+        }) {
             started.record.step = DeployStep::UsersMoved;
             started.version = self
                 .record(&started.menu.file.id, &started.record, Expect::At(started.version))
@@ -433,8 +461,7 @@ impl RichMenuDeploy {
                     return Ok(false);
                 }
                 Ok(BatchPhase::Ongoing) if began.elapsed() < BATCH_PATIENCE => {
-                    self.renew(lease).await?;
-                    tokio::time::sleep(wait).await;
+                    self.wait_renewing(wait, lease).await?;
                     wait = (wait * 2).min(PROGRESS_POLL_MAX);
                 }
                 Ok(BatchPhase::Ongoing) => {
@@ -445,6 +472,20 @@ impl RichMenuDeploy {
                 Err(error) => return Err(account(error)),
             }
         }
+    }
+
+    /// Waits `wait`, renewing the lease at least every third of its length,
+    /// so a long batch never lets it run out.
+    async fn wait_renewing(&self, wait: Duration, lease: &mut HeldDeploy) -> Result<(), DeployError> {
+        let slice = (self.store.lease() / 3).max(Duration::from_millis(100));
+        let mut left = wait;
+        while !left.is_zero() {
+            self.renew(lease).await?;
+            let now = left.min(slice);
+            tokio::time::sleep(now).await;
+            left = left.saturating_sub(now);
+        }
+        self.renew(lease).await
     }
 
     /// A record whose file is gone, after the batch unlinked its users: its
@@ -460,13 +501,12 @@ impl RichMenuDeploy {
             step: "retiring a menu without a file",
             error,
         };
-        let ids: Vec<String> = stored
-            .doc
-            .rich_menu_id
-            .iter()
-            .chain(stored.doc.old.iter())
-            .cloned()
-            .collect();
+        let mut ids: Vec<String> = Vec::new();
+        for known in stored.doc.rich_menu_id.iter().chain(stored.doc.old.iter()) {
+            if !ids.contains(known) {
+                ids.push(known.clone());
+            }
+        }
         self.renew(lease).await?;
         if let Some(current) = self.line.alias(id).await.map_err(account)?
             && ids.contains(&current)
@@ -491,19 +531,13 @@ impl RichMenuDeploy {
         Ok(())
     }
 
-    /// Deletes menus that carry the service's name but no record knows.
-    async fn clean_up(&self, lease: &mut HeldDeploy, report: &mut DeployReport) -> Result<(), DeployError> {
+    /// Menus on LINE named by the service that no record knows are listed,
+    /// never deleted: they may be another database's (a deploy against the
+    /// wrong Firestore must not take a live account's menus away).
+    async fn report_leftovers(&self, report: &mut DeployReport) -> Result<(), DeployError> {
         for leftover in self.leftovers().await? {
-            self.renew(lease).await?;
-            self.line
-                .delete(&leftover.rich_menu_id)
-                .await
-                .map_err(|error| DeployError::Account {
-                    step: "deleting a leftover menu",
-                    error,
-                })?;
             report.lines.push(format!(
-                "deleted the leftover menu {} ({})",
+                "not deleted: {} ({}) is named by the service but no record here knows it",
                 leftover.rich_menu_id, leftover.name
             ));
         }
@@ -549,9 +583,13 @@ impl RichMenuDeploy {
     }
 
     async fn record(&self, id: &str, record: &RichMenuRecord, expect: Expect) -> Result<Version, DeployError> {
-        let version = self.store.put_rich_menu_record(id, record, expect).await?;
+        let version = self
+            .store
+            .put_rich_menu_record(id, record, expect)
+            .await?
+            .ok_or(DeployError::LeaseLost)?;
         tracing::info!(menu = id, step = record.step.as_str(), "rich menu deploy step recorded");
-        version.ok_or(DeployError::LeaseLost)
+        Ok(version)
     }
 
     /// What a deploy would do now, changing nothing.
@@ -598,7 +636,7 @@ impl RichMenuDeploy {
         }
         for leftover in self.leftovers().await? {
             report.lines.push(format!(
-                "would delete the leftover menu {} ({})",
+                "not deleted: {} ({}) is named by the service but no record here knows it",
                 leftover.rich_menu_id, leftover.name
             ));
         }

@@ -51,6 +51,14 @@ pub(crate) struct UserSummary {
     last_seen_at: Option<String>,
     tags: Vec<String>,
     fields: std::collections::BTreeMap<String, crate::values::FieldValue>,
+    /// The rich menu a step or an operator asked for (`default`: none of
+    /// their own), absent when none ever was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rich_menu: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rich_menu_seq: Option<i64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    rich_menu_taps: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -353,6 +361,9 @@ fn summary(user: UserRecord) -> UserSummary {
         last_seen_at: user.last_seen_ms.map(rfc3339_ms),
         tags: user.tags,
         fields: user.fields,
+        rich_menu: user.rich_menu,
+        rich_menu_seq: user.rich_menu_seq,
+        rich_menu_taps: user.rich_menu_taps,
     }
 }
 

@@ -165,7 +165,7 @@ pub const LINE_NAME_PREFIX: &str = "line-survey ";
 impl RichMenu {
     /// The menu's name on LINE.
     pub fn line_name(&self) -> String {
-        format!("{LINE_NAME_PREFIX}{} {}", self.file.id, self.hash)
+        line_name(&self.file.id, &self.hash)
     }
 
     /// Whether its image is a JPEG (else a PNG: the check allows no other).
@@ -222,6 +222,11 @@ impl RichMenu {
             areas,
         }
     }
+}
+
+/// The name on LINE of menu `id` deployed from the file with `hash`.
+pub fn line_name(id: &str, hash: &str) -> String {
+    format!("{LINE_NAME_PREFIX}{id} {hash}")
 }
 
 /// The identity of a menu file and its image.

@@ -26,6 +26,7 @@ pub(crate) mod collections {
     pub(crate) const FOLLOWER_SYNCS: &str = "follower_syncs";
     pub(crate) const RICH_MENUS: &str = "rich_menus";
     pub(crate) const RICH_MENU_DEPLOYS: &str = "rich_menu_deploys";
+    pub(crate) const RICH_MENU_LINKS: &str = "rich_menu_links";
 }
 
 /// `survey_responses/{answerId}`: one user's answer to one survey node.

@@ -9,7 +9,7 @@
 //!   starting at once (or a start-up and the command) make one deploy, and the
 //!   batch under way (its LINE request id and the menus it serves).
 
-use super::docs::collections::{RICH_MENU_DEPLOYS, RICH_MENUS, USERS};
+use super::docs::collections::{RICH_MENU_DEPLOYS, RICH_MENU_LINKS, RICH_MENUS, USERS};
 use super::docs::{LedgerDoc, LedgerState, RouteDoc};
 use super::lease::Stored;
 use super::writes::{CommitOutcome, Expect, delete, expecting, set};
@@ -61,7 +61,18 @@ struct DeployLease {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct DeployBatch {
     pub(crate) request_id: String,
-    pub(crate) menus: Vec<String>,
+    pub(crate) menus: Vec<BatchTarget>,
+}
+
+/// One menu file a batch served: the LINE menu it moved users to (`None`:
+/// it unlinked them). A later deploy credits the batch only to a record
+/// that still names that LINE menu.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct BatchTarget {
+    pub(crate) menu: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) rich_menu_id: Option<String>,
 }
 
 /// The deploy lease as held: its version and the batch it records.
@@ -240,6 +251,192 @@ impl Store {
         match self.commit(vec![write]).await {
             CommitOutcome::Committed(versions) => Ok(versions.into_iter().next().flatten()),
             CommitOutcome::Changed | CommitOutcome::AlreadyExists => Ok(None),
+            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
+        }
+    }
+}
+
+/// `rich_menu_links/{jobId}`: an operator's link of one menu to an audience,
+/// resumable: the user cursor moves past a page only once its users' records
+/// say the menu was asked for and LINE took the bulk calls.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct MenuLinkJob {
+    pub(crate) menu: String,
+    /// SHA-256 of the request, so one key cannot resume another request.
+    pub(crate) request_hash: String,
+    /// The last user of the last page done; absent: from the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) after: Option<String>,
+    #[serde(default)]
+    pub(crate) done: bool,
+    /// Users linked (or unlinked) so far.
+    #[serde(default)]
+    pub(crate) linked: u64,
+    /// LINE bulk calls made so far.
+    #[serde(default)]
+    pub(crate) calls: u64,
+    /// Users whose newer decision was applied again after the bulk call.
+    #[serde(default)]
+    pub(crate) resynced: u64,
+    pub(crate) lease_owner: String,
+    #[serde(with = "firestore::serialize_as_timestamp")]
+    pub(crate) lease_until: FirestoreInstant,
+}
+
+/// How taking a link job ended.
+pub(crate) enum JobTake {
+    Taken(Box<Stored<MenuLinkJob>>),
+    /// Another request works on it now.
+    Busy,
+    /// The key was used for another request.
+    OtherRequest,
+}
+
+impl Store {
+    /// Takes (or creates) link job `id` for `menu` and `request_hash`.
+    pub(crate) async fn take_menu_link_job(
+        &self,
+        id: &str,
+        menu: &str,
+        request_hash: &str,
+    ) -> Result<JobTake, StoreError> {
+        let now = self.now();
+        let until = super::later(now, self.options.lease);
+        let found = self.get_stored::<MenuLinkJob>(RICH_MENU_LINKS, id).await?;
+        let (mut job, expect) = match found {
+            None => (
+                MenuLinkJob {
+                    menu: menu.to_owned(),
+                    request_hash: request_hash.to_owned(),
+                    after: None,
+                    done: false,
+                    linked: 0,
+                    calls: 0,
+                    resynced: 0,
+                    lease_owner: self.options.instance_id.clone(),
+                    lease_until: until,
+                },
+                Expect::Absent,
+            ),
+            Some(stored) if stored.doc.request_hash != request_hash => return Ok(JobTake::OtherRequest),
+            Some(stored)
+                if !stored.doc.done
+                    && stored.doc.lease_owner != self.options.instance_id
+                    && stored.doc.lease_until.as_millisecond() > now.as_millisecond() =>
+            {
+                return Ok(JobTake::Busy);
+            }
+            Some(stored) => (stored.doc, Expect::At(stored.version)),
+        };
+        job.lease_owner.clone_from(&self.options.instance_id);
+        job.lease_until = until;
+        match self.put_menu_link_job(id, &job, expect).await? {
+            Some(version) => Ok(JobTake::Taken(Box::new(Stored {
+                id: id.to_owned(),
+                doc: job,
+                version,
+            }))),
+            None => Ok(JobTake::Busy),
+        }
+    }
+
+    /// Writes the job's progress (its lease renewed) unless it changed since
+    /// `version`: the new version, or `None` when another request took it.
+    pub(crate) async fn advance_menu_link_job(
+        &self,
+        id: &str,
+        job: &mut MenuLinkJob,
+        version: Version,
+    ) -> Result<Option<Version>, StoreError> {
+        job.lease_until = super::later(self.now(), self.options.lease);
+        self.put_menu_link_job(id, job, Expect::At(version)).await
+    }
+
+    async fn put_menu_link_job(
+        &self,
+        id: &str,
+        job: &MenuLinkJob,
+        expect: Expect,
+    ) -> Result<Option<Version>, StoreError> {
+        let write = expecting(set(self.document_path(RICH_MENU_LINKS, id), job)?, expect);
+        match self.commit(vec![write]).await {
+            CommitOutcome::Committed(versions) => Ok(versions.into_iter().next().flatten()),
+            CommitOutcome::Changed | CommitOutcome::AlreadyExists => Ok(None),
+            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
+        }
+    }
+
+    /// Records on each of `users` (at most 500) that `menu` is asked for,
+    /// raising their sequence numbers, in one commit; no link entry (the
+    /// caller links them in bulk).
+    pub(crate) async fn ask_rich_menu(&self, users: &[String], menu: &str) -> Result<(), StoreError> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Asked<'a> {
+            line_user_id: &'a str,
+            rich_menu: &'a str,
+        }
+        let writes = users
+            .iter()
+            .map(|user| {
+                let asked = Asked {
+                    line_user_id: user,
+                    rich_menu: menu,
+                };
+                Ok(super::writes::merge(
+                    self.document_path(USERS, user),
+                    &asked,
+                    vec![super::writes::increment_by("richMenuSeq", 1)],
+                )?)
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        match self.commit(writes).await {
+            CommitOutcome::Committed(_) => Ok(()),
+            CommitOutcome::Changed | CommitOutcome::AlreadyExists => Err(StoreError::Unavailable(
+                "a user's record changed while the menu was recorded".into(),
+            )),
+            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
+        }
+    }
+
+    /// Those of `users` whose record now asks for another menu than `menu`
+    /// (a newer decision landed meanwhile).
+    pub(crate) async fn asking_other_menu(&self, users: &[String], menu: &str) -> Result<Vec<String>, StoreError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Asked {
+            #[serde(default)]
+            rich_menu: Option<String>,
+        }
+        let paths = users.iter().map(|user| self.document_path(USERS, user)).collect();
+        let documents = self.get_many(paths).await?;
+        let mut other = Vec::new();
+        for (user, document) in users.iter().zip(documents) {
+            let asked = document
+                .map(|document| Stored::<Asked>::decode(document).map(|stored| stored.doc.rich_menu))
+                .transpose()?
+                .flatten();
+            if asked.as_deref() != Some(menu) {
+                other.push(user.clone());
+            }
+        }
+        Ok(other)
+    }
+
+    /// A link entry for each of `users` (at most 500), so their newest
+    /// decision is applied again after a bulk call that may have overridden it.
+    pub(crate) async fn queue_menu_syncs(&self, users: &[String]) -> Result<(), StoreError> {
+        let writes = users
+            .iter()
+            .map(|user| {
+                let (id, entry) = self.rich_menu_sync_entry(user);
+                self.ledger_create_write(&id, &entry)
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        match self.commit(writes).await {
+            CommitOutcome::Committed(_) => Ok(()),
+            CommitOutcome::Changed | CommitOutcome::AlreadyExists => Ok(()),
             CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
         }
     }

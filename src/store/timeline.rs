@@ -137,6 +137,15 @@ pub(crate) struct UserRecord {
     /// When LINE's profile was last fetched (ms since the epoch).
     #[serde(default)]
     pub(crate) profile_fetched_ms: Option<i64>,
+    /// The rich menu asked for (a menu file's id, or `default`) and its
+    /// sequence number.
+    #[serde(default)]
+    pub(crate) rich_menu: Option<String>,
+    #[serde(default)]
+    pub(crate) rich_menu_seq: Option<i64>,
+    /// The menus whose scenario areas the user tapped.
+    #[serde(default)]
+    pub(crate) rich_menu_taps: Vec<String>,
 }
 
 /// A user's scenario marker, as the user page shows it.

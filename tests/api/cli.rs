@@ -350,6 +350,27 @@ fn the_shipped_schema_is_current() {
 }
 
 #[test]
+fn check_accepts_the_sample_rich_menus_with_the_sample_scenarios() {
+    let scenarios = repo("scenarios");
+    let menus = repo("richmenus");
+    let output = run(
+        &[
+            "check",
+            scenarios.to_str().unwrap_or_default(),
+            "--rich-menus",
+            menus.to_str().unwrap_or_default(),
+        ],
+        None,
+    );
+    assert!(output.status.success(), "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains("2 rich menu(s); no problems"),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
 fn check_validates_rich_menus_with_the_scenarios_they_start() {
     let scenarios = repo("scenarios");
     let menus = repo("tests/fixtures/richmenus");

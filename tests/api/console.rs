@@ -625,3 +625,33 @@ async fn the_home_page_counts_the_last_30_days_unless_another_range_is_chosen() 
         assert_eq!(status, 400, "{bad}");
     }
 }
+
+#[tokio::test]
+async fn the_user_page_shows_the_rich_menu_asked_for_and_the_menus_tapped() {
+    let app = app().await;
+    let user = events::new_user();
+    app.deliver(&postback(&user, "v=1&k=m&s=export&m=survey_tab")).await;
+    app.settled().await;
+    app.firestore
+        .patch("users", &user, &[("richMenu", json!({"stringValue": "member"}))])
+        .await;
+    let cookie = console_cookie(&app).await;
+
+    let page = reqwest::Client::new()
+        .get(format!("{}/console/users?id={user}", app.address))
+        .header("Cookie", cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+
+    let line = page
+        .split("id=\"rich-menu\"")
+        .nth(1)
+        .and_then(|rest| rest.split("</p>").next())
+        .expect("the rich menu line is shown");
+    assert!(line.contains("<strong>member</strong>"), "{line}");
+    assert!(line.contains("tapped: survey_tab"), "{line}");
+}

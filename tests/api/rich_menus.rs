@@ -67,17 +67,24 @@ async fn a_menu_tap_after_answering_is_tagged_and_recorded_but_does_not_restart_
 }
 
 #[tokio::test]
-async fn a_menu_tap_on_a_scenario_without_a_survey_runs_it_every_time_and_a_keyword_still_dedups() {
+async fn a_menu_tap_dedups_even_a_scenario_without_a_survey_and_a_keyword_after_it_too() {
     let app = spawn_app().await;
     let user = events::new_user();
+    // 40 s ago (outside the start dedup window), then twice now.
+    let early = events::with_timestamp(&postback(&user, &menu_tap("news", "member")), events::now_ms() - 40_000);
 
+    app.deliver(&early).await;
     app.deliver(&postback(&user, &menu_tap("news", "member"))).await;
     app.deliver(&postback(&user, &menu_tap("news", "member"))).await;
     // A menu start and a keyword within the start dedup window: one start.
     app.deliver(&postback(&user, &menu_tap("lunch", "member"))).await;
     app.deliver(&text(&user, "lunch")).await;
 
-    assert_eq!(app.line.accepted_with_text(NEWS), 2);
+    assert_eq!(
+        app.line.accepted_with_text(NEWS),
+        2,
+        "the tap after the window starts it again"
+    );
     assert_eq!(app.line.accepted_with_text(INTRO), 1);
 }
 
@@ -370,8 +377,8 @@ mod deploy {
 
             assert_deployed(&line, &users);
             assert!(
-                report.contains("member: resuming after step") || report.contains("member: deployed"),
-                "round {round} ({op:?}, {fault:?}): {report}"
+                report.contains("member: resuming after step"),
+                "round {round} ({op:?}, {fault:?}): the re-run goes on from the recorded step: {report}"
             );
         }
     }
@@ -402,6 +409,97 @@ mod deploy {
             "one create per file"
         );
         assert_deployed(&line, &HashMap::new());
+    }
+
+    /// The fixture files as they were (their first hashes).
+    fn restore_menus(dir: &Path) {
+        for name in ["member.toml", "survey_tab.toml"] {
+            std::fs::copy(repo_path("tests/fixtures/richmenus").join(name), dir.join(name)).unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_file_changed_back_after_a_stopped_deploy_keeps_its_menu_and_its_users() {
+        let project = new_project_id();
+        let line = LineStandIn::start().await;
+        let dir = menu_dir();
+        deploy(&project, &line, &dir);
+        let first = current(&line);
+        let users = link_users(&line);
+        // A change whose deploy stops at the batch (LINE's three an hour).
+        touch_menus(&dir, 1);
+        line.fail_next_rich_menu_calls(RichMenuOp::Batch, [Fault::RateLimit { retry_after_secs: 60 }]);
+        let stopped = command(&project, &line, &dir, false).output().unwrap();
+        assert!(!stopped.status.success(), "{}", text(&stopped));
+
+        restore_menus(&dir);
+        let report = text(&deploy(&project, &line, &dir));
+
+        assert_deployed(&line, &users);
+        assert_eq!(
+            current(&line),
+            first,
+            "the first menus are back, adopted by name: {report}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_batch_of_a_killed_deploy_is_not_credited_to_a_file_changed_since() {
+        let project = new_project_id();
+        let line = LineStandIn::start().await;
+        let dir = menu_dir();
+        deploy(&project, &line, &dir);
+        let users = link_users(&line);
+        touch_menus(&dir, 1);
+        // The batch stays under way until the test completes it: killed while polling.
+        line.set_rich_menu_batch_polls(1000);
+        let seen = line.rich_menu_calls_of(RichMenuOp::Progress).len();
+        let mut child = command(&project, &line, &dir, false).spawn().unwrap();
+        wait_for_call(&line, RichMenuOp::Progress, seen + 1, &mut child).await;
+        child.kill().unwrap();
+        child.wait().unwrap();
+        line.complete_rich_menu_batches();
+        line.set_rich_menu_batch_polls(2);
+        touch_menus(&dir, 2);
+
+        let report = text(&deploy(&project, &line, &dir));
+
+        assert_deployed(&line, &users);
+        assert!(
+            report.contains("moved or unlinked in one batch"),
+            "a batch of its own: {report}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_removed_file_is_retired_its_users_unlinked_before_its_menu_goes() {
+        let project = new_project_id();
+        let line = LineStandIn::start().await;
+        let dir = menu_dir();
+        let extra = std::fs::read_to_string(dir.join("survey_tab.toml"))
+            .unwrap()
+            .replace("id = \"survey_tab\"", "id = \"extra\"")
+            .replace("image = \"survey_tab.png\"", "image = \"extra.png\"")
+            .replace(
+                "{ type = \"switch\", to = \"member\", label = \"会員メニュー\" }",
+                "{ type = \"uri\", uri = \"https://example.com/extra\" }",
+            );
+        std::fs::write(dir.join("extra.toml"), extra).unwrap();
+        std::fs::copy(dir.join("survey_tab.png"), dir.join("extra.png")).unwrap();
+        deploy(&project, &line, &dir);
+        let users = link_users(&line);
+        let extra_menu = current(&line)["extra"].clone();
+        let extra_user = format!("U{:032x}", 0xeee);
+        line.link_user_rich_menu(&extra_user, &extra_menu);
+
+        std::fs::remove_file(dir.join("extra.toml")).unwrap();
+        let report = text(&deploy(&project, &line, &dir));
+
+        assert!(report.contains("extra: no file any more"), "{report}");
+        assert!(!current(&line).contains_key("extra"), "its alias is gone");
+        assert!(line.rich_menu(&extra_menu).is_none(), "its menu is gone");
+        assert_eq!(line.user_rich_menu(&extra_user), None, "its user is unlinked");
+        assert_deployed(&line, &users);
     }
 
     /// `RICH_MENUS_DEPLOY=1`: the menus of the fixture pair, with the
@@ -562,4 +660,119 @@ async fn two_hundred_users_double_tapping_choices_that_link_menus_end_on_the_men
             "{user}: one decision, one link entry"
         );
     }
+}
+
+/// `count` users in Firestore, those `tagged(i)` with `vip`.
+async fn seed_users(app: &crate::helpers::TestApp, count: usize, tagged: impl Fn(usize) -> bool) -> Vec<String> {
+    let users: Vec<String> = (0..count).map(|_| events::new_user()).collect();
+    let documents: Vec<(String, String, serde_json::Value)> = users
+        .iter()
+        .enumerate()
+        .map(|(index, user)| {
+            let tags: Vec<serde_json::Value> = if tagged(index) {
+                vec![serde_json::json!({"stringValue": "vip"})]
+            } else {
+                Vec::new()
+            };
+            let fields = serde_json::json!({
+                "lineUserId": {"stringValue": user},
+                "following": {"booleanValue": true},
+                "tags": {"arrayValue": {"values": tags}},
+            });
+            ("users".to_owned(), user.clone(), fields)
+        })
+        .collect();
+    app.firestore.write_all(&documents).await;
+    users
+}
+
+async fn link_request(
+    app: &crate::helpers::TestApp,
+    menu: &str,
+    key: &str,
+    body: serde_json::Value,
+) -> (reqwest::StatusCode, serde_json::Value) {
+    let response = app
+        .http
+        .post(format!("{}/admin/rich-menus/{menu}/link", app.address))
+        .bearer_auth(crate::helpers::ADMIN_TOKEN)
+        .header("Idempotency-Key", key)
+        .json(&body)
+        .send()
+        .await
+        .expect("service reachable");
+    let status = response.status();
+    (status, response.json().await.unwrap_or_default())
+}
+
+#[tokio::test]
+async fn linking_a_menu_to_an_audience_goes_500_a_call_resumes_after_a_failure_and_a_dry_run_links_nothing() {
+    use crate::helpers::line_rich_menus::RichMenuOp;
+    use crate::helpers::line_stand_in::Fault;
+    let app = spawn_app().await;
+    deploy::deploy(&app.project_id, &app.line, &deploy::menu_dir());
+    let member = app.line.rich_menu_aliases()["member"].clone();
+    let users = seed_users(&app, 1150, |index| index % 23 != 0).await;
+    let vip: Vec<&String> = users
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 23 != 0)
+        .map(|(_, user)| user)
+        .collect();
+    let audience = serde_json::json!({"audience": {"tags": {"anyOf": ["vip"]}}});
+
+    let mut dry = audience.clone();
+    dry["dryRun"] = serde_json::Value::from(true);
+    let (status, report) = link_request(&app, "member", "dry", dry).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["users"], vip.len());
+    assert_eq!(report["sample"].as_array().map(Vec::len), Some(20));
+    assert!(
+        app.line.rich_menu_calls_of(RichMenuOp::BulkLink).is_empty(),
+        "a dry run calls nothing"
+    );
+    assert!(app.line.user_rich_menus().is_empty());
+
+    // The first page's two calls go through; the second page's fails five times.
+    app.line.fail_next_rich_menu_calls(
+        RichMenuOp::BulkLink,
+        std::iter::repeat_n(Fault::AcceptSlowly(std::time::Duration::from_millis(1)), 2)
+            .chain(std::iter::repeat_n(Fault::Refuse(500), 5)),
+    );
+    let (status, failed) = link_request(&app, "member", "vip-1", audience.clone()).await;
+    assert_eq!(status, 502, "{failed}");
+    let linked_before = app.line.user_rich_menus().len();
+    assert!(
+        linked_before > 500 && linked_before < vip.len(),
+        "the first page: {linked_before}"
+    );
+
+    let (status, report) = link_request(&app, "member", "vip-1", audience.clone()).await;
+
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["done"], true);
+    assert_eq!(report["users"], vip.len());
+    let bulk_calls = app.line.rich_menu_calls_of(RichMenuOp::BulkLink);
+    let took_effect: Vec<_> = bulk_calls.iter().filter(|call| call.took_effect).collect();
+    assert_eq!(took_effect.len(), 3, "the first page was not linked again");
+    assert!(
+        took_effect
+            .iter()
+            .all(|call| call.body["userIds"].as_array().is_some_and(|ids| ids.len() <= 500))
+    );
+    let links = app.line.user_rich_menus();
+    for user in &users {
+        let expected = vip.contains(&user).then_some(&member);
+        assert_eq!(links.get(user), expected, "{user}");
+    }
+    let record = app.firestore.get("users", vip[0]).await.unwrap();
+    assert_eq!(
+        crate::helpers::firestore_rest::string_field(&record, "richMenu").as_deref(),
+        Some("member"),
+        "the user's record says which menu was asked for"
+    );
+    // The same key for another request, a menu never deployed, a bad id.
+    assert_eq!(link_request(&app, "survey_tab", "vip-1", audience.clone()).await.0, 422);
+    assert_eq!(link_request(&app, "nothing_here", "k2", audience.clone()).await.0, 404);
+    assert_eq!(link_request(&app, "Bad%20Id", "k3", audience).await.0, 400);
 }

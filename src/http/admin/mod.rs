@@ -7,6 +7,7 @@ pub(crate) mod dead_letters;
 pub(crate) mod export;
 pub(crate) mod followers;
 pub(crate) mod results;
+pub(crate) mod rich_menus;
 pub(crate) mod send;
 pub(crate) mod timeline;
 pub(crate) mod timers;

@@ -342,6 +342,19 @@ pub(crate) fn user(nav: &Nav, query: &str, story: Option<&serde_json::Value>, er
                         }
                         @if story["truncated"].as_bool() == Some(true) { " · not everything is listed (over 200 entries, or over 500 records in one collection)" }
                     }
+                    p id="rich-menu" class="muted" {
+                        "Rich menu: "
+                        @match story["user"]["richMenu"].as_str() {
+                            Some("default") => "the account's default (unlinked)",
+                            Some(menu) => strong { (menu) },
+                            None => "the account's default (none asked for)",
+                        }
+                        @if let Some(taps) = story["user"]["richMenuTaps"].as_array().filter(|taps| !taps.is_empty()) {
+                            " · tapped: " @for (i, menu) in taps.iter().enumerate() {
+                                @if i > 0 { ", " } (menu.as_str().unwrap_or_default())
+                            }
+                        }
+                    }
                     @if let Some(fields) = story["user"]["fields"].as_object().filter(|fields| !fields.is_empty()) {
                         div class="scroll" {
                             table id="fields" {

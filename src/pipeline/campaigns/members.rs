@@ -10,7 +10,7 @@ use crate::store::{Store, StoreError, UserScan};
 
 /// The audience, page by page: users Firestore finds for the scan, kept when
 /// the whole filter holds.
-pub(super) struct Members<'a> {
+pub(crate) struct Members<'a> {
     store: &'a Store,
     audience: Audience,
     scan: UserScan,
@@ -24,7 +24,7 @@ pub(super) struct Members<'a> {
 }
 
 impl<'a> Members<'a> {
-    pub(super) fn read(store: &'a Store, audience: Audience, skip: Option<&ScenarioId>) -> Self {
+    pub(crate) fn read(store: &'a Store, audience: Audience, skip: Option<&ScenarioId>) -> Self {
         let mut answers: Vec<ScenarioId> = Vec::new();
         for scenario in audience.needs_answers().chain(skip) {
             if !answers.contains(scenario) {
@@ -47,8 +47,19 @@ impl<'a> Members<'a> {
         }
     }
 
+    /// The same members from after user `after` (a cursor an earlier read
+    /// gave: [`Self::cursor`]).
+    pub(crate) fn after(self, after: Option<String>) -> Self {
+        Self { after, ..self }
+    }
+
+    /// Where the next page starts: `None` at the start or once done.
+    pub(crate) fn cursor(&self) -> Option<&str> {
+        self.after.as_deref()
+    }
+
     /// The next page's members (perhaps none), or `None` at the end.
-    pub(super) async fn next_page(&mut self) -> Result<Option<Vec<String>>, StoreError> {
+    pub(crate) async fn next_page(&mut self) -> Result<Option<Vec<String>>, StoreError> {
         if self.done {
             return Ok(None);
         }

@@ -16,7 +16,7 @@
 
 mod chunk;
 mod driver;
-mod members;
+pub(crate) mod members;
 mod push;
 mod quota;
 mod test_send;

@@ -1,0 +1,63 @@
+//! `POST /admin/rich-menus/{id}/link`: menu `id` linked to every user of a
+//! campaign-style audience (`default`: their own menus unlinked), with a dry
+//! run; see `pipeline::rich_menu_links`.
+
+use super::send::idempotency_key;
+use super::{AdminError, require_admin};
+use crate::engine::campaign::AudienceRequest;
+use crate::http::AppState;
+use crate::pipeline::rich_menu_links::{LinkError, LinkRequest};
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct LinkBody {
+    #[serde(default)]
+    audience: AudienceRequest,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+pub(crate) async fn link(
+    state: web::Data<AppState>,
+    request: HttpRequest,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, AdminError> {
+    require_admin(&request, &state)?;
+    let body: LinkBody = if body.is_empty() {
+        LinkBody {
+            audience: AudienceRequest::default(),
+            dry_run: false,
+        }
+    } else {
+        serde_json::from_slice(&body).map_err(|error| {
+            AdminError::BadRequest(format!(
+                "body must be {{\"audience\": {{...}}, \"dryRun\": ...}} (both optional): {error}"
+            ))
+        })?
+    };
+    let asked = LinkRequest {
+        menu: path.into_inner(),
+        audience: body.audience,
+        dry_run: body.dry_run,
+        idempotency_key: idempotency_key(&request)?,
+    };
+    let report = state.menu_links.link(asked).await.map_err(|error| match error {
+        LinkError::BadMenu(_) | LinkError::Audience(_) => AdminError::BadRequest(error.to_string()),
+        LinkError::NotDeployed(_) => AdminError::NotFound(error.to_string()),
+        LinkError::Busy => AdminError::Conflict {
+            message: error.to_string(),
+            state: "running",
+        },
+        LinkError::OtherRequest => AdminError::KeyReused,
+        LinkError::Line(_) => AdminError::Upstream(error.to_string()),
+        LinkError::NoLine => AdminError::Conflict {
+            message: error.to_string(),
+            state: "dry_run",
+        },
+        LinkError::Pipeline(error) => error.into(),
+    })?;
+    Ok(HttpResponse::Ok().json(report))
+}
