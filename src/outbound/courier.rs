@@ -43,6 +43,9 @@ pub(crate) struct RetryPolicy {
 /// A retry waits here at most this long (a Retry-After is capped at an hour).
 const MAX_LOCAL_WAIT: Duration = Duration::from_secs(3600);
 
+/// Rich menu links are retried at least this often.
+const MAX_MENU_BACKOFF: Duration = Duration::from_secs(10);
+
 /// Replies are retried at least this often, so their retries fit in the token's life.
 const MAX_REPLY_BACKOFF: Duration = Duration::from_secs(5);
 
@@ -422,11 +425,14 @@ impl Courier {
                 Settlement::Failed(format!("gave up after {attempts} attempts: {error}"))
             }
             Err(error) => {
+                // A link is one small call that is safe to repeat: retried
+                // sooner than a push, so a user is not left on the wrong menu
+                // for minutes (LINE's Retry-After still rules).
                 let wait = match &error {
                     super::menu_sync::SyncError::Line(SendError::RateLimited {
                         retry_after: Some(after),
                     }) => (*after).max(self.policy.backoff(attempts)),
-                    _ => self.policy.backoff(attempts),
+                    _ => self.policy.backoff(attempts).min(MAX_MENU_BACKOFF),
                 };
                 Settlement::RetryAt {
                     after: wait,

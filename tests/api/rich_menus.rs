@@ -601,9 +601,10 @@ async fn two_hundred_users_double_tapping_choices_that_link_menus_end_on_the_men
     let bodies: Vec<serde_json::Value> = taps.iter().map(|tap| events::envelope(vec![tap.clone()])).collect();
     let responses = futures::future::join_all(bodies.iter().map(|body| app.post_webhook(body))).await;
     assert!(responses.iter().all(|response| response.status() == 200));
-    app.settled().await;
-    // Every link entry settled (30% of LINE's link calls fail: retried).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    // Every event done and every link entry settled: 30% of LINE's link calls
+    // fail and are retried (waits from 0.5 s doubling to 10 s).
+    app.firestore.settled(std::time::Duration::from_secs(150)).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(150);
     let ledger = loop {
         let ledger = app.firestore.list("outbound_ledger").await;
         let open = ledger
@@ -771,8 +772,93 @@ async fn linking_a_menu_to_an_audience_goes_500_a_call_resumes_after_a_failure_a
         Some("member"),
         "the user's record says which menu was asked for"
     );
+    // What the service sent LINE (the deploy's and the bulk calls' bodies),
+    // against LINE's own schemas.
+    if let Some(shared) = crate::contract::shared_dir() {
+        let calls = app.line.rich_menu_calls_for_contract();
+        let (ok, report) = crate::rich_menu_stand_in::check_requests(&shared, &calls);
+        assert!(ok && report.contains(" 0 schema problems"), "{report}");
+    }
     // The same key for another request, a menu never deployed, a bad id.
     assert_eq!(link_request(&app, "survey_tab", "vip-1", audience.clone()).await.0, 422);
     assert_eq!(link_request(&app, "nothing_here", "k2", audience.clone()).await.0, 404);
     assert_eq!(link_request(&app, "Bad%20Id", "k3", audience).await.0, 400);
+}
+
+#[tokio::test]
+async fn two_decisions_of_one_user_racing_on_two_instances_end_on_the_newest() {
+    use crate::helpers::firestore_rest::string_field;
+    use crate::helpers::line_rich_menus::RichMenuOp;
+    let app = spawn_app().await;
+    let other = crate::helpers::spawn_app_with(app.beside()).await;
+    deploy::deploy(&app.project_id, &app.line, &deploy::menu_dir());
+    let aliases = app.line.rich_menu_aliases();
+    let users: Vec<String> = (0..40).map(|_| events::new_user()).collect();
+    let post_all = |node: &'static str, choice: &'static str| {
+        let bodies: Vec<serde_json::Value> = users
+            .iter()
+            .map(|user| events::envelope(vec![postback(user, &events::answer_data("membership", node, choice))]))
+            .collect();
+        let (app, other) = (&app, &other);
+        async move {
+            // Half to each instance, all at once.
+            let responses = futures::future::join_all(bodies.iter().enumerate().map(|(index, body)| {
+                let target = if index % 2 == 0 { app } else { other };
+                target.post_webhook(body)
+            }))
+            .await;
+            assert!(responses.iter().all(|response| response.status() == 200));
+        }
+    };
+    // The first decisions' link calls reach LINE late (1.5 s): they are in
+    // flight when the second decisions are made and linked.
+    app.line
+        .delay_rich_menu_links_randomly(1.0, std::time::Duration::from_millis(1500));
+    post_all("plan", "member").await;
+    crate::helpers::wait_until(std::time::Duration::from_secs(30), || {
+        app.line.rich_menu_calls_of(RichMenuOp::Link).len() >= users.len()
+    })
+    .await;
+    app.line.delay_rich_menu_links_randomly(0.0, std::time::Duration::ZERO);
+    app.line.fail_rich_menu_links_randomly(0.2);
+    post_all("tab", "yes").await;
+    app.firestore.settled(std::time::Duration::from_secs(150)).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(150);
+    loop {
+        let open = app
+            .firestore
+            .list("outbound_ledger")
+            .await
+            .iter()
+            .filter(|entry| {
+                string_field(entry, "route").as_deref() == Some("rich_menu")
+                    && string_field(entry, "state").as_deref() != Some("sent")
+            })
+            .count();
+        if open == 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{open} link entries still open");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    crate::helpers::wait_until(std::time::Duration::from_secs(10), || {
+        app.line.rich_menu_links_in_flight() == 0
+    })
+    .await;
+
+    for user in &users {
+        let record = app.firestore.get("users", user).await.expect("the user is recorded");
+        let newest = string_field(&record, "richMenu").expect("a menu asked for");
+        assert_eq!(newest, "survey_tab", "the second decision is the newest");
+        assert_eq!(
+            app.line.user_rich_menu(user).as_ref(),
+            aliases.get(&newest),
+            "{user} is on the newest decision's menu ({newest})"
+        );
+        assert_eq!(
+            record["fields"]["richMenuSeq"]["integerValue"].as_str(),
+            Some("2"),
+            "two decisions"
+        );
+    }
 }

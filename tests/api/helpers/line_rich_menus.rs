@@ -308,6 +308,12 @@ pub(super) struct RichMenuState {
     /// Refusals of the next creates, as LINE words one: (property, message).
     create_refusals: VecDeque<(String, String)>,
     random_link_failures: f64,
+    /// Share of per-user link calls that reach LINE late: the link takes
+    /// effect (and is answered) only after this long, as a request held up
+    /// on its way would.
+    late_links: (f64, Duration),
+    /// Late links not landed yet.
+    late_links_in_flight: usize,
     rate_limits: bool,
 }
 
@@ -328,6 +334,8 @@ impl Default for RichMenuState {
             faults: HashMap::new(),
             create_refusals: VecDeque::new(),
             random_link_failures: 0.0,
+            late_links: (0.0, Duration::ZERO),
+            late_links_in_flight: 0,
             rate_limits: true,
         }
     }
@@ -1416,7 +1424,33 @@ impl Respond for RichMenuResponder {
                             body: &request.body,
                             json: &json,
                         };
+                        let user = incoming.target.user.clone();
+                        let before = user.as_ref().and_then(|user| state.links.get(user).cloned());
                         let outcome = state.handle(op, &incoming);
+                        let (late_share, late_by) = state.late_links;
+                        if op == RichMenuOp::Link
+                            && outcome.took_effect
+                            && late_share > 0.0
+                            && random_unit() < late_share
+                            && let (Some(user), Some(menu)) = (user, incoming.target.menu.clone())
+                        {
+                            // Not yet: the link lands after `late_by`.
+                            match before {
+                                Some(before) => state.links.insert(user.clone(), before),
+                                None => state.links.remove(&user),
+                            };
+                            state.late_links_in_flight += 1;
+                            let cell = self.state.clone();
+                            std::thread::spawn(move || {
+                                std::thread::sleep(late_by);
+                                let mut state = lock(&cell);
+                                if state.menu(&menu).is_some() {
+                                    state.links.insert(user, menu);
+                                }
+                                state.late_links_in_flight -= 1;
+                            });
+                            delay = late_by;
+                        }
                         match carried_out {
                             Some(Fault::AcceptThenFail) if outcome.took_effect => Outcome {
                                 took_effect: true,
@@ -1648,6 +1682,20 @@ impl LineStandIn {
             "the share of failing calls is between 0 and 1, not {share}"
         );
         self.rich_menu_state().random_link_failures = share;
+    }
+
+    /// From now on each per-user link call, with probability `share`, takes
+    /// effect (and is answered) only after `by`: a request that reached LINE
+    /// late, after calls made later than it.
+    pub fn delay_rich_menu_links_randomly(&self, share: f64, by: Duration) {
+        assert!((0.0..=1.0).contains(&share));
+        self.rich_menu_state().late_links = (share, by);
+    }
+
+    /// Late link calls (see [`Self::delay_rich_menu_links_randomly`]) that
+    /// have not taken effect yet.
+    pub fn rich_menu_links_in_flight(&self) -> usize {
+        self.rich_menu_state().late_links_in_flight
     }
 
     /// The progress poll on which each batch accepted from now on completes
