@@ -576,6 +576,30 @@ fn menu_entries(ledger: &[serde_json::Value], user: &str) -> Vec<serde_json::Val
         .collect()
 }
 
+/// Waits until every event is done and every rich menu link entry is sent
+/// (link calls that fail are retried: waits from 0.5 s doubling to 10 s);
+/// the ledger as it then stands.
+async fn links_sent(app: &crate::helpers::TestApp) -> Vec<serde_json::Value> {
+    use crate::helpers::firestore_rest::string_field;
+    app.firestore.settled(std::time::Duration::from_secs(150)).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(150);
+    loop {
+        let ledger = app.firestore.list("outbound_ledger").await;
+        let open = ledger
+            .iter()
+            .filter(|entry| {
+                string_field(entry, "route").as_deref() == Some("rich_menu")
+                    && string_field(entry, "state").as_deref() != Some("sent")
+            })
+            .count();
+        if open == 0 {
+            return ledger;
+        }
+        assert!(std::time::Instant::now() < deadline, "{open} link entries still open");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test]
 async fn two_hundred_users_double_tapping_choices_that_link_menus_end_on_the_menu_of_their_recorded_answer() {
     use crate::helpers::firestore_rest::string_field;
@@ -603,23 +627,7 @@ async fn two_hundred_users_double_tapping_choices_that_link_menus_end_on_the_men
     assert!(responses.iter().all(|response| response.status() == 200));
     // Every event done and every link entry settled: 30% of LINE's link calls
     // fail and are retried (waits from 0.5 s doubling to 10 s).
-    app.firestore.settled(std::time::Duration::from_secs(150)).await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(150);
-    let ledger = loop {
-        let ledger = app.firestore.list("outbound_ledger").await;
-        let open = ledger
-            .iter()
-            .filter(|entry| {
-                string_field(entry, "route").as_deref() == Some("rich_menu")
-                    && string_field(entry, "state").as_deref() != Some("sent")
-            })
-            .count();
-        if open == 0 {
-            break ledger;
-        }
-        assert!(std::time::Instant::now() < deadline, "{open} link entries still open");
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    };
+    let ledger = links_sent(&app).await;
 
     let failed_calls = app
         .line
@@ -822,25 +830,7 @@ async fn two_decisions_of_one_user_racing_on_two_instances_end_on_the_newest() {
     app.line.delay_rich_menu_links_randomly(0.0, std::time::Duration::ZERO);
     app.line.fail_rich_menu_links_randomly(0.2);
     post_all("tab", "yes").await;
-    app.firestore.settled(std::time::Duration::from_secs(150)).await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(150);
-    loop {
-        let open = app
-            .firestore
-            .list("outbound_ledger")
-            .await
-            .iter()
-            .filter(|entry| {
-                string_field(entry, "route").as_deref() == Some("rich_menu")
-                    && string_field(entry, "state").as_deref() != Some("sent")
-            })
-            .count();
-        if open == 0 {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "{open} link entries still open");
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+    links_sent(&app).await;
     crate::helpers::wait_until(std::time::Duration::from_secs(10), || {
         app.line.rich_menu_links_in_flight() == 0
     })
