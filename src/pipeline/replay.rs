@@ -248,14 +248,19 @@ impl Replayer {
                 "replaying by the operator's choice: it may be delivered twice"
             );
         }
+        // As revived: a push from a clean slate, never the reply token again;
+        // a rich menu link stays one (it has no messages to push).
+        let route = match record.doc.route {
+            RouteDoc::RichMenu => RouteDoc::RichMenu,
+            RouteDoc::Reply | RouteDoc::Push => RouteDoc::Push,
+        };
         let version = store
-            .revive_outbound(ledger_id, record.version)
+            .revive_outbound(ledger_id, record.version, route)
             .await?
             .ok_or(ReplayError::NotParked("changing"))?;
-        // As revived: a push from a clean slate, never the reply token again.
         let mut doc = record.doc;
         doc.state = LedgerState::Pending;
-        doc.route = RouteDoc::Push;
+        doc.route = route;
         doc.attempts = 0;
         doc.reply_token = None;
         doc.lease_owner = store.instance_id().to_owned();

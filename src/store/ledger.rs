@@ -533,6 +533,7 @@ impl Store {
         &self,
         ledger_id: &str,
         version: Version,
+        route: RouteDoc,
     ) -> Result<Option<Version>, StoreError> {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
@@ -551,7 +552,7 @@ impl Store {
             lease_owner: &self.options.instance_id,
             reply_marks_by: &self.options.instance_id,
             lease_until: later(self.now(), self.options.lease),
-            route: RouteDoc::Push,
+            route,
         };
         let path = self.document_path(OUTBOUND_LEDGER, ledger_id);
         let mut writes = vec![expecting(

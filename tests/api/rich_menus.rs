@@ -852,3 +852,30 @@ async fn two_decisions_of_one_user_racing_on_two_instances_end_on_the_newest() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_link_to_a_menu_not_yet_deployed_is_parked_and_a_replay_after_the_deploy_links_it() {
+    use crate::helpers::firestore_rest::document_id;
+    let app = spawn_app().await;
+    let user = events::new_user();
+    app.deliver(&postback(&user, &events::answer_data("membership", "plan", "member")))
+        .await;
+    app.firestore.settled(std::time::Duration::from_secs(30)).await;
+    let letters = app.firestore.list("dead_letters").await;
+    assert_eq!(letters.len(), 1, "the link is parked: no menu \"member\" was deployed");
+    let letter = document_id(&letters[0]);
+
+    deploy::deploy(&app.project_id, &app.line, &deploy::menu_dir());
+    let replayed = app.post_admin(&format!("/admin/dead-letters/{letter}/replay")).await;
+
+    assert_eq!(replayed.status(), 200, "{}", replayed.text().await.unwrap_or_default());
+    assert_eq!(
+        app.line.user_rich_menu(&user),
+        app.line.rich_menu_aliases().get("member").cloned(),
+        "the replayed link entry linked the menu (not a push of no messages)"
+    );
+    assert!(
+        app.line.calls().iter().all(|call| call.path != "/v2/bot/message/push"),
+        "nothing was pushed"
+    );
+}
