@@ -281,9 +281,10 @@ impl Delivery {
 }
 
 /// Recipients of a chunk of a push campaign: each user's part of its settle
-/// takes at most 6 writes (marker, user's record twice, open question, two
-/// timers), and their sends by arm one counter write: 50 stay well within a
-/// commit's 500, and a chunk's pushes within a call's pace.
+/// takes at most 7 writes (marker, user's record twice, a rich menu's link
+/// entry, open question, two timers), and their sends by arm one counter
+/// write: 50 stay well within a commit's 500, and a chunk's pushes within a
+/// call's pace.
 pub(crate) const PUSH_CHUNK_SIZE: usize = 50;
 
 /// What every recipient of a campaign gets.

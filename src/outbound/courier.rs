@@ -43,8 +43,9 @@ pub(crate) struct RetryPolicy {
 /// A retry waits here at most this long (a Retry-After is capped at an hour).
 const MAX_LOCAL_WAIT: Duration = Duration::from_secs(3600);
 
-/// Rich menu links are retried at least this often.
-const MAX_MENU_BACKOFF: Duration = Duration::from_secs(10);
+/// Rich menu links are retried at least this often: twelve attempts span
+/// about six minutes (a deploy at start-up may still be making the menu).
+const MAX_MENU_BACKOFF: Duration = Duration::from_secs(60);
 
 /// Replies are retried at least this often, so their retries fit in the token's life.
 const MAX_REPLY_BACKOFF: Duration = Duration::from_secs(5);
@@ -417,10 +418,9 @@ impl Courier {
         };
         let settlement = match menus.apply(&doc.line_user_id).await {
             Ok(()) => Settlement::Sent,
-            Err(
-                error @ (super::menu_sync::SyncError::NotDeployed(_)
-                | super::menu_sync::SyncError::Line(SendError::Rejected { .. })),
-            ) => Settlement::Failed(error.to_string()),
+            Err(error @ super::menu_sync::SyncError::Line(SendError::Rejected { .. })) => {
+                Settlement::Failed(error.to_string())
+            }
             Err(error) if attempts >= self.policy.max_attempts => {
                 Settlement::Failed(format!("gave up after {attempts} attempts: {error}"))
             }

@@ -23,7 +23,8 @@ pub(crate) enum SyncError {
     Line(#[from] SendError),
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The record names a menu no deploy made (`line-survey richmenus deploy`).
+    /// The record names a menu no deploy made (`line-survey richmenus deploy`):
+    /// retried (a deploy at start-up may be under way), then parked.
     #[error("rich menu {0:?} is not deployed")]
     NotDeployed(String),
     /// The decision kept moving while it was applied: retried later.
@@ -57,7 +58,17 @@ impl MenuSync {
                     .live_rich_menu(&asked.menu)
                     .await?
                     .ok_or_else(|| SyncError::NotDeployed(asked.menu.clone()))?;
-                self.api.link_user(user, &live).await?;
+                match self.api.link_user(user, &live).await {
+                    Ok(()) => {}
+                    // The menu was deleted under us (a deploy replaced it
+                    // between the read and the call): link its successor.
+                    Err(SendError::Rejected { .. })
+                        if self.store.live_rich_menu(&asked.menu).await?.as_ref() != Some(&live) =>
+                    {
+                        continue;
+                    }
+                    Err(error) => return Err(error.into()),
+                }
                 Some(live)
             };
             // A newer decision, or a deploy that moved the menu to a new LINE

@@ -3,14 +3,15 @@
 //! 500 users a LINE bulk call, resumable.
 //!
 //! Per 500 users: their records say the menu was asked for (`richMenu`, the
-//! sequence number raised) in one commit, then one bulk call links them (LINE
-//! answers 202 and says nothing per user). A user whose record asks for
-//! another menu afterwards (a step decided anew meanwhile, and its own link
-//! call may have come before the bulk call) gets a link entry of their own,
-//! which applies their newest decision again. The job's cursor
+//! sequence number raised), each with a link entry that waits [`SETTLE`], in
+//! commits of 250 users; then one bulk call links them (LINE answers 202 and
+//! applies it within seconds, saying nothing per user). The entries then
+//! apply each user's newest decision once more, whatever became of the bulk
+//! call: refused, lost with the process, applied late, overtaken by a step's
+//! own decision or by a deploy that moved the menu. The job's cursor
 //! (`rich_menu_links/{id}`, from the `Idempotency-Key`) moves past a page of
 //! users only once all of that is done: the same request sent again after a
-//! crash or a failure goes on from there, and a page done twice changes nothing.
+//! crash or a failure goes on from there.
 
 use super::PipelineError;
 use super::campaigns::members::Members;
@@ -24,6 +25,11 @@ use std::time::Duration;
 
 /// LINE's bulk link and unlink take at most this many users.
 const BULK: usize = 500;
+/// Users a commit records (each a record and a link entry: 500 writes).
+const ASK: usize = 250;
+/// How long the link entries of a bulk page wait: longer than LINE takes to
+/// apply a bulk call.
+const SETTLE: Duration = Duration::from_secs(30);
 /// Users a dry run shows.
 const SAMPLE: usize = 20;
 /// Tries of one bulk call (5xx, 429, no answer: the call is safe to repeat).
@@ -76,8 +82,6 @@ pub(crate) struct LinkReport {
     pub(crate) sample: Vec<String>,
     /// LINE bulk calls made (this job, all requests).
     pub(crate) calls: u64,
-    /// Users whose newer decision was applied again afterwards.
-    pub(crate) resynced: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) job_id: Option<String>,
     pub(crate) done: bool,
@@ -100,16 +104,9 @@ impl MenuLinks {
         if !unlink && crate::ids::MenuId::parse(request.menu.clone()).is_err() {
             return Err(LinkError::BadMenu(request.menu));
         }
-        let live = if unlink {
-            None
-        } else {
-            Some(
-                self.store
-                    .live_rich_menu(&request.menu)
-                    .await?
-                    .ok_or_else(|| LinkError::NotDeployed(request.menu.clone()))?,
-            )
-        };
+        if !unlink && self.live(&request.menu).await?.is_none() {
+            return Err(LinkError::NotDeployed(request.menu));
+        }
         // Dates in the audience are read in the scenarios' default zone.
         let audience = self
             .versions
@@ -128,12 +125,13 @@ impl MenuLinks {
                 users,
                 sample,
                 calls: 0,
-                resynced: 0,
                 job_id: None,
                 done: false,
             });
         }
-        let api = self.api.as_ref().ok_or(LinkError::NoLine)?;
+        if self.api.is_none() {
+            return Err(LinkError::NoLine);
+        }
         let job_id = crate::ids::deterministic_id(&["rich_menu_link", &request.idempotency_key]);
         let request_hash = crate::ids::deterministic_id(&[
             &request.menu,
@@ -149,36 +147,12 @@ impl MenuLinks {
             JobTake::OtherRequest => return Err(LinkError::OtherRequest),
         };
         let (mut job, mut version) = (stored.doc, stored.version);
-        if !job.done {
-            members = members.after(job.after.clone());
-            while let Some(page) = members.next_page().await? {
-                for users in page.chunks(BULK) {
-                    self.store.ask_rich_menu(users, &request.menu).await?;
-                    self.bulk(api, live.as_deref(), users).await?;
-                    job.calls += 1;
-                    job.linked += users.len() as u64;
-                    let moved = self.store.asking_other_menu(users, &request.menu).await?;
-                    if !moved.is_empty() {
-                        self.store.queue_menu_syncs(&moved).await?;
-                        job.resynced += moved.len() as u64;
-                    }
-                }
-                job.after = members.cursor().map(str::to_owned);
-                job.done = job.after.is_none();
-                version = self
-                    .store
-                    .advance_menu_link_job(&job_id, &mut job, version)
-                    .await?
-                    .ok_or(LinkError::Busy)?;
-            }
-            if !job.done {
-                job.done = true;
-                self.store
-                    .advance_menu_link_job(&job_id, &mut job, version)
-                    .await?
-                    .ok_or(LinkError::Busy)?;
-            }
-        }
+        let linked = self
+            .pages(&request.menu, members, &job_id, &mut job, &mut version)
+            .await;
+        // Whatever happened, the same request may go on at once.
+        self.store.release_menu_link_job(&job_id, &mut job, version).await;
+        linked?;
         tracing::info!(
             menu = %request.menu,
             users = job.linked,
@@ -192,10 +166,65 @@ impl MenuLinks {
             users: job.linked,
             sample: Vec::new(),
             calls: job.calls,
-            resynced: job.resynced,
             job_id: Some(job_id),
             done: job.done,
         })
+    }
+
+    /// The menu's LINE menu now; `None` for `default` (an unlink) and for a
+    /// menu never deployed.
+    async fn live(&self, menu: &str) -> Result<Option<String>, LinkError> {
+        if menu == "default" {
+            return Ok(None);
+        }
+        Ok(self.store.live_rich_menu(menu).await?)
+    }
+
+    /// The job's pages from its cursor to the end, each recorded once done.
+    async fn pages(
+        &self,
+        menu: &str,
+        members: Members<'_>,
+        job_id: &str,
+        job: &mut crate::store::MenuLinkJob,
+        version: &mut crate::store::Version,
+    ) -> Result<(), LinkError> {
+        let api = self.api.as_ref().ok_or(LinkError::NoLine)?;
+        if job.done {
+            return Ok(());
+        }
+        let mut members = members.after(job.after.clone());
+        while let Some(page) = members.next_page().await? {
+            // Read for each page: a deploy may have moved the menu meanwhile.
+            let live = self.live(menu).await?;
+            if menu != "default" && live.is_none() {
+                return Err(LinkError::NotDeployed(menu.to_owned()));
+            }
+            for users in page.chunks(BULK) {
+                for asked in users.chunks(ASK) {
+                    self.store.ask_rich_menu(asked, menu, SETTLE).await?;
+                }
+                self.bulk(api, live.as_deref(), users).await?;
+                job.calls += 1;
+                job.linked += users.len() as u64;
+            }
+            job.after = members.cursor().map(str::to_owned);
+            job.done = job.after.is_none();
+            *version = self
+                .store
+                .advance_menu_link_job(job_id, job, *version)
+                .await?
+                .ok_or(LinkError::Busy)?;
+        }
+        if !job.done {
+            job.done = true;
+            *version = self
+                .store
+                .advance_menu_link_job(job_id, job, *version)
+                .await?
+                .ok_or(LinkError::Busy)?;
+        }
+        Ok(())
     }
 
     /// One bulk call, tried again on LINE's 5xx, 429 and lost answers.

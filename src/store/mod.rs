@@ -66,7 +66,7 @@ pub(crate) use ledger::{Attempted, NewAction, Recorded, SettleWrite, Settlement,
 pub(crate) use messages::{MessageKey, UnsendOutcome};
 pub(crate) use notices::NoticeWrite;
 pub(crate) use questions::{OpenQuestionDoc, QuestionChange};
-pub(crate) use rich_menus::{BatchTarget, DeployBatch, HeldDeploy, JobTake, RichMenuRecord};
+pub(crate) use rich_menus::{BatchTarget, DeployBatch, HeldDeploy, JobTake, MenuLinkJob, RichMenuRecord};
 pub(crate) use timeline::{UserAnswer, UserEvent, UserMarker, UserMessage, UserRecord};
 pub(crate) use timers::{ContextRequest, FiringWrites, TimerContext, TimerDoc, TimerEnd, TimerState, still_held};
 pub(crate) use versions::VersionCheck;

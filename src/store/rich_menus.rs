@@ -17,6 +17,7 @@ use super::{Store, StoreError, Version};
 use crate::engine::rich_menus::DeployStep;
 use firestore::FirestoreInstant;
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// The deploy lease's one document.
 const CURRENT: &str = "current";
@@ -124,6 +125,11 @@ impl Store {
     /// that decides a menu; a repeat of the commit writes another, which
     /// does the same.
     pub(super) fn rich_menu_sync_entry(&self, user: &str) -> (String, LedgerDoc) {
+        self.rich_menu_sync_entry_after(user, Duration::ZERO)
+    }
+
+    /// [`Self::rich_menu_sync_entry`], takeable only after `delay`.
+    fn rich_menu_sync_entry_after(&self, user: &str, delay: Duration) -> (String, LedgerDoc) {
         let nonce = uuid::Uuid::new_v4().to_string();
         let action_key = crate::ids::deterministic_id(&["rich_menu", user, &nonce]);
         let now = self.now();
@@ -141,8 +147,9 @@ impl Store {
             reply_call_pending: Some(false),
             reply_marks_by: None,
             lease_owner: self.options.instance_id.clone(),
-            // Run out at once: the sweeper of any instance makes the call.
-            lease_until: now,
+            // Run out at once (or after `delay`): then the sweeper of any
+            // instance makes the call.
+            lease_until: super::later(now, delay),
             created_at: now,
             last_error: None,
             scenario_id: String::new(),
@@ -276,9 +283,6 @@ pub(crate) struct MenuLinkJob {
     /// LINE bulk calls made so far.
     #[serde(default)]
     pub(crate) calls: u64,
-    /// Users whose newer decision was applied again after the bulk call.
-    #[serde(default)]
-    pub(crate) resynced: u64,
     pub(crate) lease_owner: String,
     #[serde(with = "firestore::serialize_as_timestamp")]
     pub(crate) lease_until: FirestoreInstant,
@@ -313,18 +317,15 @@ impl Store {
                     done: false,
                     linked: 0,
                     calls: 0,
-                    resynced: 0,
                     lease_owner: self.options.instance_id.clone(),
                     lease_until: until,
                 },
                 Expect::Absent,
             ),
             Some(stored) if stored.doc.request_hash != request_hash => return Ok(JobTake::OtherRequest),
-            Some(stored)
-                if !stored.doc.done
-                    && stored.doc.lease_owner != self.options.instance_id
-                    && stored.doc.lease_until.as_millisecond() > now.as_millisecond() =>
-            {
+            // A live lease is another request's, on any instance (each
+            // request lets its lease go when it ends).
+            Some(stored) if !stored.doc.done && stored.doc.lease_until.as_millisecond() > now.as_millisecond() => {
                 return Ok(JobTake::Busy);
             }
             Some(stored) => (stored.doc, Expect::At(stored.version)),
@@ -353,6 +354,15 @@ impl Store {
         self.put_menu_link_job(id, job, Expect::At(version)).await
     }
 
+    /// Lets the job's lease go (it runs out now), so the same request sent
+    /// again may go on at once.
+    pub(crate) async fn release_menu_link_job(&self, id: &str, job: &mut MenuLinkJob, version: Version) {
+        job.lease_until = self.now();
+        if let Err(error) = self.put_menu_link_job(id, job, Expect::At(version)).await {
+            tracing::warn!(error = %error, "a rich menu link job's lease could not be released");
+        }
+    }
+
     async fn put_menu_link_job(
         &self,
         id: &str,
@@ -367,10 +377,13 @@ impl Store {
         }
     }
 
-    /// Records on each of `users` (at most 500) that `menu` is asked for,
-    /// raising their sequence numbers, in one commit; no link entry (the
-    /// caller links them in bulk).
-    pub(crate) async fn ask_rich_menu(&self, users: &[String], menu: &str) -> Result<(), StoreError> {
+    /// Records on each of `users` (at most 250) that `menu` is asked for,
+    /// raising their sequence numbers, with a link entry each that any
+    /// sweeper takes only after `settle`, in one commit. The caller links
+    /// them in bulk meanwhile; the entries then apply each user's newest
+    /// decision again, whatever became of the bulk call (refused, lost with
+    /// the process, applied late by LINE, overtaken by a step or a deploy).
+    pub(crate) async fn ask_rich_menu(&self, users: &[String], menu: &str, settle: Duration) -> Result<(), StoreError> {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
         struct Asked<'a> {
@@ -384,59 +397,25 @@ impl Store {
                     line_user_id: user,
                     rich_menu: menu,
                 };
-                Ok(super::writes::merge(
-                    self.document_path(USERS, user),
-                    &asked,
-                    vec![super::writes::increment_by("richMenuSeq", 1)],
-                )?)
+                let (id, entry) = self.rich_menu_sync_entry_after(user, settle);
+                Ok([
+                    super::writes::merge(
+                        self.document_path(USERS, user),
+                        &asked,
+                        vec![super::writes::increment_by("richMenuSeq", 1)],
+                    )?,
+                    self.ledger_create_write(&id, &entry)?,
+                ])
             })
-            .collect::<Result<Vec<_>, StoreError>>()?;
+            .collect::<Result<Vec<_>, StoreError>>()?
+            .into_iter()
+            .flatten()
+            .collect();
         match self.commit(writes).await {
             CommitOutcome::Committed(_) => Ok(()),
             CommitOutcome::Changed | CommitOutcome::AlreadyExists => Err(StoreError::Unavailable(
                 "a user's record changed while the menu was recorded".into(),
             )),
-            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
-        }
-    }
-
-    /// Those of `users` whose record now asks for another menu than `menu`
-    /// (a newer decision landed meanwhile).
-    pub(crate) async fn asking_other_menu(&self, users: &[String], menu: &str) -> Result<Vec<String>, StoreError> {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Asked {
-            #[serde(default)]
-            rich_menu: Option<String>,
-        }
-        let paths = users.iter().map(|user| self.document_path(USERS, user)).collect();
-        let documents = self.get_many(paths).await?;
-        let mut other = Vec::new();
-        for (user, document) in users.iter().zip(documents) {
-            let asked = document
-                .map(|document| Stored::<Asked>::decode(document).map(|stored| stored.doc.rich_menu))
-                .transpose()?
-                .flatten();
-            if asked.as_deref() != Some(menu) {
-                other.push(user.clone());
-            }
-        }
-        Ok(other)
-    }
-
-    /// A link entry for each of `users` (at most 500), so their newest
-    /// decision is applied again after a bulk call that may have overridden it.
-    pub(crate) async fn queue_menu_syncs(&self, users: &[String]) -> Result<(), StoreError> {
-        let writes = users
-            .iter()
-            .map(|user| {
-                let (id, entry) = self.rich_menu_sync_entry(user);
-                self.ledger_create_write(&id, &entry)
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        match self.commit(writes).await {
-            CommitOutcome::Committed(_) => Ok(()),
-            CommitOutcome::Changed | CommitOutcome::AlreadyExists => Ok(()),
             CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
         }
     }

@@ -577,12 +577,12 @@ fn menu_entries(ledger: &[serde_json::Value], user: &str) -> Vec<serde_json::Val
 }
 
 /// Waits until every event is done and every rich menu link entry is sent
-/// (link calls that fail are retried: waits from 0.5 s doubling to 10 s);
+/// (link calls that fail are retried: waits from 0.5 s doubling to 60 s);
 /// the ledger as it then stands.
 async fn links_sent(app: &crate::helpers::TestApp) -> Vec<serde_json::Value> {
     use crate::helpers::firestore_rest::string_field;
-    app.firestore.settled(std::time::Duration::from_secs(150)).await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(150);
+    app.firestore.settled(std::time::Duration::from_secs(300)).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
     loop {
         let ledger = app.firestore.list("outbound_ledger").await;
         let open = ledger
@@ -718,7 +718,11 @@ async fn link_request(
 async fn linking_a_menu_to_an_audience_goes_500_a_call_resumes_after_a_failure_and_a_dry_run_links_nothing() {
     use crate::helpers::line_rich_menus::RichMenuOp;
     use crate::helpers::line_stand_in::Fault;
-    let app = spawn_app().await;
+    let app = crate::helpers::spawn_app_with(crate::helpers::TestOptions {
+        test_clock: true,
+        ..Default::default()
+    })
+    .await;
     deploy::deploy(&app.project_id, &app.line, &deploy::menu_dir());
     let member = app.line.rich_menu_aliases()["member"].clone();
     let users = seed_users(&app, 1150, |index| index % 23 != 0).await;
@@ -754,6 +758,26 @@ async fn linking_a_menu_to_an_audience_goes_500_a_call_resumes_after_a_failure_a
     assert!(
         linked_before > 500 && linked_before < vip.len(),
         "the first page: {linked_before}"
+    );
+    // The failed page's users were recorded with link entries that wait 30 s:
+    // once they run, those users are linked even before the request is resent.
+    app.advance_clock(std::time::Duration::from_secs(31)).await;
+    links_sent(&app).await;
+    let asked = app
+        .firestore
+        .list("users")
+        .await
+        .iter()
+        .filter(|user| crate::helpers::firestore_rest::string_field(user, "richMenu").as_deref() == Some("member"))
+        .count();
+    assert!(
+        asked > linked_before,
+        "the failed page's users were asked for ({asked})"
+    );
+    assert_eq!(
+        app.line.user_rich_menus().len(),
+        asked,
+        "every user asked for is linked"
     );
 
     let (status, report) = link_request(&app, "member", "vip-1", audience.clone()).await;
@@ -854,18 +878,44 @@ async fn two_decisions_of_one_user_racing_on_two_instances_end_on_the_newest() {
 }
 
 #[tokio::test]
-async fn a_link_to_a_menu_not_yet_deployed_is_parked_and_a_replay_after_the_deploy_links_it() {
-    use crate::helpers::firestore_rest::document_id;
+async fn a_link_to_a_menu_not_yet_deployed_is_retried_until_the_deploy_makes_it() {
     let app = spawn_app().await;
+    let user = events::new_user();
+    let answer = postback(&user, &events::answer_data("membership", "plan", "member"));
+    let response = app.post_webhook(&events::envelope(vec![answer])).await;
+    assert_eq!(response.status(), 200);
+    // The link is tried and put off while no deploy made the menu.
+    crate::helpers::wait_until(std::time::Duration::from_secs(30), || {
+        app.line.rich_menu_calls().is_empty() && !app.line.accepted().is_empty()
+    })
+    .await;
+
+    deploy::deploy(&app.project_id, &app.line, &deploy::menu_dir());
+    links_sent(&app).await;
+
+    assert_eq!(
+        app.line.user_rich_menu(&user),
+        app.line.rich_menu_aliases().get("member").cloned()
+    );
+}
+
+#[tokio::test]
+async fn a_link_line_refused_is_parked_and_a_replay_links_it_without_pushing_anything() {
+    use crate::helpers::firestore_rest::document_id;
+    use crate::helpers::line_rich_menus::RichMenuOp;
+    use crate::helpers::line_stand_in::Fault;
+    let app = spawn_app().await;
+    deploy::deploy(&app.project_id, &app.line, &deploy::menu_dir());
+    app.line
+        .fail_next_rich_menu_calls(RichMenuOp::Link, [Fault::Refuse(400)]);
     let user = events::new_user();
     app.deliver(&postback(&user, &events::answer_data("membership", "plan", "member")))
         .await;
     app.firestore.settled(std::time::Duration::from_secs(30)).await;
     let letters = app.firestore.list("dead_letters").await;
-    assert_eq!(letters.len(), 1, "the link is parked: no menu \"member\" was deployed");
+    assert_eq!(letters.len(), 1, "the refused link is parked");
     let letter = document_id(&letters[0]);
 
-    deploy::deploy(&app.project_id, &app.line, &deploy::menu_dir());
     let replayed = app.post_admin(&format!("/admin/dead-letters/{letter}/replay")).await;
 
     assert_eq!(replayed.status(), 200, "{}", replayed.text().await.unwrap_or_default());
