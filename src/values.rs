@@ -130,6 +130,56 @@ impl UserChanges {
     }
 }
 
+/// Where a rich menu file's deploy stands: decided by the engine
+/// (`engine::rich_menus`), recorded by the store (`rich_menus/{id}.step`),
+/// so it lives on this floor, below both. Each step is recorded after LINE did it, so
+/// a deploy killed between a call and its record repeats the call: every step
+/// is safe to repeat (the create is found again by its name first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeployStep {
+    /// The hash is recorded; no menu on LINE is known to carry it yet.
+    Planned,
+    /// LINE has the menu (created, or adopted from its list by name).
+    Created,
+    ImageUploaded,
+    /// The alias (the menu's id) points at it.
+    Aliased,
+    /// The users of the old menus are on it (one batch, polled to the end).
+    UsersMoved,
+    /// The account's default is set (or cancelled) as the file says.
+    Defaulted,
+    /// The old menus are deleted: nothing is left to do for this hash.
+    Done,
+}
+
+impl DeployStep {
+    /// What reaching this step does, for a message about its failure.
+    pub fn doing(self) -> &'static str {
+        match self {
+            DeployStep::Planned => "recording the plan",
+            DeployStep::Created => "creating the menu",
+            DeployStep::ImageUploaded => "uploading the image",
+            DeployStep::Aliased => "pointing the alias at the menu",
+            DeployStep::UsersMoved => "moving the users of the old menus",
+            DeployStep::Defaulted => "setting the account's default menu",
+            DeployStep::Done => "deleting the old menus",
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeployStep::Planned => "planned",
+            DeployStep::Created => "created",
+            DeployStep::ImageUploaded => "image_uploaded",
+            DeployStep::Aliased => "aliased",
+            DeployStep::UsersMoved => "users_moved",
+            DeployStep::Defaulted => "defaulted",
+            DeployStep::Done => "done",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@ use super::docs::{LedgerDoc, LedgerState, RouteDoc};
 use super::lease::Stored;
 use super::writes::{CommitOutcome, Expect, delete, expecting, set};
 use super::{Store, StoreError, Version};
-use crate::engine::rich_menus::DeployStep;
+use crate::values::DeployStep;
 use firestore::FirestoreInstant;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
