@@ -174,7 +174,9 @@ impl Store {
     }
 
     /// Writes a menu's record unless it changed since `expect`: its new
-    /// version, or `None` when it changed (another deploy is at work).
+    /// version, or `None` when it changed (another deploy is at work). An
+    /// unknown outcome is an error: the next deploy reads the record and goes
+    /// on from what it says (every step is safe to repeat).
     pub(crate) async fn put_rich_menu_record(
         &self,
         id: &str,
@@ -182,13 +184,7 @@ impl Store {
         expect: Expect,
     ) -> Result<Option<Version>, StoreError> {
         let write = expecting(set(self.document_path(RICH_MENUS, id), record)?, expect);
-        match self.commit(vec![write]).await {
-            CommitOutcome::Committed(versions) => Ok(versions.into_iter().next().flatten()),
-            CommitOutcome::Changed | CommitOutcome::AlreadyExists => Ok(None),
-            // Landed or not, the next deploy reads the record and goes on from
-            // what it says: every step is safe to repeat.
-            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
-        }
+        self.commit(vec![write]).await.first_version()
     }
 
     /// Deletes a retired menu's record unless it changed since `version`.
@@ -255,11 +251,7 @@ impl Store {
             batch,
         };
         let write = expecting(set(self.document_path(RICH_MENU_DEPLOYS, CURRENT), &lease)?, expect);
-        match self.commit(vec![write]).await {
-            CommitOutcome::Committed(versions) => Ok(versions.into_iter().next().flatten()),
-            CommitOutcome::Changed | CommitOutcome::AlreadyExists => Ok(None),
-            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
-        }
+        self.commit(vec![write]).await.first_version()
     }
 }
 
@@ -370,11 +362,7 @@ impl Store {
         expect: Expect,
     ) -> Result<Option<Version>, StoreError> {
         let write = expecting(set(self.document_path(RICH_MENU_LINKS, id), job)?, expect);
-        match self.commit(vec![write]).await {
-            CommitOutcome::Committed(versions) => Ok(versions.into_iter().next().flatten()),
-            CommitOutcome::Changed | CommitOutcome::AlreadyExists => Ok(None),
-            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
-        }
+        self.commit(vec![write]).await.first_version()
     }
 
     /// Records on each of `users` (at most 250) that `menu` is asked for,
