@@ -121,7 +121,7 @@ mod deploy {
     use crate::helpers::{CHANNEL_SECRET, emulator_host, new_project_id, repo_path};
     use std::collections::{BTreeMap, HashMap};
     use std::path::{Path, PathBuf};
-    use std::process::{Child, Command, Output, Stdio};
+    use std::process::{Command, Output, Stdio};
     use std::time::{Duration, Instant};
 
     const BINARY: &str = env!("CARGO_BIN_EXE_line-survey");
@@ -243,15 +243,21 @@ mod deploy {
         users
     }
 
-    async fn wait_for_call(line: &LineStandIn, op: RichMenuOp, count: usize, child: &mut Child) {
+    /// Runs a deploy and SIGKILLs it as soon as its next call of `op` has
+    /// reached LINE (its answer may still be held back).
+    async fn killed_at_call(project: &str, line: &LineStandIn, dir: &Path, op: RichMenuOp) {
+        let seen = line.rich_menu_calls_of(op).len();
+        let mut child = command(project, line, dir, false).spawn().unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
-        while line.rich_menu_calls_of(op).len() < count {
+        while line.rich_menu_calls_of(op).len() <= seen {
             if let Ok(Some(status)) = child.try_wait() {
                 panic!("the deploy ended ({status}) before calling {op:?}");
             }
             assert!(Instant::now() < deadline, "no {op:?} call within 20 s");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     #[tokio::test]
@@ -366,12 +372,8 @@ mod deploy {
         ];
         for (round, (op, fault)) in kills.into_iter().enumerate() {
             touch_menus(&dir, round + 1);
-            let seen = line.rich_menu_calls_of(op).len();
             line.fail_next_rich_menu_calls(op, [fault.clone()]);
-            let mut child = command(&project, &line, &dir, false).spawn().unwrap();
-            wait_for_call(&line, op, seen + 1, &mut child).await;
-            child.kill().unwrap();
-            child.wait().unwrap();
+            killed_at_call(&project, &line, &dir, op).await;
 
             let report = text(&deploy(&project, &line, &dir));
 
@@ -453,11 +455,7 @@ mod deploy {
         touch_menus(&dir, 1);
         // The batch stays under way until the test completes it: killed while polling.
         line.set_rich_menu_batch_polls(1000);
-        let seen = line.rich_menu_calls_of(RichMenuOp::Progress).len();
-        let mut child = command(&project, &line, &dir, false).spawn().unwrap();
-        wait_for_call(&line, RichMenuOp::Progress, seen + 1, &mut child).await;
-        child.kill().unwrap();
-        child.wait().unwrap();
+        killed_at_call(&project, &line, &dir, RichMenuOp::Progress).await;
         line.complete_rich_menu_batches();
         line.set_rich_menu_batch_polls(2);
         touch_menus(&dir, 2);
