@@ -80,6 +80,116 @@ pub struct Config {
     /// Where a send stops for good, for tests that kill the process at that
     /// point (`FAULT_PAUSE`): only with the Firestore emulator.
     pub fault_pause: Option<FaultPause>,
+    /// The friend-add sources file (`SOURCES_FILE`, default `sources.toml`).
+    pub sources_file: PathBuf,
+    /// Whether `SOURCES_FILE` was set: then the file must exist.
+    pub sources_file_required: bool,
+    /// Source links through LINE Login: `None` when none of their settings
+    /// is set (`/r/*` is off).
+    pub source_links: Option<SourceLinkConfig>,
+}
+
+/// The settings source links need, all four or none.
+#[derive(Clone)]
+pub struct SourceLinkConfig {
+    /// `LINE_LOGIN_CHANNEL_ID`.
+    pub login_channel_id: String,
+    /// `LINE_LOGIN_CHANNEL_SECRET`.
+    pub login_channel_secret: String,
+    /// `PUBLIC_BASE_URL`: the service's own address, as visitors reach it.
+    pub public_base_url: String,
+    /// `FRIEND_URL`: LINE's add-friend link of the account.
+    pub friend_url: String,
+    /// `LINE_LOGIN_BASE_URL` (the authorize page's host).
+    pub login_base_url: String,
+    /// `LINE_LOGIN_API_BASE_URL` (the token endpoint's host).
+    pub login_api_base_url: String,
+}
+
+impl std::fmt::Debug for SourceLinkConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SourceLinkConfig")
+            .field("login_channel_id", &self.login_channel_id)
+            .field("login_channel_secret", &"<redacted>")
+            .field("public_base_url", &self.public_base_url)
+            .field("friend_url", &self.friend_url)
+            .field("login_base_url", &self.login_base_url)
+            .field("login_api_base_url", &self.login_api_base_url)
+            .finish()
+    }
+}
+
+/// The four settings of source links, in the order start-up names them.
+const SOURCE_LINK_SETTINGS: [&str; 4] = [
+    "LINE_LOGIN_CHANNEL_ID",
+    "LINE_LOGIN_CHANNEL_SECRET",
+    "PUBLIC_BASE_URL",
+    "FRIEND_URL",
+];
+
+/// Source links' settings: all or none; a URL must be one.
+fn source_links(get: &impl Fn(&str) -> Option<String>) -> Result<Option<SourceLinkConfig>, ConfigError> {
+    let values: Vec<Option<String>> = SOURCE_LINK_SETTINGS.iter().map(|name| get(name)).collect();
+    if values.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    if let Some(missing) = SOURCE_LINK_SETTINGS
+        .iter()
+        .zip(&values)
+        .find_map(|(name, value)| value.is_none().then_some(*name))
+    {
+        return Err(ConfigError::Invalid {
+            name: missing,
+            problem: format!(
+                "is required for source links when any of {} is set",
+                SOURCE_LINK_SETTINGS.join(", ")
+            ),
+        });
+    }
+    let url = |name: &'static str, value: String| {
+        let scheme_ok = value.starts_with("https://") || value.starts_with("http://");
+        let host = value.split_once("://").map_or("", |(_, rest)| rest);
+        if !scheme_ok || host.is_empty() || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(ConfigError::Invalid {
+                name,
+                problem: "must be an https:// URL (http:// only for a local run)".to_owned(),
+            });
+        }
+        Ok(value)
+    };
+    let [id, secret, base, friend] = <[Option<String>; 4]>::try_from(values)
+        .map_err(|_| ConfigError::Missing("LINE_LOGIN_CHANNEL_ID"))?
+        .map(Option::unwrap_or_default);
+    if !id.bytes().all(|byte| byte.is_ascii_digit()) {
+        return Err(ConfigError::Invalid {
+            name: "LINE_LOGIN_CHANNEL_ID",
+            problem: "must be the Login channel's numeric id".to_owned(),
+        });
+    }
+    let public_base_url = url("PUBLIC_BASE_URL", base)?.trim_end_matches('/').to_owned();
+    if public_base_url
+        .split_once("://")
+        .is_some_and(|(_, rest)| rest.contains(['/', '?', '#']))
+    {
+        return Err(ConfigError::Invalid {
+            name: "PUBLIC_BASE_URL",
+            problem: "must be the service's origin only, such as https://survey.example.jp".to_owned(),
+        });
+    }
+    Ok(Some(SourceLinkConfig {
+        login_channel_id: id,
+        login_channel_secret: secret,
+        public_base_url,
+        friend_url: url("FRIEND_URL", friend)?,
+        login_base_url: url(
+            "LINE_LOGIN_BASE_URL",
+            get("LINE_LOGIN_BASE_URL").unwrap_or_else(|| "https://access.line.me".to_owned()),
+        )?,
+        login_api_base_url: url(
+            "LINE_LOGIN_API_BASE_URL",
+            get("LINE_LOGIN_API_BASE_URL").unwrap_or_else(|| "https://api.line.me".to_owned()),
+        )?,
+    }))
 }
 
 /// The shortest `ADMIN_TOKEN` start-up accepts.
@@ -279,6 +389,9 @@ impl Config {
                     });
                 }
             },
+            sources_file: get("SOURCES_FILE").unwrap_or_else(|| "sources.toml".to_owned()).into(),
+            sources_file_required: get("SOURCES_FILE").is_some(),
+            source_links: source_links(&get)?,
             fault_pause: match get("FAULT_PAUSE").as_deref() {
                 None => None,
                 Some("before_reply_call") => Some(FaultPause::BeforeReplyCall),
@@ -500,6 +613,52 @@ mod tests {
             Err(ConfigError::Invalid { name, .. } | ConfigError::Missing(name)) => name,
             Ok(_) => "(accepted)",
         }
+    }
+
+    #[test]
+    fn source_links_take_all_four_settings_or_none() {
+        let all = [
+            ("LINE_LOGIN_CHANNEL_ID", "1650000000"),
+            ("LINE_LOGIN_CHANNEL_SECRET", "login-secret"),
+            ("PUBLIC_BASE_URL", "https://survey.example.jp/"),
+            ("FRIEND_URL", "https://line.me/R/ti/p/@example"),
+        ];
+        let on = deployed(&all).unwrap();
+        let links = on.source_links.expect("on with all four");
+        assert_eq!(links.public_base_url, "https://survey.example.jp");
+        assert_eq!(links.login_base_url, "https://access.line.me");
+        assert_eq!(links.login_api_base_url, "https://api.line.me");
+        assert!(!format!("{links:?}").contains("login-secret"), "the secret is redacted");
+        assert!(deployed(&[]).unwrap().source_links.is_none(), "off with none");
+        // Each one missing is named.
+        for (missing, _) in all {
+            let some: Vec<(&str, &str)> = all.iter().copied().filter(|(name, _)| *name != missing).collect();
+            assert_eq!(refused_setting(deployed(&some)), missing);
+        }
+        let with = |name: &'static str, value: &'static str| {
+            let mut pairs: Vec<(&str, &str)> = all.iter().copied().filter(|(other, _)| *other != name).collect();
+            pairs.push((name, value));
+            refused_setting(deployed(&pairs))
+        };
+        let cases = [
+            ("LINE_LOGIN_CHANNEL_ID", "abc", "LINE_LOGIN_CHANNEL_ID"),
+            ("PUBLIC_BASE_URL", "survey.example.jp", "PUBLIC_BASE_URL"),
+            ("PUBLIC_BASE_URL", "https://survey.example.jp/app", "PUBLIC_BASE_URL"),
+            ("PUBLIC_BASE_URL", "https://", "PUBLIC_BASE_URL"),
+            ("FRIEND_URL", "javascript:alert(1)", "FRIEND_URL"),
+            ("FRIEND_URL", "https://line.me/R/ti/p/@x y", "FRIEND_URL"),
+            ("LINE_LOGIN_BASE_URL", "ftp://x", "LINE_LOGIN_BASE_URL"),
+            ("LINE_LOGIN_API_BASE_URL", "x", "LINE_LOGIN_API_BASE_URL"),
+            ("LINE_LOGIN_BASE_URL", "http://127.0.0.1:9", "(accepted)"),
+        ];
+        for (name, value, refused) in cases {
+            assert_eq!(with(name, value), refused, "{name}={value}");
+        }
+        let default_file = deployed(&[]).unwrap();
+        assert_eq!(default_file.sources_file, PathBuf::from("sources.toml"));
+        assert!(!default_file.sources_file_required);
+        let named = deployed(&[("SOURCES_FILE", "conf/sources.toml")]).unwrap();
+        assert!(named.sources_file_required);
     }
 
     #[test]

@@ -27,6 +27,10 @@ enum Command {
         /// when set, else none).
         #[arg(long = "rich-menus", value_name = "DIR")]
         rich_menus: Option<PathBuf>,
+        /// Also the friend-add sources file (default: $SOURCES_FILE when set,
+        /// else ./sources.toml when it exists).
+        #[arg(long = "sources", value_name = "FILE")]
+        sources: Option<PathBuf>,
         #[arg(long, value_enum, default_value = "text")]
         format: Format,
     },
@@ -80,6 +84,18 @@ enum RichMenusCommand {
     },
 }
 
+/// The sources file `check` validates: the one given, else `$SOURCES_FILE`,
+/// else `./sources.toml` when it exists (none otherwise).
+fn sources_file(given: Option<PathBuf>) -> Option<PathBuf> {
+    given
+        .or_else(|| {
+            std::env::var_os("SOURCES_FILE")
+                .filter(|file| !file.is_empty())
+                .map(PathBuf::from)
+        })
+        .or_else(|| Some(PathBuf::from("sources.toml")).filter(|file| file.exists()))
+}
+
 fn scenarios_dir(given: Option<PathBuf>) -> PathBuf {
     given
         .or_else(|| std::env::var_os("SCENARIOS_DIR").map(PathBuf::from))
@@ -95,16 +111,20 @@ fn main() -> ExitCode {
         Command::Check {
             dir,
             rich_menus,
+            sources,
             format,
         } => match cli::check(
             &scenarios_dir(dir),
-            rich_menus
-                .or_else(|| {
-                    std::env::var_os("RICH_MENUS_DIR")
-                        .filter(|dir| !dir.is_empty())
-                        .map(PathBuf::from)
-                })
-                .as_deref(),
+            cli::Also {
+                rich_menus: rich_menus
+                    .or_else(|| {
+                        std::env::var_os("RICH_MENUS_DIR")
+                            .filter(|dir| !dir.is_empty())
+                            .map(PathBuf::from)
+                    })
+                    .as_deref(),
+                sources: sources_file(sources).as_deref(),
+            },
             format,
             &mut stdout(),
         ) {

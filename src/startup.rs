@@ -7,6 +7,7 @@ use crate::engine::Engine;
 use crate::http::AppState;
 use crate::http::routes::{self, MainRoutes};
 use crate::line::client::LineClient;
+use crate::line::login::{LoginChannel, LoginClient};
 use crate::log_ids::UserIdHasher;
 use crate::metrics::Metrics;
 use crate::outbound::{Courier, PauseAt, RetryPolicy};
@@ -15,6 +16,7 @@ use crate::pipeline::ingest::Ingest;
 use crate::pipeline::manual_send::ManualSender;
 use crate::pipeline::personal::Personaliser;
 use crate::pipeline::replay::Replayer;
+use crate::pipeline::sources::{LinkSettings, SourceLinks, SourceStarts};
 use crate::pipeline::timer_cancel::TimerCancels;
 use crate::pipeline::{
     EventSettings, EventWorker, EventWorkerParts, InHand, OutboundSender, Pipeline, PipelineParts, PipelineSettings,
@@ -23,8 +25,10 @@ use crate::pipeline::{
 use crate::reports::export::Exporter;
 use crate::reports::results::Results;
 use crate::reports::scrape::Scrape;
+use crate::reports::sources::SourcesReport;
 use crate::reports::timeline::Timelines;
 use crate::scenario::load_dir;
+use crate::scenario::sources::{Sources, load_sources};
 use crate::store::VersionCheck;
 use crate::store::{Store, StoreOptions};
 use actix_web::dev::Server;
@@ -60,7 +64,8 @@ impl Application {
                 Clock::test()
             }
         };
-        // Checked before anything starts: a broken menu file stops start-up.
+        // Checked before anything starts: a broken sources or menu file stops start-up.
+        let sources = Arc::new(load_sources_file(&config, &scenarios)?);
         let rich_menus = if config.rich_menus_deploy {
             Some(load_menu_files(&config, &scenarios)?)
         } else {
@@ -93,6 +98,11 @@ impl Application {
         }
         if config.worker_count == 0 {
             tracing::warn!("WORKER_COUNT is 0: this instance stores events; other instances process them");
+        }
+        if config.source_links.is_none() {
+            tracing::info!(
+                "source links (/r/*) are off: LINE_LOGIN_CHANNEL_ID, LINE_LOGIN_CHANNEL_SECRET, PUBLIC_BASE_URL and FRIEND_URL are not set"
+            );
         }
 
         let engine = Engine::new(Arc::new(scenarios));
@@ -144,8 +154,10 @@ impl Application {
         let in_hand = Arc::new(InHand::default());
         let sweep_soon = SweepSoon::default();
         let sender = Arc::new(OutboundSender::new(courier.clone(), store.clone(), in_hand.clone()));
+        let source_starts = SourceStarts::new(store.clone(), versions.clone(), sources.clone(), clock.clone());
         let events = Arc::new(EventWorker::new(
             EventWorkerParts {
+                sources: source_starts.clone(),
                 versions: versions.clone(),
                 store: store.clone(),
                 sender: sender.clone(),
@@ -224,6 +236,30 @@ impl Application {
         );
         scrape.spawn_upkeep(shutdown.clone());
         let menu_links = crate::pipeline::rich_menu_links::MenuLinks::new(store.clone(), menu_api, versions.clone());
+        let (source_links, sources_report) = match &config.source_links {
+            Some(links) => {
+                let login = LoginClient::new(
+                    LoginChannel {
+                        channel_id: links.login_channel_id.clone(),
+                        channel_secret: links.login_channel_secret.clone(),
+                        authorize_base_url: links.login_base_url.clone(),
+                        api_base_url: links.login_api_base_url.clone(),
+                    },
+                    config.line_timeout,
+                )?;
+                let report = SourcesReport::new(store.clone(), sources.clone(), &links.public_base_url);
+                let service = SourceLinks::new(
+                    source_starts,
+                    login,
+                    LinkSettings {
+                        public_base_url: links.public_base_url.clone(),
+                        friend_url: links.friend_url.clone(),
+                    },
+                );
+                (Some(service), Some(report))
+            }
+            None => (None, None),
+        };
         let state = web::Data::new(AppState {
             ingest: Ingest::new(
                 versions,
@@ -243,6 +279,8 @@ impl Application {
             manual_sender: ManualSender::new(engine, store.clone(), courier, personal, clock.clone()),
             campaigns,
             menu_links,
+            source_links,
+            sources_report,
             follower_sync,
             replayer,
             timer_cancels: TimerCancels::new(store.clone()),
@@ -441,6 +479,30 @@ async fn connect_store(config: &Config, clock: Clock) -> anyhow::Result<Store> {
     })
     .await
     .context("cannot connect to Firestore")
+}
+
+/// The sources of `SOURCES_FILE`, checked with the scenarios, when source
+/// links are on (otherwise none: nothing reads them); every problem, naming
+/// the setting, otherwise.
+fn load_sources_file(config: &Config, scenarios: &crate::scenario::Scenarios) -> anyhow::Result<Sources> {
+    if config.source_links.is_none() {
+        return Ok(Sources::default());
+    }
+    let path = &config.sources_file;
+    if !path.exists() && !config.sources_file_required {
+        anyhow::bail!(
+            "SOURCES_FILE ({}) does not exist: source links are on (LINE_LOGIN_CHANNEL_ID is set) and need their sources",
+            path.display()
+        );
+    }
+    load_sources(path, scenarios).map_err(|problems| {
+        let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        anyhow::anyhow!(
+            "SOURCES_FILE ({}) has problems:\n{}",
+            path.display(),
+            problems.join("\n")
+        )
+    })
 }
 
 /// The menu files of `RICH_MENUS_DIR`, checked with the scenarios; every

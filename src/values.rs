@@ -281,3 +281,16 @@ pub struct PersonalValues {
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub answers: std::collections::BTreeMap<String, String>,
 }
+
+/// Where a user stands with one friend-add source (`user_sources`): decided
+/// by the engine, recorded by the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SourceStanding {
+    /// Recorded, the user not (yet) a friend: their follow decides.
+    Waiting,
+    /// Became a friend through the link: counted as a new friend.
+    Friend,
+    /// Was a friend before the link was opened: not a new friend.
+    WasFriend,
+}

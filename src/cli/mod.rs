@@ -6,6 +6,7 @@ mod transcript;
 
 use crate::engine::Engine;
 use crate::scenario::rich_menus::load_rich_menus;
+use crate::scenario::sources::load_sources;
 use crate::scenario::{LoadError, Scenario, ScenarioError, Scenarios, load_dir};
 use conversation::{Conversation, UserAction};
 use std::io::{BufRead, Write};
@@ -25,20 +26,36 @@ pub enum Format {
     Json,
 }
 
-/// Validates the scenario files in `dir`, and with `rich_menus` the rich
-/// menu files there against them; prints every problem. `true` when there
-/// are none.
-pub fn check(dir: &Path, rich_menus: Option<&Path>, format: Format, out: &mut impl Write) -> std::io::Result<bool> {
+/// What `check` validates besides the scenarios.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Also<'a> {
+    /// The rich menu files of this directory.
+    pub rich_menus: Option<&'a Path>,
+    /// The friend-add sources file.
+    pub sources: Option<&'a Path>,
+}
+
+/// Validates the scenario files in `dir`, and with `also` the rich menu
+/// files and the sources file against them; prints every problem. `true`
+/// when there are none.
+pub fn check(dir: &Path, also: Also<'_>, format: Format, out: &mut impl Write) -> std::io::Result<bool> {
     let mut menus = 0;
+    let mut sources = 0;
     let (problems, count) = match load_dir(dir) {
-        Ok(scenarios) => match rich_menus.map(|menus_dir| load_rich_menus(menus_dir, &scenarios)) {
-            None => (Vec::new(), scenarios.len()),
-            Some(Ok(loaded)) => {
-                menus = loaded.len();
-                (Vec::new(), scenarios.len())
+        Ok(scenarios) => {
+            let mut problems = Vec::new();
+            match also.rich_menus.map(|menus_dir| load_rich_menus(menus_dir, &scenarios)) {
+                None => {}
+                Some(Ok(loaded)) => menus = loaded.len(),
+                Some(Err(found)) => problems.extend(found),
             }
-            Some(Err(problems)) => (problems, scenarios.len()),
-        },
+            match also.sources.map(|file| load_sources(file, &scenarios)) {
+                None => {}
+                Some(Ok(loaded)) => sources = loaded.len(),
+                Some(Err(found)) => problems.extend(found),
+            }
+            (problems, scenarios.len())
+        }
         Err(LoadError::Invalid(errors)) => (errors, 0),
         Err(other) => (
             vec![ScenarioError {
@@ -64,20 +81,28 @@ pub fn check(dir: &Path, rich_menus: Option<&Path>, format: Format, out: &mut im
                 })
                 .collect();
             let mut report = serde_json::json!({"ok": problems.is_empty(), "scenarios": count, "problems": problems});
-            if rich_menus.is_some() {
+            if also.rich_menus.is_some() {
                 report["richMenus"] = serde_json::json!(menus);
+            }
+            if also.sources.is_some() {
+                report["sources"] = serde_json::json!(sources);
             }
             writeln!(out, "{report:#}")?;
         }
-        Format::Text if problems.is_empty() => match rich_menus {
-            Some(menus_dir) => writeln!(
-                out,
-                "{}: {count} scenario(s); {}: {menus} rich menu(s); no problems",
-                dir.display(),
-                menus_dir.display()
-            )?,
-            None => writeln!(out, "{}: {count} scenario(s), no problems", dir.display())?,
-        },
+        Format::Text if problems.is_empty() => {
+            write!(out, "{}: {count} scenario(s)", dir.display())?;
+            if let Some(menus_dir) = also.rich_menus {
+                write!(out, "; {}: {menus} rich menu(s)", menus_dir.display())?;
+            }
+            if let Some(file) = also.sources {
+                write!(out, "; {}: {sources} source(s)", file.display())?;
+            }
+            if also.rich_menus.is_some() || also.sources.is_some() {
+                writeln!(out, "; no problems")?;
+            } else {
+                writeln!(out, ", no problems")?;
+            }
+        }
         Format::Text => {
             for problem in &problems {
                 writeln!(out, "{problem}")?;

@@ -10,6 +10,7 @@ pub(crate) mod personal;
 mod render;
 pub(crate) mod results;
 pub(crate) mod rich_menus;
+pub(crate) mod source_link;
 mod start;
 mod typed;
 
@@ -550,6 +551,24 @@ impl Engine {
             scenario: entry.scenario.clone(),
             guard,
         })
+    }
+
+    /// A friend-add source's scenario, from its start, for `user`: a start
+    /// under guard 3's rules (it does not restart a survey the user
+    /// answered), in the run `begun_by` names (the same for every queuing of
+    /// it, so a repeat begins the same run).
+    pub(crate) fn source_start(
+        &self,
+        scenario: &ScenarioId,
+        user: LineUserId,
+        begun_by: &str,
+    ) -> Result<StartPlan, Ignored> {
+        let loaded = self.loaded(scenario)?;
+        let entry = Entry {
+            scenario: scenario.clone(),
+            node: loaded.start.clone(),
+        };
+        self.start(user, &entry, RunId::begun_by(begun_by))
     }
 
     /// The messages an operator's manual send delivers: the scenario from its start,

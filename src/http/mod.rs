@@ -10,6 +10,7 @@ pub(crate) mod guesses;
 pub(crate) mod health;
 pub(crate) mod prometheus;
 pub(crate) mod routes;
+pub(crate) mod sources;
 pub(crate) mod webhook;
 
 use crate::metrics::Metrics;
@@ -32,6 +33,9 @@ pub(crate) struct AppState {
     pub(crate) campaigns: Campaigns,
     /// Operators' links of a rich menu to an audience.
     pub(crate) menu_links: crate::pipeline::rich_menu_links::MenuLinks,
+    /// Friend-add source links (`/r/*`): `None` when their settings are not set.
+    pub(crate) source_links: Option<crate::pipeline::sources::SourceLinks>,
+    pub(crate) sources_report: Option<crate::reports::sources::SourcesReport>,
     pub(crate) follower_sync: crate::pipeline::follower_sync::FollowerSync,
     pub(crate) replayer: Replayer,
     pub(crate) results: Results,

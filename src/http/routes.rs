@@ -1,7 +1,7 @@
 //! The route table: which handler answers which path, on the main port and on
 //! the metrics port. Start-up builds the servers; this says what they serve.
 
-use super::{admin, console, error_body, health, prometheus, webhook};
+use super::{admin, console, error_body, health, prometheus, sources, webhook};
 use actix_web::{HttpResponse, web};
 
 /// What the main port serves besides the webhook and the health check.
@@ -20,7 +20,10 @@ pub(crate) struct MainRoutes {
 pub(crate) fn main(config: &mut web::ServiceConfig, routes: MainRoutes) {
     config
         .route("/healthz", web::get().to(health::healthz))
-        .route("/webhook", web::post().to(webhook::webhook));
+        .route("/webhook", web::post().to(webhook::webhook))
+        // Source links answer 404 themselves while their settings are unset.
+        .route("/r/callback", web::get().to(sources::callback))
+        .route("/r/{source}", web::get().to(sources::link));
     if routes.admin {
         config
             .route(
@@ -35,6 +38,8 @@ pub(crate) fn main(config: &mut web::ServiceConfig, routes: MainRoutes) {
             .route("/admin/campaigns/{id}", web::get().to(admin::campaigns::show))
             .route("/admin/campaigns/{id}/cancel", web::post().to(admin::campaigns::cancel))
             .route("/admin/rich-menus/{id}/link", web::post().to(admin::rich_menus::link))
+            .route("/admin/sources", web::get().to(admin::sources::list))
+            .route("/admin/sources/{id}/qr.png", web::get().to(admin::sources::qr))
             .route("/admin/followers/sync", web::post().to(admin::followers::start))
             .route("/admin/followers/sync", web::get().to(admin::followers::show))
             .route(

@@ -2,6 +2,7 @@
 //! signature, the webhook event types, outbound message types and the HTTP client.
 
 pub mod client;
+pub(crate) mod login;
 pub mod messages;
 pub(crate) mod rich_menus;
 pub mod signature;

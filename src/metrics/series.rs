@@ -47,6 +47,14 @@ pub(crate) const CAMPAIGN_CHUNKS: &str = "line_survey_campaign_chunks_total";
 /// Users of the campaign chunks settled by this instance: `outcome` as above.
 pub(crate) const CAMPAIGN_RECIPIENTS: &str = "line_survey_campaign_recipients_total";
 
+/// Visits of source links (`GET /r/{source}`) sent on to LINE Login: `source`
+/// (an id of `SOURCES_FILE`: a closed set). Not written to Firestore, so
+/// crawlers and link previews cost nothing.
+pub(crate) const SOURCE_LINK_VISITS: &str = "line_survey_source_link_visits_total";
+/// Source links' callbacks: `outcome` (`recorded`, `cancelled`, `bad_state`,
+/// `replayed`, `login_refused`, `failed`).
+pub(crate) const SOURCE_LOGINS: &str = "line_survey_source_logins_total";
+
 /// Histogram buckets of both latency histograms, in seconds: from a get on the
 /// emulator (about 1 ms) to LINE's default timeout (5 s).
 pub(crate) const LATENCY_BUCKETS: [f64; 13] = [
@@ -208,6 +216,14 @@ pub(crate) fn campaign_chunk(outcome: &'static str, users: u32) {
     ::metrics::counter!(CAMPAIGN_RECIPIENTS, "outcome" => outcome).increment(u64::from(users));
 }
 
+pub(crate) fn source_link_visit(source: &str) {
+    ::metrics::counter!(SOURCE_LINK_VISITS, "source" => source.to_owned()).increment(1);
+}
+
+pub(crate) fn source_login(outcome: &'static str) {
+    ::metrics::counter!(SOURCE_LOGINS, "outcome" => outcome).increment(1);
+}
+
 /// Help texts shown with each series.
 pub(crate) fn describe() {
     use ::metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
@@ -241,6 +257,11 @@ pub(crate) fn describe() {
     describe_gauge!(QUEUE_DEPTH, "Jobs waiting in this instance's queues");
     describe_counter!(BACKLOG_READ_FAILURES, "Failed reads of the backlog gauges");
     describe_counter!(CAMPAIGN_CHUNKS, "Campaign chunks settled by this instance, by outcome");
+    describe_counter!(
+        SOURCE_LINK_VISITS,
+        "Source link visits sent on to LINE Login, by source"
+    );
+    describe_counter!(SOURCE_LOGINS, "Source link callbacks, by outcome");
     describe_counter!(
         CAMPAIGN_RECIPIENTS,
         "Users of the campaign chunks settled by this instance, by outcome"

@@ -10,8 +10,9 @@ impl EventWorker {
     /// A follow or an unfollow: recorded on the user first (idempotent, by event
     /// time); an unfollow then cancels the user's pending timers (a timer that
     /// fires before its cancel lands reads `following` and sends nothing); a
-    /// follow then caches the user's display name (LINE's profile) and starts
-    /// the follow trigger's scenario, if any.
+    /// follow then queues the scenarios of friend-add sources waiting for it,
+    /// caches the user's display name (LINE's profile) and starts the follow
+    /// trigger's scenario, if any.
     pub(super) async fn follow(&self, hold: &Hold, work: &Work, plan: &FollowPlan) -> Result<Processed, Failure> {
         let newest = self
             .store
@@ -25,6 +26,13 @@ impl EventWorker {
                 .cancel_user_timers(plan.user.as_str(), work.event_time_ms, "unfollowed")
                 .await?;
             tracing::info!(timers.cancelled = cancelled, "the user unfollowed");
+        }
+        // A friend-add source's login recorded before this follow waits for
+        // it: its scenario is queued now (a login after it saw the follow).
+        if plan.following && newest {
+            self.sources.followed(&plan.user, work.event_time_ms).await?;
+        } else if !plan.following && newest {
+            self.sources.unfollowed(&plan.user, work.event_time_ms).await?;
         }
         // A friend's display name is fetched now, so the greeting can use it.
         if plan.following && newest {

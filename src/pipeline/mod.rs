@@ -37,6 +37,7 @@ mod retries;
 pub(crate) mod rich_menu_deploy;
 pub(crate) mod rich_menu_links;
 mod sender;
+pub(crate) mod sources;
 mod start;
 mod sweeper;
 pub(crate) mod timer_cancel;

@@ -110,6 +110,21 @@ impl Work {
         }
     }
 
+    /// An event the service raises itself (a friend-add source's start): no
+    /// reply token, no message, its time the service's.
+    pub(crate) fn raised(event_id: &str, event_type: &str, now_ms: i64, plan: Plan) -> Self {
+        Self {
+            webhook_event_id: event_id.to_owned(),
+            event_type: event_type.to_owned(),
+            event_time_ms: now_ms,
+            reply_token: None,
+            received_ms: Some(now_ms),
+            message: None,
+            after: None,
+            plan,
+        }
+    }
+
     /// Now on LINE's clock, as this event tells it: LINE's timestamp plus how long
     /// the service has held the event (a difference on the service's own clock),
     /// so the skew between the two clocks cancels out. A question opened for the

@@ -43,6 +43,8 @@ pub(crate) struct EventWorker {
     pub(super) clock: Clock,
     /// The campaigns of answers' runs.
     pub(super) campaign_runs: super::campaign_runs::CampaignRuns,
+    /// Friend-add sources waiting for a follow.
+    pub(super) sources: super::sources::SourceStarts,
 }
 
 /// The handles an event worker is built with.
@@ -54,6 +56,7 @@ pub(crate) struct EventWorkerParts {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) sweep_soon: SweepSoon,
     pub(crate) clock: Clock,
+    pub(crate) sources: super::sources::SourceStarts,
 }
 
 impl EventWorker {
@@ -66,6 +69,7 @@ impl EventWorker {
             metrics,
             sweep_soon,
             clock,
+            sources,
         } = parts;
         Self {
             campaign_runs: super::campaign_runs::CampaignRuns::new(store.clone()),
@@ -77,6 +81,7 @@ impl EventWorker {
             settings,
             sweep_soon,
             clock,
+            sources,
         }
     }
 

@@ -17,5 +17,6 @@ pub(crate) mod campaign_results;
 pub(crate) mod export;
 pub(crate) mod results;
 pub(crate) mod scrape;
+pub(crate) mod sources;
 pub(crate) mod timeline;
 pub(crate) mod users;

@@ -149,6 +149,25 @@ fn from_parsed(parsed: Vec<(Scenario, PathBuf, String)>) -> Result<Scenarios, Lo
     Ok(scenarios)
 }
 
+/// Loads scenarios from `(file name, text)` pairs, as `load_dir` would: for
+/// other modules' tests.
+#[cfg(test)]
+pub(crate) fn load_str(files: &[(&str, &str)]) -> Result<Scenarios, LoadError> {
+    let mut parsed = Vec::new();
+    for (name, text) in files {
+        let scenario = toml::from_str::<Scenario>(text).map_err(|error| {
+            LoadError::Invalid(vec![ScenarioError {
+                file: PathBuf::from(name),
+                scenario: None,
+                node: None,
+                problem: error.to_string(),
+            }])
+        })?;
+        parsed.push((scenario, PathBuf::from(name), (*text).to_owned()));
+    }
+    from_parsed(parsed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

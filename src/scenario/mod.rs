@@ -14,6 +14,7 @@ pub mod placeholders;
 pub mod postback;
 pub mod rich_menus;
 pub mod schedule;
+pub mod sources;
 pub mod split;
 pub mod typed;
 mod validate;

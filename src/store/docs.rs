@@ -27,6 +27,9 @@ pub(crate) mod collections {
     pub(crate) const RICH_MENUS: &str = "rich_menus";
     pub(crate) const RICH_MENU_DEPLOYS: &str = "rich_menu_deploys";
     pub(crate) const RICH_MENU_LINKS: &str = "rich_menu_links";
+    pub(crate) const USER_SOURCES: &str = "user_sources";
+    pub(crate) const LOGIN_STATES: &str = "login_states";
+    pub(crate) const SOURCE_COUNTERS: &str = "source_counters";
 }
 
 /// `survey_responses/{answerId}`: one user's answer to one survey node.

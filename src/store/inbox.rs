@@ -92,6 +92,26 @@ impl Store {
     /// Stores the event, leased to this instance. One round trip, shared with the
     /// claims batched with it.
     pub(crate) async fn claim_event(&self, key: &InboxKey, event: NewEvent<'_>) -> Result<Claim, StoreError> {
+        let text = event.text;
+        let write = self.inbox_create_write(key, event)?;
+        if let Some((message, text)) = text {
+            let writes = vec![write, self.keep_text_write(message, text)?];
+            return match self.commit(writes).await {
+                CommitOutcome::Committed(versions) => match versions.first().copied().flatten() {
+                    Some(version) => Ok(Claim::Claimed { version }),
+                    None => Err(StoreError::Unavailable("the claim landed without a version".into())),
+                },
+                CommitOutcome::AlreadyExists | CommitOutcome::Changed => Ok(Claim::Duplicate),
+                CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
+            };
+        }
+        super::round_trips::count();
+        self.claimer.claim(write).await
+    }
+
+    /// The `create` of an event's record: for a claim, or inside a commit of
+    /// its own (an event the service raises itself, such as a source's start).
+    pub(super) fn inbox_create_write(&self, key: &InboxKey, event: NewEvent<'_>) -> Result<Write, StoreError> {
         let now = self.now();
         let doc = InboxDoc {
             destination: event.destination.to_owned(),
@@ -111,20 +131,7 @@ impl Store {
             expire_at: later(now, INBOX_RETENTION),
             last_error: None,
         };
-        let write = create(self.document_path(WEBHOOK_INBOX, key.as_str()), &doc)?;
-        if let Some((message, text)) = event.text {
-            let writes = vec![write, self.keep_text_write(message, text)?];
-            return match self.commit(writes).await {
-                CommitOutcome::Committed(versions) => match versions.first().copied().flatten() {
-                    Some(version) => Ok(Claim::Claimed { version }),
-                    None => Err(StoreError::Unavailable("the claim landed without a version".into())),
-                },
-                CommitOutcome::AlreadyExists | CommitOutcome::Changed => Ok(Claim::Duplicate),
-                CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
-            };
-        }
-        super::round_trips::count();
-        self.claimer.claim(write).await
+        Ok(create(self.document_path(WEBHOOK_INBOX, key.as_str()), &doc)?)
     }
 
     /// Part of an effect's commit: the event is done, and its plan (with the reply

@@ -177,6 +177,31 @@ impl Store {
         )?)
     }
 
+    /// Each document of `collection` whose name lies in `[first, last]` (full
+    /// paths), a page at a time: counter documents named so that a range of
+    /// names is a range of days, with no index to maintain.
+    pub(super) async fn each_in_name_range(
+        &self,
+        collection: &str,
+        fields: &[&str],
+        (first, last): (String, String),
+        each: impl FnMut(&Document) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.each_page(
+            collection,
+            fields,
+            |q| {
+                q.for_all([
+                    q.field("__name__")
+                        .greater_than_or_equal(reference_value(first.clone())),
+                    q.field("__name__").less_than_or_equal(reference_value(last.clone())),
+                ])
+            },
+            each,
+        )
+        .await
+    }
+
     /// The counts of `scenario_id` from day `from` to day `to` (inclusive,
     /// `YYYY-MM-DD`; absent: unbounded). One query over a range of document
     /// names: no index to maintain.
@@ -194,7 +219,7 @@ impl Store {
             &format!("{prefix}_{}~", to.map(|to| format!("{to}_")).unwrap_or_default()),
         );
         let mut counts = ResultCounts::default();
-        self.each_page(
+        self.each_in_name_range(
             RESULT_COUNTERS,
             &[
                 "sent",
@@ -205,13 +230,7 @@ impl Store {
                 "choicesByVariant",
                 "runs",
             ],
-            |q| {
-                q.for_all([
-                    q.field("__name__")
-                        .greater_than_or_equal(reference_value(first.clone())),
-                    q.field("__name__").less_than_or_equal(reference_value(last.clone())),
-                ])
-            },
+            (first, last),
             |document: &Document| {
                 let doc: CounterDoc = firestore::FirestoreDb::deserialize_doc_to(document)?;
                 add_counts(&mut counts, doc);

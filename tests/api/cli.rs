@@ -413,3 +413,62 @@ fn check_validates_rich_menus_with_the_scenarios_they_start() {
     assert_eq!(json["ok"], false);
     assert_eq!(json["problems"].as_array().map(Vec::len), Some(2), "{json}");
 }
+
+#[test]
+fn check_validates_the_sources_file_with_the_scenarios() {
+    let scenarios = repo("scenarios");
+    let sample = repo("sources.sample.toml");
+    let output = run(
+        &[
+            "check",
+            scenarios.to_str().unwrap_or_default(),
+            "--sources",
+            sample.to_str().unwrap_or_default(),
+        ],
+        None,
+    );
+    assert!(output.status.success(), "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains("2 source(s); no problems"),
+        "{}",
+        stdout(&output)
+    );
+
+    let dir = scenario_dir(&[(
+        "sources.toml",
+        "[[sources]]\nid = \"callback\"\nlabel = \"x\"\n\
+         [[sources]]\nid = \"poster\"\nlabel = \"店頭\"\nscenario = \"no_such_survey\"\n\
+         [[sources]]\nid = \"poster\"\nlabel = \"again\"\n",
+    )]);
+    let file = dir.join("sources.toml");
+    let args = [
+        "check",
+        scenarios.to_str().unwrap_or_default(),
+        "--sources",
+        file.to_str().unwrap_or_default(),
+        "--format",
+        "json",
+    ];
+    let output = run(&args, None);
+    assert_eq!(output.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+    let problems: Vec<String> = json["problems"]
+        .as_array()
+        .expect("problems")
+        .iter()
+        .map(|problem| problem["problem"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(problems.len(), 3, "{problems:?}");
+    assert!(
+        problems[0].contains("source \"callback\": the id must be"),
+        "{problems:?}"
+    );
+    assert!(
+        problems[1].contains("the scenario \"no_such_survey\" does not exist"),
+        "{problems:?}"
+    );
+    assert!(
+        problems[2].contains("source \"poster\": the id is used twice"),
+        "{problems:?}"
+    );
+}

@@ -9,6 +9,7 @@ pub(crate) mod followers;
 pub(crate) mod results;
 pub(crate) mod rich_menus;
 pub(crate) mod send;
+pub(crate) mod sources;
 pub(crate) mod timeline;
 pub(crate) mod timers;
 pub(crate) mod users;

@@ -45,7 +45,9 @@ pub(crate) fn routes(config: &mut web::ServiceConfig) {
         .route("/console/dead-letters/{id}/replay", web::post().to(replay))
         .route("/console/users", web::get().to(users))
         .route("/console/campaigns", web::get().to(campaigns))
-        .route("/console/campaigns/{id}", web::get().to(campaign));
+        .route("/console/campaigns/{id}", web::get().to(campaign))
+        .route("/console/sources", web::get().to(sources))
+        .route("/console/sources/{id}/qr.png", web::get().to(source_qr));
 }
 
 /// Now in seconds, as the service's clock sees it: sessions and login forms
@@ -570,6 +572,50 @@ async fn users(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse
             html(StatusCode::OK, pages::user(&nav, asked, Some(&story), None))
         }
         (Err(error), _) | (_, Err(error)) => unavailable(error),
+    }
+}
+
+async fn sources(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let Some(csrf) = logged_in(&request, &state) else {
+        return to_login();
+    };
+    let nav = Nav { csrf: &csrf };
+    let Some(report) = &state.sources_report else {
+        return html(StatusCode::OK, pages::sources(&nav, None));
+    };
+    let rows = match report.list(None, None).await {
+        Ok(rows) => rows,
+        Err(error) => return unavailable(error),
+    };
+    let mut users = Vec::with_capacity(rows.len());
+    for row in &rows {
+        match report.recent_users(&row.id).await {
+            Ok(list) => users.push(list),
+            Err(error) => return unavailable(error),
+        }
+    }
+    let cards: Vec<pages::SourceCard<'_>> = rows
+        .iter()
+        .zip(&users)
+        .map(|(row, users)| pages::SourceCard { row, users })
+        .collect();
+    html(StatusCode::OK, pages::sources(&nav, Some(&cards)))
+}
+
+async fn source_qr(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
+    if logged_in(&request, &state).is_none() {
+        return to_login();
+    }
+    let Some(report) = &state.sources_report else {
+        return not_found("Source links are off.");
+    };
+    match report.qr_png(&path) {
+        Ok(png) => HttpResponse::Ok()
+            .content_type("image/png")
+            .insert_header(("Cache-Control", "no-store"))
+            .body(png),
+        Err(crate::reports::sources::SourcesError::UnknownSource(_)) => not_found("No source with that id."),
+        Err(error) => unavailable(error),
     }
 }
 

@@ -57,6 +57,7 @@ fn page(title: &str, nav: Option<&Nav>, body: Markup) -> Markup {
                         a href="/console/dead-letters" { "Dead letters" }
                         a href="/console/users" { "Users" }
                         a href="/console/campaigns" { "Campaigns" }
+                        a href="/console/sources" { "Sources" }
                         form method="post" action="/console/logout" {
                             input type="hidden" name="csrf" value=(nav.csrf);
                             button type="submit" id="logout" { "Log out" }
@@ -500,6 +501,68 @@ pub(crate) fn campaign(
 /// `part` of `whole` in whole percent, 0 when there is no whole.
 fn share(part: u64, whole: u64) -> u64 {
     if whole == 0 { 0 } else { percent(part, whole) }
+}
+
+/// One source on the console's sources page: its counts and latest users.
+pub(crate) struct SourceCard<'a> {
+    pub(crate) row: &'a crate::reports::sources::SourceRow,
+    pub(crate) users: &'a [crate::store::SourceUser],
+}
+
+/// Friend-add sources: each link with its QR code, its counts over all days
+/// and its latest users (links to their pages).
+pub(crate) fn sources(nav: &Nav, cards: Option<&[SourceCard<'_>]>) -> Markup {
+    page(
+        "Sources",
+        Some(nav),
+        html! {
+            @match cards {
+                None => section { p { "Source links are off: set LINE_LOGIN_CHANNEL_ID, LINE_LOGIN_CHANNEL_SECRET, PUBLIC_BASE_URL and FRIEND_URL (see the README)." } },
+                Some([]) => section { p { "No sources in SOURCES_FILE." } },
+                Some(cards) => @for card in cards {
+                    section class="source" id={ "source-" (card.row.id) } {
+                        h2 { (card.row.label) " " span class="muted" { "(" (card.row.id) ")" } }
+                        p { "Link: " code class="link" { (card.row.link) } }
+                        img class="qr" width="160" height="160" alt={ "QR code of " (card.row.link) }
+                            src={ "/console/sources/" (segment(&card.row.id)) "/qr.png" };
+                        div class="scroll" {
+                            table {
+                                tr { th class="num" { "Logins" } th class="num" { "New friends" } th class="num" { "Unfollows" } }
+                                tr {
+                                    td class="num logins" { (card.row.counts.logins) }
+                                    td class="num new-friends" { (card.row.counts.new_friends) }
+                                    td class="num unfollows" { (card.row.counts.unfollows) }
+                                }
+                            }
+                        }
+                        @if !card.users.is_empty() {
+                            h2 { "Latest users" }
+                            div class="scroll" {
+                                table class="users" {
+                                    tr { th { "User" } th { "Standing" } th { "Recorded" } }
+                                    @for user in card.users {
+                                        tr {
+                                            td { a href={ "/console/users?id=" (segment(&user.line_user_id)) } { (user.line_user_id) } }
+                                            td { (standing(user.standing)) }
+                                            td { (time(user.recorded_at_ms)) }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                },
+            }
+        },
+    )
+}
+
+fn standing(standing: crate::values::SourceStanding) -> &'static str {
+    match standing {
+        crate::values::SourceStanding::Waiting => "not a friend yet",
+        crate::values::SourceStanding::Friend => "new friend",
+        crate::values::SourceStanding::WasFriend => "already a friend",
+    }
 }
 
 /// `part` of `whole` in whole percent, 0 to 100.

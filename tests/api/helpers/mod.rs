@@ -6,6 +6,7 @@ pub mod emulator;
 pub mod events;
 pub mod firestore_rest;
 pub mod line_limits;
+pub mod line_login;
 pub mod line_rich_menus;
 pub mod line_stand_in;
 pub mod process;
@@ -50,7 +51,35 @@ pub struct TestOptions {
     /// `CLOCK=test`: the service's clock moves forward on
     /// [`TestApp::advance_clock`] instead of the test waiting.
     pub test_clock: bool,
+    /// Source links on, against a LINE Login stand-in, with these sources.
+    pub sources: Option<SourcesSetup>,
 }
+
+/// Source links' settings for a test: the LINE Login stand-in and the
+/// sources file's text.
+#[derive(Clone)]
+pub struct SourcesSetup {
+    pub login_uri: String,
+    pub sources_toml: String,
+    /// `PUBLIC_BASE_URL` (default `http://survey.test`: a test follows the
+    /// redirects by hand and calls the app's own address).
+    pub public_base_url: Option<String>,
+    pub friend_url: String,
+}
+
+impl SourcesSetup {
+    pub fn new(login_uri: &str, sources_toml: &str) -> Self {
+        Self {
+            login_uri: login_uri.to_owned(),
+            sources_toml: sources_toml.to_owned(),
+            public_base_url: None,
+            friend_url: FRIEND_URL.to_owned(),
+        }
+    }
+}
+
+/// `FRIEND_URL` of the tests' account.
+pub const FRIEND_URL: &str = "https://line.me/R/ti/p/@line-survey-test";
 
 impl Default for TestOptions {
     fn default() -> Self {
@@ -62,6 +91,7 @@ impl Default for TestOptions {
             adjust: |_| {},
             beside: None,
             test_clock: false,
+            sources: None,
         }
     }
 }
@@ -120,6 +150,23 @@ pub fn test_config(project_id: &str, line_uri: &str, options: &TestOptions) -> C
     config.sweep_interval = Duration::from_millis(100);
     if options.test_clock {
         config.clock = ClockKind::Test;
+    }
+    if let Some(setup) = &options.sources {
+        let file = std::env::temp_dir().join(format!("sources-{}.toml", uuid::Uuid::new_v4().simple()));
+        std::fs::write(&file, &setup.sources_toml).expect("the sources file is written");
+        config.sources_file = file;
+        config.sources_file_required = true;
+        config.source_links = Some(line_survey::config::SourceLinkConfig {
+            login_channel_id: line_login::LOGIN_CHANNEL_ID.to_owned(),
+            login_channel_secret: line_login::LOGIN_CHANNEL_SECRET.to_owned(),
+            public_base_url: setup
+                .public_base_url
+                .clone()
+                .unwrap_or_else(|| "http://survey.test".to_owned()),
+            friend_url: setup.friend_url.clone(),
+            login_base_url: setup.login_uri.clone(),
+            login_api_base_url: setup.login_uri.clone(),
+        });
     }
     (options.adjust)(&mut config);
     config

@@ -1,0 +1,516 @@
+//! Friend-add source links (`/r/{source}` through LINE Login): the redirect,
+//! every failure (a clear page, nothing stored), a source recorded once per
+//! user with its tags, its scenario started exactly once whichever of the
+//! follow and the login comes first, on two instances, with redeliveries; the
+//! counts, the QR code and the console's page.
+
+use crate::helpers::events;
+use crate::helpers::firestore_rest::{string_array, string_field};
+use crate::helpers::line_login::{LOGIN_CHANNEL_ID, LoginMode, LoginStandIn};
+use crate::helpers::{FRIEND_URL, SourcesSetup, TestApp, TestOptions, spawn_app_with};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// The source's scenario is `news` (no survey, so no guard of its own: only
+/// the source's queuing keeps it to one start), its text counted below.
+const SOURCES: &str = r#"
+[[sources]]
+id = "instagram_dec"
+label = "Instagram 12月広告"
+tags = ["src_instagram", "広告"]
+scenario = "news"
+
+[[sources]]
+id = "poster"
+label = "店頭ポスター"
+tags = ["src_poster"]
+"#;
+const NEWS: &str = "Today's news: the cafeteria has a new menu.";
+
+fn user(n: usize) -> String {
+    format!("U{n:032x}")
+}
+
+/// A client that does not follow redirects and keeps no cookies: the test
+/// follows each hop itself, as a browser switching to the LINE app would.
+fn browser() -> reqwest::Client {
+    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .expect("a client")
+        })
+        .clone()
+}
+
+struct Links {
+    app: TestApp,
+    login: LoginStandIn,
+}
+
+async fn spawn_links() -> Links {
+    spawn_links_with(TestOptions::default()).await
+}
+
+async fn spawn_links_with(options: TestOptions) -> Links {
+    let login = LoginStandIn::start().await;
+    let app = spawn_app_with(TestOptions {
+        sources: Some(SourcesSetup::new(&login.uri(), SOURCES)),
+        ..options
+    })
+    .await;
+    Links { app, login }
+}
+
+fn location(response: &reqwest::Response) -> String {
+    response
+        .headers()
+        .get("location")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// `GET /r/{source}` on `address`: LINE Login's authorize URL.
+async fn open_link(address: &str, source: &str) -> String {
+    let response = browser()
+        .get(format!("{address}/r/{source}"))
+        .send()
+        .await
+        .expect("service reachable");
+    assert_eq!(response.status(), 302, "the link redirects to LINE Login");
+    location(&response)
+}
+
+/// Logs `user` in at the stand-in: the callback's path and query, as LINE's
+/// redirect names it (on `PUBLIC_BASE_URL`).
+async fn log_in_at_line(authorize: &str, user: &str) -> String {
+    let response = browser()
+        .get(format!("{authorize}&as={user}"))
+        .send()
+        .await
+        .expect("stand-in reachable");
+    assert_eq!(response.status(), 302, "the stand-in redirects back");
+    let back = reqwest::Url::parse(&location(&response)).expect("a URL");
+    assert_eq!(back.path(), "/r/callback");
+    format!("{}?{}", back.path(), back.query().unwrap_or_default())
+}
+
+async fn call_back(address: &str, callback: &str) -> reqwest::Response {
+    browser()
+        .get(format!("{address}{callback}"))
+        .send()
+        .await
+        .expect("service reachable")
+}
+
+/// The whole flow on `address` for `user`: the response of the callback.
+async fn through_link(address: &str, source: &str, user: &str) -> reqwest::Response {
+    let authorize = open_link(address, source).await;
+    let callback = log_in_at_line(&authorize, user).await;
+    call_back(address, &callback).await
+}
+
+/// Pushes of the source scenario's message accepted for each user.
+fn news_by_user(app: &TestApp) -> HashMap<String, usize> {
+    let mut by_user = HashMap::new();
+    for call in app.line.accepted() {
+        if call.texts().iter().any(|text| text == NEWS)
+            && let Some(to) = call.to()
+        {
+            *by_user.entry(to.to_owned()).or_default() += 1;
+        }
+    }
+    by_user
+}
+
+async fn source_rows(app: &TestApp) -> Value {
+    let response = app.get_admin("/admin/sources").await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.expect("JSON");
+    body["sources"].clone()
+}
+
+fn row<'a>(rows: &'a Value, id: &str) -> &'a Value {
+    rows.as_array()
+        .and_then(|rows| rows.iter().find(|row| row["id"] == id))
+        .expect("the source is listed")
+}
+
+#[tokio::test]
+async fn a_link_sends_the_visitor_to_line_login_and_writes_nothing() {
+    let Links { app, login } = spawn_links().await;
+    let response = browser()
+        .get(format!("{}/r/instagram_dec", app.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 302);
+    let cookie = response
+        .headers()
+        .get("set-cookie")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(cookie.starts_with("lsv_link="), "{cookie}");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"),
+        "{cookie}"
+    );
+    let authorize = reqwest::Url::parse(&location(&response)).expect("a URL");
+    assert!(
+        authorize
+            .as_str()
+            .starts_with(&format!("{}/oauth2/v2.1/authorize?", login.uri()))
+    );
+    let query: HashMap<String, String> = authorize.query_pairs().into_owned().collect();
+    assert_eq!(query["response_type"], "code");
+    assert_eq!(query["client_id"], LOGIN_CHANNEL_ID);
+    assert_eq!(query["scope"], "openid");
+    assert_eq!(query["bot_prompt"], "aggressive");
+    assert_eq!(query["redirect_uri"], "http://survey.test/r/callback");
+    assert!(query["state"].len() > 40 && query["nonce"].len() == 32, "{query:?}");
+    // Every visit gets its own state and nonce.
+    let again = reqwest::Url::parse(&open_link(&app.address, "instagram_dec").await).unwrap();
+    let again: HashMap<String, String> = again.query_pairs().into_owned().collect();
+    assert_ne!(again["nonce"], query["nonce"]);
+
+    for unknown in ["unknown", "callback_x", "Instagram_dec", "poster%2F..", "%E6%97%A5"] {
+        let response = browser()
+            .get(format!("{}/r/{unknown}", app.address))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 404, "{unknown}");
+        assert!(response.text().await.unwrap().contains("ページが見つかりません"));
+    }
+    // Visits are counted in /metrics, not written to Firestore.
+    for collection in [
+        "user_sources",
+        "login_states",
+        "users",
+        "source_counters",
+        "webhook_inbox",
+    ] {
+        assert_eq!(app.firestore.count(collection).await, 0, "{collection}");
+    }
+    let metrics = app.get_admin("/metrics").await.text().await.unwrap();
+    assert!(
+        metrics.contains("line_survey_source_link_visits_total{source=\"instagram_dec\"} 2"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn links_are_off_without_their_settings() {
+    let app = crate::helpers::spawn_app().await;
+    for path in ["/r/instagram_dec", "/r/callback?code=a&state=b"] {
+        let response = browser().get(format!("{}{path}", app.address)).send().await.unwrap();
+        assert_eq!(response.status(), 404, "{path}");
+    }
+    assert_eq!(app.get_admin("/admin/sources").await.status(), 404);
+}
+
+#[tokio::test]
+async fn a_login_records_the_source_once_and_the_follow_starts_its_scenario_once() {
+    let Links { app, login } = spawn_links().await;
+    let alice = user(1);
+    // Logged in, not a friend yet: on to the add-friend page.
+    let response = through_link(&app.address, "instagram_dec", &alice).await;
+    assert_eq!(response.status(), 302);
+    assert_eq!(location(&response), FRIEND_URL);
+    let record = app.firestore.get("users", &alice).await.expect("the user's record");
+    assert_eq!(string_field(&record, "firstSource").as_deref(), Some("instagram_dec"));
+    assert_eq!(
+        crate::helpers::sorted(string_array(&record, "tags")),
+        vec!["src_instagram".to_owned(), "広告".to_owned()]
+    );
+    let sources = app.firestore.list("user_sources").await;
+    assert_eq!(sources.len(), 1);
+    assert_eq!(string_field(&sources[0], "standing").as_deref(), Some("waiting"));
+    app.settled().await;
+    assert!(news_by_user(&app).is_empty(), "nothing starts before the follow");
+
+    // The follow (and its redelivery) queue the scenario once.
+    let follow = events::follow(&alice);
+    app.deliver(&follow).await;
+    app.deliver(&follow).await;
+    app.settled().await;
+    assert_eq!(news_by_user(&app).get(&alice), Some(&1));
+    let sources = app.firestore.list("user_sources").await;
+    assert_eq!(string_field(&sources[0], "standing").as_deref(), Some("friend"));
+
+    // A second visit through another source: a login and a source of its
+    // own; the first source stays first. LINE says nothing changed, and the
+    // service's record says she follows: the thanks page.
+    login.set_friendship_changed(false);
+    let response = through_link(&app.address, "poster", &alice).await;
+    assert_eq!(response.status(), 200, "already a friend: the thanks page");
+    assert!(response.text().await.unwrap().contains("すでに友だち追加されています"));
+    // A second visit through the same source: counted as a login only.
+    let response = through_link(&app.address, "instagram_dec", &alice).await;
+    assert_eq!(response.status(), 200);
+    app.settled().await;
+    let record = app.firestore.get("users", &alice).await.unwrap();
+    assert_eq!(string_field(&record, "firstSource").as_deref(), Some("instagram_dec"));
+    assert_eq!(
+        crate::helpers::sorted(string_array(&record, "sources")),
+        vec!["instagram_dec".to_owned(), "poster".to_owned()]
+    );
+    assert_eq!(app.firestore.count("user_sources").await, 2);
+    assert_eq!(news_by_user(&app).get(&alice), Some(&1), "never started again");
+
+    let rows = source_rows(&app).await;
+    let insta = row(&rows, "instagram_dec");
+    assert_eq!(
+        (insta["logins"].as_i64(), insta["newFriends"].as_i64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(insta["link"], "http://survey.test/r/instagram_dec");
+    let poster = row(&rows, "poster");
+    // Alice was a friend before she opened the poster's link.
+    assert_eq!(
+        (poster["logins"].as_i64(), poster["newFriends"].as_i64()),
+        (Some(1), Some(0))
+    );
+
+    // An unfollow is counted once for the source she came through.
+    let unfollow = events::unfollow(&alice);
+    app.deliver(&unfollow).await;
+    app.deliver(&unfollow).await;
+    let rows = source_rows(&app).await;
+    assert_eq!(row(&rows, "instagram_dec")["unfollows"].as_i64(), Some(1));
+    assert_eq!(row(&rows, "poster")["unfollows"].as_i64(), Some(0));
+    // The day range follows the results report's rules.
+    let response = app.get_admin("/admin/sources?from=2026-13-01").await;
+    assert_eq!(response.status(), 400);
+    let response = app.get_admin("/admin/sources?from=2000-01-01&to=2000-01-02").await;
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(row(&body["sources"], "instagram_dec")["logins"].as_i64(), Some(0));
+}
+
+#[tokio::test]
+async fn a_friend_who_follows_first_gets_the_scenario_from_the_login() {
+    let Links { app, login: _login } = spawn_links().await;
+    let bob = user(2);
+    // bot_prompt=aggressive: the friend is added inside the login, so the
+    // follow usually arrives before the callback.
+    let authorize = open_link(&app.address, "instagram_dec").await;
+    let callback = log_in_at_line(&authorize, &bob).await;
+    app.deliver(&events::follow(&bob)).await;
+    let response = call_back(&app.address, &callback).await;
+    assert_eq!(response.status(), 302, "LINE says the friendship changed");
+    app.settled().await;
+    assert_eq!(news_by_user(&app).get(&bob), Some(&1));
+    let rows = source_rows(&app).await;
+    assert_eq!(row(&rows, "instagram_dec")["newFriends"].as_i64(), Some(1));
+    // Replaying the callback (a reload, a captured URL) records nothing more.
+    let replay = call_back(&app.address, &callback).await;
+    assert_eq!(replay.status(), 400);
+    app.settled().await;
+    assert_eq!(news_by_user(&app).get(&bob), Some(&1));
+    assert_eq!(
+        row(&source_rows(&app).await, "instagram_dec")["logins"].as_i64(),
+        Some(1)
+    );
+}
+
+/// Nothing a failed callback could have written.
+async fn assert_nothing_stored(app: &TestApp, case: &str) {
+    for collection in [
+        "user_sources",
+        "login_states",
+        "users",
+        "source_counters",
+        "webhook_inbox",
+    ] {
+        assert_eq!(app.firestore.count(collection).await, 0, "{case}: {collection}");
+    }
+}
+
+#[tokio::test]
+async fn every_failed_login_gets_a_clear_page_and_stores_nothing() {
+    let Links { app, login } = spawn_links_with(TestOptions {
+        test_clock: true,
+        ..TestOptions::default()
+    })
+    .await;
+    let carol = user(3);
+    let modes = [
+        (LoginMode::Cancel, 200, "ログインがキャンセルされました"),
+        (LoginMode::RefuseCode, 400, "LINEログインを確認できませんでした"),
+        (LoginMode::WrongAudience, 400, "LINEログインを確認できませんでした"),
+        (LoginMode::WrongNonce, 400, "LINEログインを確認できませんでした"),
+        (LoginMode::WrongSignature, 400, "LINEログインを確認できませんでした"),
+        (LoginMode::Expired, 400, "LINEログインを確認できませんでした"),
+        (LoginMode::WrongIssuer, 400, "LINEログインを確認できませんでした"),
+    ];
+    for (mode, status, title) in modes {
+        login.set_mode(mode);
+        let response = through_link(&app.address, "instagram_dec", &carol).await;
+        assert_eq!(response.status(), status, "{mode:?}");
+        let page = response.text().await.unwrap();
+        assert!(page.contains(title), "{mode:?}: {page}");
+        assert_nothing_stored(&app, &format!("{mode:?}")).await;
+    }
+    login.set_mode(LoginMode::Normal);
+
+    // A state changed on the way, or none, or a code without one.
+    let authorize = open_link(&app.address, "instagram_dec").await;
+    let callback = log_in_at_line(&authorize, &carol).await;
+    let tampered = callback.replacen("state=", "state=x", 1);
+    let bad_state = [
+        tampered.as_str(),
+        "/r/callback?code=code-1",
+        "/r/callback?state=abc.def",
+        "/r/callback",
+    ];
+    for path in bad_state {
+        let response = call_back(&app.address, path).await;
+        assert_eq!(response.status(), 400, "{path}");
+        assert!(
+            response.text().await.unwrap().contains("リンクの有効期限が切れたか"),
+            "{path}"
+        );
+    }
+    assert_nothing_stored(&app, "bad state").await;
+
+    // The browser that started the visit sends its cookie: another visit's
+    // cookie is refused.
+    let response = browser()
+        .get(format!("{}{callback}", app.address))
+        .header("cookie", "lsv_link=0123456789abcdef0123456789abcdef")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    assert_nothing_stored(&app, "another browser's cookie").await;
+
+    // A link opened more than 15 minutes ago.
+    app.advance_clock(Duration::from_secs(16 * 60)).await;
+    let response = call_back(&app.address, &callback).await;
+    assert_eq!(response.status(), 400);
+    assert!(response.text().await.unwrap().contains("リンクの有効期限が切れたか"));
+    assert_nothing_stored(&app, "expired state").await;
+
+    // A fresh visit still works after all of that.
+    let response = through_link(&app.address, "instagram_dec", &carol).await;
+    assert_eq!(response.status(), 302);
+    assert_eq!(app.firestore.count("user_sources").await, 1);
+}
+
+#[tokio::test]
+async fn the_qr_code_is_a_png_of_the_link() {
+    let Links { app, login: _login } = spawn_links().await;
+    let response = app.get_admin("/admin/sources/instagram_dec/qr.png").await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "image/png");
+    let png = response.bytes().await.unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert_eq!(app.get_admin("/admin/sources/nope/qr.png").await.status(), 404);
+    let response = reqwest::Client::new()
+        .get(format!("{}/admin/sources/instagram_dec/qr.png", app.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+}
+
+/// 300 users through the link on two instances: for a third the follow
+/// arrives before the callback, for a third after it, for a third at the
+/// same time; every follow is delivered twice, to both instances. Each user's
+/// source is recorded once, and its scenario started exactly once.
+#[tokio::test]
+async fn three_hundred_friends_in_any_order_start_the_scenario_once_each() {
+    const USERS: usize = 300;
+    let login = LoginStandIn::start().await;
+    let setup = SourcesSetup::new(&login.uri(), SOURCES);
+    let first = spawn_app_with(TestOptions {
+        sources: Some(setup.clone()),
+        ..TestOptions::default()
+    })
+    .await;
+    let second = spawn_app_with(TestOptions {
+        sources: Some(setup),
+        ..first.beside()
+    })
+    .await;
+    let addresses = [first.address.clone(), second.address.clone()];
+    let app = &first;
+    let runs = (0..USERS).map(|n| {
+        let addresses = addresses.clone();
+        async move {
+            let id = user(1000 + n);
+            let (one, other) = (&addresses[n % 2], &addresses[(n + 1) % 2]);
+            let authorize = open_link(one, "instagram_dec").await;
+            let callback = log_in_at_line(&authorize, &id).await;
+            let follow = events::follow(&id);
+            let body = events::envelope(vec![follow]);
+            let deliver_twice = async {
+                let (a, b) = tokio::join!(post_to(one, &body), post_to(other, &body));
+                assert_eq!((a, b), (200, 200));
+            };
+            match n % 3 {
+                0 => {
+                    deliver_twice.await;
+                    assert!([200, 302].contains(&call_back(other, &callback).await.status().as_u16()));
+                }
+                1 => {
+                    assert_eq!(call_back(other, &callback).await.status(), 302);
+                    deliver_twice.await;
+                }
+                _ => {
+                    let (status, ()) = tokio::join!(call_back(other, &callback), deliver_twice);
+                    assert!([200, 302].contains(&status.status().as_u16()));
+                }
+            }
+        }
+    });
+    // Fifty users at a time, each with its own order of follow and callback.
+    use futures::StreamExt;
+    futures::stream::iter(runs)
+        .buffer_unordered(50)
+        .collect::<Vec<()>>()
+        .await;
+    app.firestore.settled(Duration::from_secs(90)).await;
+
+    let news = news_by_user(app);
+    let sources = app.firestore.list("user_sources").await;
+    assert_eq!(sources.len(), USERS, "one record per user");
+    for n in 0..USERS {
+        let id = user(1000 + n);
+        assert_eq!(news.get(&id), Some(&1), "{id} (order {}): the scenario once", n % 3);
+    }
+    for document in &sources {
+        assert_eq!(string_field(document, "standing").as_deref(), Some("friend"));
+    }
+    let users = app.firestore.list("users").await;
+    for record in &users {
+        assert_eq!(string_field(record, "firstSource").as_deref(), Some("instagram_dec"));
+        assert!(string_array(record, "tags").contains(&"src_instagram".to_owned()));
+    }
+    let rows = source_rows(app).await;
+    let insta = row(&rows, "instagram_dec");
+    assert_eq!(insta["logins"].as_i64(), Some(USERS as i64));
+    assert_eq!(insta["newFriends"].as_i64(), Some(USERS as i64));
+    let (calls, refused) = login.token_calls();
+    assert_eq!((calls, refused), (USERS, 0));
+}
+
+async fn post_to(address: &str, body: &Value) -> u16 {
+    let bytes = serde_json::to_vec(body).unwrap();
+    let signature = line_survey::line::signature::sign(crate::helpers::CHANNEL_SECRET.as_bytes(), &bytes);
+    browser()
+        .post(format!("{address}/webhook"))
+        .header("content-type", "application/json")
+        .header("x-line-signature", signature)
+        .body(bytes)
+        .send()
+        .await
+        .expect("service reachable")
+        .status()
+        .as_u16()
+}
