@@ -131,6 +131,12 @@ fn refused(error: &LinkError) -> HttpResponse {
             "このログインはすでに使われています",
             "お手数ですが、最初のリンク（QRコード）からもう一度開いてください。",
         ),
+        LinkError::Login(crate::line::login::LoginError::Unreachable(_)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "failed",
+            "ただいま混み合っています",
+            "少し時間をおいて、最初のリンクからもう一度お試しください。",
+        ),
         LinkError::Login(_) | LinkError::NotALineUser => (
             StatusCode::BAD_REQUEST,
             "login_refused",
@@ -146,7 +152,9 @@ fn refused(error: &LinkError) -> HttpResponse {
     };
     series::source_login(outcome);
     match error {
-        LinkError::Pipeline(error) => tracing::warn!(error = %error, outcome, "a source link's login failed"),
+        LinkError::Pipeline(_) | LinkError::Login(crate::line::login::LoginError::Unreachable(_)) => {
+            tracing::warn!(error = %error, outcome, "a source link's login failed");
+        }
         other => tracing::info!(error = %other, outcome, "a source link's login refused"),
     }
     page(status, title, text)

@@ -136,6 +136,13 @@ impl SourceStarts {
                     .store
                     .befriend(Befriend {
                         recorded,
+                        // A follow delayed past the link's opening (a late
+                        // delivery) was not brought by the link.
+                        new_friend: followed_ms
+                            >= recorded
+                                .doc
+                                .link_opened_ms
+                                .saturating_sub(crate::engine::source_link::FOLLOW_SKEW_MS),
                         followed_ms,
                         day: &day,
                         start: start.as_ref().map(|start| start.as_start(user.as_str())),
@@ -332,6 +339,9 @@ impl SourceLinks {
         friendship_changed: Option<bool>,
     ) -> Result<Option<i64>, LinkError> {
         let queued = self.starts.queued(user, source)?;
+        // A commit whose outcome was unknown may land after the read that
+        // looked for it: then its own state reads as used.
+        let mut unsure = false;
         for _ in 0..ROUNDS {
             let read = self.starts.store.source_read(user.as_str(), &source.id).await?;
             let plan = plan_visit(
@@ -358,7 +368,9 @@ impl SourceLinks {
             };
             match self.starts.store.record_visit(&read, visit).await? {
                 VisitOutcome::Recorded => return Ok(read.following_since_ms),
+                VisitOutcome::StateUsed if unsure => return Ok(read.following_since_ms),
                 VisitOutcome::StateUsed => return Err(LinkError::Replayed),
+                VisitOutcome::Unsure => unsure = true,
                 VisitOutcome::Changed => {}
             }
         }

@@ -126,11 +126,17 @@ pub(crate) enum VisitOutcome {
     /// Something changed since the read (the user's record, another login of
     /// the same user and source): read and decide again.
     Changed,
+    /// No answer, and the state's record not there when read: the commit may
+    /// still land. Decide again; a "used" state next time may be this one.
+    Unsure,
 }
 
 /// A follow's change to one of the user's waiting sources.
 pub(crate) struct Befriend<'a> {
     pub(crate) recorded: &'a Stored<UserSourceDoc>,
+    /// The follow came after the link was opened: a new friend of the
+    /// source (otherwise a late follow of one who was a friend before).
+    pub(crate) new_friend: bool,
     pub(crate) followed_ms: i64,
     pub(crate) day: &'a str,
     pub(crate) start: Option<QueuedStart<'a>>,
@@ -266,7 +272,7 @@ impl Store {
                 if self.login_state_used(visit.nonce).await? {
                     Ok(VisitOutcome::Recorded)
                 } else {
-                    Ok(VisitOutcome::Changed)
+                    Ok(VisitOutcome::Unsure)
                 }
             }
             CommitOutcome::Failed(error) => Err(error),
@@ -351,7 +357,11 @@ impl Store {
         let doc = &change.recorded.doc;
         let friend_at = FirestoreInstant::from_millisecond(change.followed_ms).unwrap_or_else(|_| self.now());
         let fields = Fields {
-            standing: SourceStanding::Friend,
+            standing: if change.new_friend {
+                SourceStanding::Friend
+            } else {
+                SourceStanding::WasFriend
+            },
             friend_at,
             start_event: change.start.as_ref().map(|start| start.key.as_str()),
         };
@@ -363,12 +373,14 @@ impl Store {
             )?,
             Expect::At(change.recorded.version),
         )];
-        writes.push(self.source_counter_write(
-            &doc.source,
-            change.day,
-            &doc.line_user_id,
-            vec![increment_by("newFriends", 1)],
-        )?);
+        if change.new_friend {
+            writes.push(self.source_counter_write(
+                &doc.source,
+                change.day,
+                &doc.line_user_id,
+                vec![increment_by("newFriends", 1)],
+            )?);
+        }
         if let Some(start) = change.start {
             writes.push(self.inbox_create_write(start.key, start.event)?);
         }

@@ -294,7 +294,7 @@ async fn a_login_records_the_source_once_and_the_follow_starts_its_scenario_once
 
 #[tokio::test]
 async fn a_friend_who_follows_first_gets_the_scenario_from_the_login() {
-    let Links { app, login: _login } = spawn_links().await;
+    let Links { app, login } = spawn_links().await;
     let bob = user(2);
     // bot_prompt=aggressive: the friend is added inside the login, so the
     // follow usually arrives before the callback.
@@ -307,9 +307,21 @@ async fn a_friend_who_follows_first_gets_the_scenario_from_the_login() {
     assert_eq!(news_by_user(&app).get(&bob), Some(&1));
     let rows = source_rows(&app).await;
     assert_eq!(row(&rows, "instagram_dec")["newFriends"].as_i64(), Some(1));
-    // Replaying the callback (a reload, a captured URL) records nothing more.
+    // Replaying the callback (a reload, a captured URL) records nothing more:
+    // LINE refuses the used code, and even where it would not, the state is
+    // used once.
     let replay = call_back(&app.address, &callback).await;
     assert_eq!(replay.status(), 400);
+    login.set_mode(LoginMode::ReuseCodes);
+    let replay = call_back(&app.address, &callback).await;
+    assert_eq!(replay.status(), 400);
+    assert!(
+        replay
+            .text()
+            .await
+            .unwrap()
+            .contains("このログインはすでに使われています")
+    );
     app.settled().await;
     assert_eq!(news_by_user(&app).get(&bob), Some(&1));
     assert_eq!(
@@ -513,4 +525,22 @@ async fn post_to(address: &str, body: &Value) -> u16 {
         .expect("service reachable")
         .status()
         .as_u16()
+}
+
+/// A follow that happened before the link was opened, delivered late: the
+/// scenario still starts (the user follows), but the source did not bring
+/// this friend.
+#[tokio::test]
+async fn a_late_follow_from_before_the_link_is_no_new_friend() {
+    let Links { app, login: _login } = spawn_links().await;
+    let dave = user(4);
+    assert_eq!(through_link(&app.address, "instagram_dec", &dave).await.status(), 302);
+    let follow = events::with_timestamp(&events::follow(&dave), events::now_ms() - 5 * 60 * 1000);
+    app.deliver(&follow).await;
+    app.settled().await;
+    assert_eq!(news_by_user(&app).get(&dave), Some(&1));
+    let sources = app.firestore.list("user_sources").await;
+    assert_eq!(string_field(&sources[0], "standing").as_deref(), Some("wasFriend"));
+    let rows = source_rows(&app).await;
+    assert_eq!(row(&rows, "instagram_dec")["newFriends"].as_i64(), Some(0));
 }

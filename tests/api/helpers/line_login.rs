@@ -32,6 +32,9 @@ pub enum LoginMode {
     Cancel,
     /// The token endpoint refuses every code (400 `invalid_grant`).
     RefuseCode,
+    /// Codes may be exchanged again (so only the service's own single-use
+    /// state stops a replayed callback).
+    ReuseCodes,
     /// ID tokens name another channel as their audience.
     WrongAudience,
     /// ID tokens carry another nonce.
@@ -194,7 +197,7 @@ impl Respond for Token {
             state.refused_tokens += 1;
             return refusal();
         };
-        if issued.used || issued.redirect_uri != redirect_uri {
+        if (issued.used && mode != LoginMode::ReuseCodes) || issued.redirect_uri != redirect_uri {
             state.refused_tokens += 1;
             return refusal();
         }
@@ -222,7 +225,7 @@ impl Respond for Token {
                 claims["iat"] = (now - 7200).into();
             }
             LoginMode::WrongIssuer => claims["iss"] = "https://evil.example".into(),
-            LoginMode::Normal | LoginMode::Cancel | LoginMode::RefuseCode => {}
+            LoginMode::Normal | LoginMode::Cancel | LoginMode::RefuseCode | LoginMode::ReuseCodes => {}
         }
         let id_token = jsonwebtoken::encode(
             &Header::new(Algorithm::HS256),
