@@ -151,11 +151,11 @@ fn refused(error: &LinkError) -> HttpResponse {
         ),
     };
     series::source_login(outcome);
-    match error {
-        LinkError::Pipeline(_) | LinkError::Login(crate::line::login::LoginError::Unreachable(_)) => {
-            tracing::warn!(error = %error, outcome, "a source link's login failed");
-        }
-        other => tracing::info!(error = %other, outcome, "a source link's login refused"),
+    // Ours or LINE's failure is a warning; a visitor's bad request is not.
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        tracing::warn!(error = %error, outcome, "a source link's login failed");
+    } else {
+        tracing::info!(error = %error, outcome, "a source link's login refused");
     }
     page(status, title, text)
 }
