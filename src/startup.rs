@@ -268,7 +268,7 @@ impl Application {
                 metrics.clone(),
                 clock.clone(),
             ),
-            results: Results::new(engine.clone(), store.clone()),
+            results: Results::new(engine.clone(), store.clone(), &sources),
             campaign_results: crate::reports::campaign_results::CampaignResultsReport::new(
                 engine.clone(),
                 store.clone(),

@@ -41,6 +41,17 @@ pub(crate) struct AudienceRequest {
     /// Conditions on user fields, by field name: all must hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) fields: Option<BTreeMap<String, FieldCondition>>,
+    /// Users who came through any of these source links (any of their
+    /// sources, not only the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) sources: Option<SourceFilter>,
+}
+
+/// `sources` of an audience: `{"anyOf": ["instagram_dec"]}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct SourceFilter {
+    pub(crate) any_of: Vec<String>,
 }
 
 /// A condition on one user field: every key given must hold.
@@ -154,6 +165,10 @@ pub(crate) enum AudienceError {
     BadField(String, String),
     #[error("the audience names {0} fields; at most {MAX_FIELD_CONDITIONS} are allowed")]
     TooManyFields(usize),
+    #[error("sources.anyOf names {0} sources; at most {MAX_TAGS} are allowed")]
+    TooManySources(usize),
+    #[error("source {0:?} is not a source id ([a-z0-9_]{{1,40}})")]
+    BadSource(String),
 }
 
 /// An audience, checked: all following users, filtered.
@@ -168,6 +183,8 @@ pub(crate) struct Audience {
     first_seen_from_ms: Option<i64>,
     first_seen_to_ms: Option<i64>,
     fields: BTreeMap<String, FieldCondition>,
+    /// Any of these sources; empty: no filter on sources.
+    sources: Vec<String>,
 }
 
 /// What Firestore is asked for; the rest of the audience is checked in memory.
@@ -175,6 +192,7 @@ pub(crate) struct Audience {
 pub(crate) enum Scan {
     All,
     AnyTag(Vec<String>),
+    AnySource(Vec<String>),
     Tag(String),
 }
 
@@ -186,16 +204,21 @@ pub(crate) struct Candidate<'a> {
     pub(crate) tags: &'a [String],
     pub(crate) first_seen_ms: Option<i64>,
     pub(crate) fields: &'a BTreeMap<String, FieldValue>,
+    /// The source links the user came through.
+    pub(crate) sources: &'a [String],
 }
 
 /// Who answered which scenario, as read for the audience.
 pub(crate) type AnsweredBy = HashMap<ScenarioId, HashSet<String>>;
 
 impl Audience {
-    /// The narrowest query Firestore can answer from its automatic indexes.
+    /// The narrowest query Firestore can answer from its automatic indexes
+    /// (one array condition a query: the others are checked in memory).
     pub(crate) fn scan(&self) -> Scan {
         if !self.any_of.is_empty() {
             Scan::AnyTag(self.any_of.clone())
+        } else if !self.sources.is_empty() {
+            Scan::AnySource(self.sources.clone())
         } else if let Some(tag) = self.all_of.first() {
             Scan::Tag(tag.clone())
         } else {
@@ -250,6 +273,7 @@ impl Audience {
                 .fields
                 .iter()
                 .all(|(name, condition)| condition.holds(user.fields.get(name)))
+            && (self.sources.is_empty() || self.sources.iter().any(|source| user.sources.contains(source)))
     }
 }
 
@@ -392,6 +416,7 @@ impl Engine {
         for (name, condition) in &fields {
             condition.check(name)?;
         }
+        let sources = source_list(request.sources.as_ref())?;
         let from = date("firstSeenFrom", request.first_seen_from.as_deref())?;
         let to = date("firstSeenTo", request.first_seen_to.as_deref())?;
         if let (Some(from), Some(to)) = (from, to)
@@ -412,6 +437,7 @@ impl Engine {
             first_seen_from_ms: from.map(start_of),
             first_seen_to_ms: to.and_then(|day| day.succ_opt()).map(start_of),
             fields,
+            sources,
         })
     }
 
@@ -589,6 +615,30 @@ fn tag_list(field: &'static str, tags: Option<Vec<String>>) -> Result<Vec<String
         }
         if !unique.contains(&tag) {
             unique.push(tag);
+        }
+    }
+    Ok(unique)
+}
+
+/// The sources of `sources.anyOf`, checked as ids (not against
+/// `sources.toml`: a link taken down still has friends it brought).
+fn source_list(filter: Option<&SourceFilter>) -> Result<Vec<String>, AudienceError> {
+    let Some(filter) = filter else {
+        return Ok(Vec::new());
+    };
+    if filter.any_of.is_empty() {
+        return Err(AudienceError::EmptyList("sources.anyOf"));
+    }
+    if filter.any_of.len() > MAX_TAGS {
+        return Err(AudienceError::TooManySources(filter.any_of.len()));
+    }
+    let mut unique: Vec<String> = Vec::with_capacity(filter.any_of.len());
+    for source in &filter.any_of {
+        if !crate::scenario::sources::valid_source_id(source) {
+            return Err(AudienceError::BadSource(source.clone()));
+        }
+        if !unique.contains(source) {
+            unique.push(source.clone());
         }
     }
     Ok(unique)

@@ -5,6 +5,7 @@
 
 pub(crate) mod branch;
 pub(crate) mod campaign;
+pub(crate) mod crosstab;
 mod notice;
 pub(crate) mod personal;
 mod render;

@@ -1,14 +1,20 @@
 //! A scenario's results: its exact counters over a range of days, laid out as
-//! its funnel, with a free-text question's latest answers.
+//! its funnel, with a free-text question's latest answers; and, asked with
+//! `?by=`, its answers cross-tabulated by one dimension.
 
 use crate::engine::Engine;
+use crate::engine::crosstab::{CrossBy, CrossByError, CrossTab, UserView};
 use crate::engine::results::{
     Counts, DayRange, LATEST_TEXT_ANSWERS, LatestAnswer, NodeResults, RangeError, SplitResults,
 };
 use crate::ids::ScenarioId;
+use crate::scenario::sources::Sources;
+use crate::store::EXPORT_PAGE;
 use crate::store::{Store, StoreError};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ResultsError {
@@ -16,6 +22,8 @@ pub(crate) enum ResultsError {
     UnknownScenario(String),
     #[error(transparent)]
     BadRange(#[from] RangeError),
+    #[error(transparent)]
+    BadBy(#[from] CrossByError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -33,17 +41,31 @@ pub(crate) struct ScenarioResults {
     pub(crate) nodes: Vec<NodeResults>,
     /// The scenario's A/B splits and the runs of each arm.
     pub(crate) variants: Vec<SplitResults>,
+    /// The answers cross-tabulated by `?by=`, when asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) cross_tab: Option<CrossTab>,
 }
 
 #[derive(Clone)]
 pub(crate) struct Results {
     engine: Engine,
     store: Store,
+    /// Source labels by id, for the columns of a cross-tab by source.
+    source_labels: Arc<BTreeMap<String, String>>,
 }
 
 impl Results {
-    pub(crate) fn new(engine: Engine, store: Store) -> Self {
-        Self { engine, store }
+    pub(crate) fn new(engine: Engine, store: Store, sources: &Sources) -> Self {
+        let source_labels = sources
+            .all()
+            .iter()
+            .map(|source| (source.id.clone(), source.label.clone()))
+            .collect();
+        Self {
+            engine,
+            store,
+            source_labels: Arc::new(source_labels),
+        }
     }
 
     /// Every loaded scenario's funnel, in scenario id order: over the last
@@ -130,6 +152,79 @@ impl Results {
             to: to_day,
             nodes,
             variants,
+            cross_tab: None,
         })
+    }
+
+    /// The answers of `scenario` answered from day `from` to day `to`
+    /// (as [`Self::scenario`] takes them) counted by `by`. Exact: every answer
+    /// of the scenario is read, a page at a time (as the CSV export reads
+    /// them), with its users' records when the dimension is on the user
+    /// (one batched read a page). Memory holds a page and the counts.
+    pub(crate) async fn cross_tab(
+        &self,
+        scenario: &str,
+        by: &str,
+        from: Option<&str>,
+        to: Option<&str>,
+    ) -> Result<CrossTab, ResultsError> {
+        let unknown = || ResultsError::UnknownScenario(scenario.to_owned());
+        let id = ScenarioId::parse(scenario).map_err(|_| unknown())?;
+        let by = CrossBy::parse(by)?;
+        let range = DayRange::parse(from, to)?;
+        let mut tally = self.engine.tally_for(&id).ok_or_else(unknown)?;
+        let (from_ms, to_ms) = self.engine.range_ms(&id, range);
+        let in_range = |at: Option<i64>| match (from_ms, to_ms) {
+            (None, None) => true,
+            _ => at.is_some_and(|at| from_ms.is_none_or(|from| at >= from) && to_ms.is_none_or(|to| at < to)),
+        };
+        let mut after: Option<String> = None;
+        loop {
+            let page = self
+                .store
+                .answers_page(id.as_str(), None, after.as_deref(), EXPORT_PAGE)
+                .await?;
+            let answers: Vec<_> = page
+                .answers
+                .iter()
+                .filter(|answer| in_range(answer.answered_at.map(firestore::jiff::Timestamp::as_millisecond)))
+                .collect();
+            let users = if by.reads_users() {
+                let mut ids: Vec<String> = answers.iter().map(|answer| answer.line_user_id.clone()).collect();
+                ids.sort_unstable();
+                ids.dedup();
+                self.store
+                    .users_by_id(&ids)
+                    .await?
+                    .into_iter()
+                    .map(|user| (user.id.clone(), user))
+                    .collect()
+            } else {
+                HashMap::new()
+            };
+            for answer in answers {
+                let user = users.get(&answer.line_user_id).map(|user| UserView {
+                    first_source: user.first_source.as_deref(),
+                    tags: &user.tags,
+                    fields: &user.fields,
+                });
+                let value = match &answer.value {
+                    Some(crate::values::AnswerValue::Text(value)) => Some(value.as_str()),
+                    _ => None,
+                };
+                tally.add(
+                    &answer.node_id,
+                    value,
+                    by.column(answer.variant.as_deref(), user.as_ref()),
+                );
+            }
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        self.engine
+            .cross_tab(&id, &by, &tally, &self.source_labels)
+            .ok_or_else(unknown)
     }
 }

@@ -130,7 +130,7 @@ pub(crate) async fn login_form(client: &reqwest::Client, address: &str) -> Login
     LoginForm { set_cookie, pair, csrf }
 }
 
-async fn log_in(browser: &Browser, address: &str, token: &str) {
+pub(crate) async fn log_in(browser: &Browser, address: &str, token: &str) {
     browser.goto(&format!("{address}/console/login")).await;
     browser.fill("#token", token).await;
     browser.click("#login").await;

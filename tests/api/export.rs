@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 const ZONE: chrono_tz::Tz = chrono_tz::Asia::Kolkata;
-const HEADER: [&str; 8] = [
+const HEADER: [&str; 9] = [
     "user_id",
     "node",
     "value",
@@ -21,6 +21,7 @@ const HEADER: [&str; 8] = [
     "scenario_version",
     "answered_at",
     "variant",
+    "first_source",
 ];
 
 pub fn export_scenarios(config: &mut Config) {
@@ -97,6 +98,9 @@ fn row_of(document: &Value, raw: bool) -> Vec<String> {
         fields["scenarioVersion"]["integerValue"].as_str().unwrap().to_owned(),
         at,
         text(string_field(document, "variant").unwrap_or_default()),
+        // No user of these tests came through a source link (source_results.rs
+        // checks a first source in the CSV).
+        String::new(),
     ]
 }
 
@@ -116,6 +120,14 @@ async fn download(app: &TestApp, path_and_query: &str, token: Option<&str>) -> D
     let headers = response.headers().clone();
     let body = response.bytes().await.expect("the whole body arrives").to_vec();
     Download { status, headers, body }
+}
+
+/// The rows of an admin CSV route's download (`path` and query), BOM and
+/// header checked.
+pub(crate) async fn admin_csv_rows(app: &TestApp, path_and_query: &str) -> Vec<Vec<String>> {
+    let csv = download(app, path_and_query, Some(ADMIN_TOKEN)).await;
+    assert_eq!(csv.status, 200, "{path_and_query}");
+    csv_rows(&csv.body)
 }
 
 /// The rows after the BOM and the header (which are checked).

@@ -40,6 +40,7 @@ mod rich_menus;
 mod round_trips;
 mod rules;
 mod scenarios;
+mod source_results;
 mod sources;
 mod split;
 mod steps;

@@ -28,13 +28,13 @@ tags = ["src_poster"]
 "#;
 const NEWS: &str = "Today's news: the cafeteria has a new menu.";
 
-fn user(n: usize) -> String {
+pub(crate) fn user(n: usize) -> String {
     format!("U{n:032x}")
 }
 
 /// A client that does not follow redirects and keeps no cookies: the test
 /// follows each hop itself, as a browser switching to the LINE app would.
-fn browser() -> reqwest::Client {
+pub(crate) fn browser() -> reqwest::Client {
     static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
     CLIENT
         .get_or_init(|| {
@@ -46,16 +46,16 @@ fn browser() -> reqwest::Client {
         .clone()
 }
 
-struct Links {
-    app: TestApp,
-    login: LoginStandIn,
+pub(crate) struct Links {
+    pub(crate) app: TestApp,
+    pub(crate) login: LoginStandIn,
 }
 
 async fn spawn_links() -> Links {
     spawn_links_with(TestOptions::default()).await
 }
 
-async fn spawn_links_with(options: TestOptions) -> Links {
+pub(crate) async fn spawn_links_with(options: TestOptions) -> Links {
     let login = LoginStandIn::start().await;
     let app = spawn_app_with(TestOptions {
         sources: Some(SourcesSetup::new(&login.uri(), SOURCES)),
@@ -65,7 +65,7 @@ async fn spawn_links_with(options: TestOptions) -> Links {
     Links { app, login }
 }
 
-fn location(response: &reqwest::Response) -> String {
+pub(crate) fn location(response: &reqwest::Response) -> String {
     response
         .headers()
         .get("location")
@@ -75,7 +75,7 @@ fn location(response: &reqwest::Response) -> String {
 }
 
 /// `GET /r/{source}` on `address`: LINE Login's authorize URL.
-async fn open_link(address: &str, source: &str) -> String {
+pub(crate) async fn open_link(address: &str, source: &str) -> String {
     let response = browser()
         .get(format!("{address}/r/{source}"))
         .send()
@@ -87,7 +87,7 @@ async fn open_link(address: &str, source: &str) -> String {
 
 /// Logs `user` in at the stand-in: the callback's path and query, as LINE's
 /// redirect names it (on `PUBLIC_BASE_URL`).
-async fn log_in_at_line(authorize: &str, user: &str) -> String {
+pub(crate) async fn log_in_at_line(authorize: &str, user: &str) -> String {
     let response = browser()
         .get(format!("{authorize}&as={user}"))
         .send()
@@ -99,7 +99,7 @@ async fn log_in_at_line(authorize: &str, user: &str) -> String {
     format!("{}?{}", back.path(), back.query().unwrap_or_default())
 }
 
-async fn call_back(address: &str, callback: &str) -> reqwest::Response {
+pub(crate) async fn call_back(address: &str, callback: &str) -> reqwest::Response {
     browser()
         .get(format!("{address}{callback}"))
         .send()
@@ -108,7 +108,7 @@ async fn call_back(address: &str, callback: &str) -> reqwest::Response {
 }
 
 /// The whole flow on `address` for `user`: the response of the callback.
-async fn through_link(address: &str, source: &str, user: &str) -> reqwest::Response {
+pub(crate) async fn through_link(address: &str, source: &str, user: &str) -> reqwest::Response {
     let authorize = open_link(address, source).await;
     let callback = log_in_at_line(&authorize, user).await;
     call_back(address, &callback).await

@@ -4,7 +4,7 @@
 //! the CSV, and the results count runs, sends and answers by arm exactly.
 //! Scenario: tests/fixtures/split/ab.toml.
 
-use crate::export::csv_rows;
+use crate::export::admin_csv_rows;
 use crate::helpers::events::{self, answer_data, postback, redelivered, text};
 use crate::helpers::firestore_rest::string_field;
 use crate::helpers::storm::deliver_like_line;
@@ -199,17 +199,7 @@ async fn each_user_stays_in_one_arm_and_the_results_per_arm_equal_the_answers() 
     assert_eq!(count(&rating["answered"]), users.len() as u64);
 
     // The CSV names each answer's arm.
-    let csv = app
-        .http
-        .get(format!("{}/admin/scenarios/ab/answers.csv", app.address))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .expect("service reachable")
-        .bytes()
-        .await
-        .expect("the whole body");
-    let rows = csv_rows(&csv);
+    let rows = admin_csv_rows(&app, "/admin/scenarios/ab/answers.csv").await;
     assert_eq!(rows.len(), users.len());
     for row in &rows {
         assert_eq!(row[7], arm[row[0].as_str()], "{row:?}");

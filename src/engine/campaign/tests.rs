@@ -57,6 +57,22 @@ fn bad_audiences_are_refused_with_the_field_named() {
             serde_json::json!({"firstSeenFrom": "2026-11-02", "firstSeenTo": "2026-11-01"}),
             "firstSeenFrom 2026-11-02 is after firstSeenTo 2026-11-01",
         ),
+        (
+            serde_json::json!({"sources": {"anyOf": []}}),
+            "sources.anyOf is an empty list",
+        ),
+        (
+            serde_json::json!({"sources": {"anyOf": ["Instagram"]}}),
+            "source \"Instagram\" is not a source id",
+        ),
+        (
+            serde_json::json!({"sources": {"anyOf": ["callback"]}}),
+            "source \"callback\" is not a source id",
+        ),
+        (
+            serde_json::json!({"sources": {"anyOf": (0..31).map(|n| format!("s{n}")).collect::<Vec<_>>()}}),
+            "names 31 sources",
+        ),
     ];
     for (raw, expected) in cases {
         let error = audience(raw.clone()).expect_err(&format!("{raw} is refused"));
@@ -78,6 +94,7 @@ fn the_filter_keeps_exactly_the_audience() {
         tags,
         first_seen_ms: seen,
         fields: no_fields,
+        sources: &[],
     };
     let leaked: &'static [String] = Box::leak(user_tags.into_boxed_slice());
     let bare: &'static [String] = Box::leak(Box::new(none));
@@ -175,6 +192,62 @@ fn the_filter_keeps_exactly_the_audience() {
 }
 
 #[test]
+fn a_source_audience_keeps_users_who_came_through_any_of_its_sources() {
+    let no_fields: &'static BTreeMap<String, FieldValue> = Box::leak(Box::default());
+    let user = |sources: &'static [String], tags: &'static [String]| Candidate {
+        following: Some(true),
+        tags,
+        first_seen_ms: None,
+        fields: no_fields,
+        sources,
+    };
+    let leak = |list: &[&str]| -> &'static [String] { Box::leak(tags(list).into_boxed_slice()) };
+    let (poster_then_ig, ig, none) = (leak(&["poster", "ig"]), leak(&["ig"]), leak(&[]));
+    let vip = leak(&["vip"]);
+    let answered_by = AnsweredBy::new();
+    // (audience, the user's sources, their tags, included)
+    let cases = [
+        (json!({"sources": {"anyOf": ["ig"]}}), poster_then_ig, none, true),
+        (json!({"sources": {"anyOf": ["ig"]}}), ig, none, true),
+        (json!({"sources": {"anyOf": ["poster"]}}), ig, none, false),
+        (
+            json!({"sources": {"anyOf": ["poster", "x"]}}),
+            poster_then_ig,
+            none,
+            true,
+        ),
+        (json!({"sources": {"anyOf": ["ig"]}}), none, none, false),
+        (json!({}), none, none, true),
+        (
+            json!({"sources": {"anyOf": ["ig"]}, "tags": {"anyOf": ["vip"]}}),
+            ig,
+            vip,
+            true,
+        ),
+        (
+            json!({"sources": {"anyOf": ["ig"]}, "tags": {"anyOf": ["vip"]}}),
+            ig,
+            none,
+            false,
+        ),
+        (
+            json!({"sources": {"anyOf": ["poster"]}, "tags": {"anyOf": ["vip"]}}),
+            ig,
+            vip,
+            false,
+        ),
+    ];
+    for (raw, sources, tags, included) in cases {
+        let audience = audience(raw.clone()).expect("a good audience");
+        assert_eq!(
+            audience.includes("Ua", &user(sources, tags), &answered_by),
+            included,
+            "{raw} {sources:?} {tags:?}"
+        );
+    }
+}
+
+#[test]
 fn the_scan_is_the_narrowest_indexed_query() {
     let cases = [
         (serde_json::json!({}), Scan::All),
@@ -186,6 +259,14 @@ fn the_scan_is_the_narrowest_indexed_query() {
         (
             serde_json::json!({"tags": {"anyOf": ["a", "b"], "allOf": ["c"]}}),
             Scan::AnyTag(tags(&["a", "b"])),
+        ),
+        (
+            serde_json::json!({"sources": {"anyOf": ["poster", "poster", "ig"]}, "tags": {"allOf": ["c"]}}),
+            Scan::AnySource(tags(&["poster", "ig"])),
+        ),
+        (
+            serde_json::json!({"sources": {"anyOf": ["poster"]}, "tags": {"anyOf": ["c"]}}),
+            Scan::AnyTag(tags(&["c"])),
         ),
     ];
     for (raw, expected) in cases {
@@ -463,6 +544,7 @@ fn users_with_the_opt_out_tag_are_in_no_audience_whatever_it_asks() {
         tags,
         first_seen_ms: None,
         fields: no_fields,
+        sources: &[],
     };
     let answered_by = AnsweredBy::new();
     // (audience asked for, the user's tags, included)

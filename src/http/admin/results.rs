@@ -1,5 +1,7 @@
-//! `GET /admin/scenarios/{id}/results?from=&to=`: a scenario's funnel from its
-//! exact counters (dates in the scenario's time zone, inclusive).
+//! `GET /admin/scenarios/{id}/results?from=&to=[&by=]`: a scenario's funnel
+//! from its exact counters (dates in the scenario's time zone, inclusive);
+//! with `by` (`source`, `variant`, `tag:{tag}`, `field:{name}`), its answers
+//! cross-tabulated by that dimension as well (`crossTab`).
 
 use super::{AdminError, require_admin};
 use crate::http::AppState;
@@ -10,6 +12,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 pub(crate) struct RangeQuery {
     from: Option<String>,
     to: Option<String>,
+    by: Option<String>,
 }
 
 pub(crate) async fn show(
@@ -19,14 +22,25 @@ pub(crate) async fn show(
     query: web::Query<RangeQuery>,
 ) -> Result<HttpResponse, AdminError> {
     require_admin(&request, &state)?;
-    let results = state
-        .results
-        .scenario(&path, query.from.as_deref(), query.to.as_deref())
-        .await
-        .map_err(|error| match error {
-            ResultsError::UnknownScenario(id) => AdminError::UnknownScenario(id),
-            ResultsError::BadRange(problem) => AdminError::BadRequest(problem.to_string()),
-            ResultsError::Store(error) => AdminError::Store(error),
-        })?;
+    let (from, to) = (query.from.as_deref(), query.to.as_deref());
+    let mut results = state.results.scenario(&path, from, to).await.map_err(admin_error)?;
+    if let Some(by) = &query.by {
+        results.cross_tab = Some(
+            state
+                .results
+                .cross_tab(&path, by, from, to)
+                .await
+                .map_err(admin_error)?,
+        );
+    }
     Ok(HttpResponse::Ok().json(results))
+}
+
+fn admin_error(error: ResultsError) -> AdminError {
+    match error {
+        ResultsError::UnknownScenario(id) => AdminError::UnknownScenario(id),
+        ResultsError::BadRange(problem) => AdminError::BadRequest(problem.to_string()),
+        ResultsError::BadBy(problem) => AdminError::BadRequest(problem.to_string()),
+        ResultsError::Store(error) => AdminError::Store(error),
+    }
 }

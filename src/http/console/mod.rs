@@ -13,6 +13,7 @@ use super::admin::export::csv_response;
 use crate::ids::LineUserId;
 use crate::pipeline::replay::{ReplayError, Replayed};
 use crate::reports::export::ExportError;
+use crate::reports::results::ResultsError;
 use crate::store::Settlement;
 use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieAge};
 use actix_web::http::StatusCode;
@@ -41,6 +42,7 @@ pub(crate) fn routes(config: &mut web::ServiceConfig) {
         .route("/console", web::get().to(scenarios))
         .route("/console/scenarios/{id}", web::get().to(answers))
         .route("/console/scenarios/{id}/answers.csv", web::get().to(answers_csv))
+        .route("/console/scenarios/{id}/crosstab", web::get().to(cross_tab))
         .route("/console/dead-letters", web::get().to(dead_letters))
         .route("/console/dead-letters/{id}/replay", web::post().to(replay))
         .route("/console/users", web::get().to(users))
@@ -371,6 +373,47 @@ async fn answers(request: HttpRequest, state: web::Data<AppState>, path: web::Pa
         ),
         Err(ExportError::UnknownScenario(_)) => not_found("No scenario with that id is loaded."),
         Err(error) => unavailable(error),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct CrossTabQuery {
+    by: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+}
+
+/// A scenario's answers cross-tabulated: `?by=source` (the default),
+/// `variant`, `tag:{tag}` or `field:{name}`, over `from`..`to` when given.
+async fn cross_tab(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
+    let Some(csrf) = logged_in(&request, &state) else {
+        return to_login();
+    };
+    let Some(query) = query_of::<CrossTabQuery>(&request) else {
+        return unreadable_query();
+    };
+    let scenario = path.into_inner();
+    let by = query.by.as_deref().filter(|by| !by.is_empty()).unwrap_or("source");
+    let nav = Nav { csrf: &csrf };
+    let asked = pages::CrossTabAsked {
+        scenario: &scenario,
+        by,
+        from: query.from.as_deref().unwrap_or_default(),
+        to: query.to.as_deref().unwrap_or_default(),
+    };
+    let (from, to) = (query.from.as_deref(), query.to.as_deref());
+    match state.results.cross_tab(&scenario, by, from, to).await {
+        Ok(tab) => html(StatusCode::OK, pages::cross_tab(&nav, &asked, Ok(&tab))),
+        Err(ResultsError::UnknownScenario(_)) => not_found("No scenario with that id is loaded."),
+        Err(ResultsError::BadBy(problem)) => html(
+            StatusCode::BAD_REQUEST,
+            pages::cross_tab(&nav, &asked, Err(&problem.to_string())),
+        ),
+        Err(ResultsError::BadRange(problem)) => html(
+            StatusCode::BAD_REQUEST,
+            pages::cross_tab(&nav, &asked, Err(&problem.to_string())),
+        ),
+        Err(ResultsError::Store(error)) => unavailable(error),
     }
 }
 

@@ -2,6 +2,7 @@
 //! script and nothing fetched from elsewhere. Every value is escaped by maud;
 //! tables scroll sideways inside their box, so a page fits a phone's width.
 
+use crate::engine::crosstab::CrossTab;
 use crate::engine::results::NodeResults;
 use crate::pipeline::campaigns::CampaignStatus;
 use crate::reports::export::{HEADER, RowsPage};
@@ -171,6 +172,7 @@ pub(crate) fn scenarios(nav: &Nav, all: &[ScenarioResults], days: Option<u32>) -
                         }
                         " " span class="muted" { (scenario.scenario_id) " v" (scenario.version) " · " (scenario.time_zone) }
                     }
+                    p { a href={ "/console/scenarios/" (segment(&scenario.scenario_id)) "/crosstab" } { "Cross-tab (クロス集計)" } }
                     @for split in &scenario.variants {
                         p class="variants" data-split=(split.node) {
                             "A/B split " strong { (split.node) } ": "
@@ -233,6 +235,8 @@ pub(crate) fn answers(nav: &Nav, scenario: &str, page_of: &RowsPage, after: Opti
             section {
                 p {
                     a id="csv" href={ "/console/scenarios/" (segment(scenario)) "/answers.csv" } download { "Download CSV (all answers)" }
+                    " · "
+                    a id="crosstab" href={ "/console/scenarios/" (segment(scenario)) "/crosstab" } { "Cross-tab (クロス集計)" }
                 }
                 @if page_of.rows.is_empty() {
                     p { "No answers" @if after.is_some() { " after this point" } "." }
@@ -493,6 +497,97 @@ pub(crate) fn campaign(
                     }
                 }
                 p { a href={ "/console/scenarios/" (status.scenario_id) "/answers.csv?campaign=" (status.campaign_id) } { "Download this campaign's answers (CSV)" } }
+            }
+        },
+    )
+}
+
+/// What a cross-tab page was asked for, shown back in its form.
+pub(crate) struct CrossTabAsked<'a> {
+    pub(crate) scenario: &'a str,
+    pub(crate) by: &'a str,
+    pub(crate) from: &'a str,
+    pub(crate) to: &'a str,
+}
+
+/// A scenario's answers by source, arm, tag or field: a form to choose, then
+/// a table per question (a row per choice, a column per value, each cell the
+/// count and its share of the column's answers); or what was wrong with the
+/// form's values.
+pub(crate) fn cross_tab(nav: &Nav, asked: &CrossTabAsked<'_>, tab: Result<&CrossTab, &str>) -> Markup {
+    page(
+        &format!("Cross-tab: {}", asked.scenario),
+        Some(nav),
+        html! {
+            section {
+                form method="get" id="by" {
+                    label { "By (集計軸) "
+                        input name="by" value=(asked.by) list="dimensions" size="24";
+                    }
+                    datalist id="dimensions" {
+                        option value="source" { "source: first source (流入経路)" }
+                        option value="variant" { "variant: A/B arm" }
+                        option value="tag:" { "tag:{tag}" }
+                        option value="field:" { "field:{name}" }
+                    }
+                    " "
+                    label { "From " input name="from" type="date" value=(asked.from); }
+                    " "
+                    label { "To " input name="to" type="date" value=(asked.to); }
+                    " "
+                    button type="submit" class="primary" { "Show" }
+                }
+                p class="muted" {
+                    "Counted from every answer: source, tags and fields as each user has them now; the arm as the question was asked. "
+                    a href={ "/console/scenarios/" (segment(asked.scenario)) } { "Answers" }
+                }
+            }
+            @match tab {
+                Err(problem) => section { p class="flash bad" id="problem" { (problem) } },
+                Ok(tab) => {
+                    @if tab.capped {
+                        section { p class="muted" { "More values than columns: the rest are counted under その他." } }
+                    }
+                    @if tab.nodes.is_empty() { section { p { "No questions." } } }
+                    @for node in &tab.nodes {
+                        section data-node=(node.node_id) {
+                            h2 { (node.text) " " span class="muted" { (node.node_id) } }
+                            div class="scroll" {
+                                table class="crosstab" {
+                                    tr {
+                                        th {}
+                                        @for column in &tab.columns { th class="num" data-column=(column.key) { (column.label) } }
+                                        th class="num" { "Total" }
+                                    }
+                                    tr data-row="answered" {
+                                        td { "Answered" }
+                                        @for column in &tab.columns {
+                                            td class="num" data-column=(column.key) { (node.answered.get(&column.key).copied().unwrap_or(0)) }
+                                        }
+                                        td class="num" { (node.total) }
+                                    }
+                                    @for choice in &node.choices {
+                                        tr data-choice=(choice.value) {
+                                            td { (choice.label.as_deref().unwrap_or(&choice.value)) }
+                                            @for column in &tab.columns {
+                                                td class="num" data-column=(column.key) {
+                                                    (choice.counts.get(&column.key).copied().unwrap_or(0))
+                                                    @if let Some(share) = choice.shares.get(&column.key) {
+                                                        br; span class="muted" { (rate(Some(*share))) }
+                                                    }
+                                                }
+                                            }
+                                            td class="num" {
+                                                (choice.total)
+                                                br; span class="muted" { (rate((node.total > 0).then(|| choice.total as f64 / node.total as f64))) }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                },
             }
         },
     )

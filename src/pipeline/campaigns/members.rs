@@ -34,6 +34,7 @@ impl<'a> Members<'a> {
         let scan = match audience.scan() {
             Scan::All => UserScan::All,
             Scan::AnyTag(tags) => UserScan::AnyTag(tags),
+            Scan::AnySource(sources) => UserScan::AnySource(sources),
             Scan::Tag(tag) => UserScan::Tag(tag),
         };
         Self {
@@ -79,6 +80,7 @@ impl<'a> Members<'a> {
                         .first_seen_ms
                         .or(user.followed_at.map(firestore::jiff::Timestamp::as_millisecond)),
                     fields: &user.fields,
+                    sources: &user.sources,
                 })
             })
             .map(|user| user.id)

@@ -7,7 +7,8 @@
 //! - One row per answer: user id, node, value, choice label, tags (joined with
 //!   `;`: tags may hold spaces, which scenarios allow), scenario version, answered at (RFC 3339 with the offset of the
 //!   scenario's time zone, to the millisecond), variant (the A/B arm, empty
-//!   when the run took no split).
+//!   when the run took no split), first source (the source link the user
+//!   first came through, as their record says now; empty when none).
 //!
 //! A text cell a spreadsheet would read as a formula (its first character,
 //! after NFKC, is `=`, `+`, `-`, `@`, a tab or a carriage return: OWASP's
@@ -53,7 +54,7 @@ pub(crate) fn defused(text: String) -> String {
 /// Makes Excel read the file as UTF-8.
 pub(crate) const BOM: &[u8] = b"\xEF\xBB\xBF";
 
-pub(crate) const HEADER: [&str; 8] = [
+pub(crate) const HEADER: [&str; 9] = [
     "user_id",
     "node",
     "value",
@@ -62,7 +63,12 @@ pub(crate) const HEADER: [&str; 8] = [
     "scenario_version",
     "answered_at",
     "variant",
+    "first_source",
 ];
+
+/// The first source of each user of a page, by user id (users without one
+/// are absent).
+pub(crate) type FirstSources = HashMap<String, String>;
 
 /// Between a row's tags. Not a space: a scenario's tags may contain spaces.
 pub(crate) const TAG_SEPARATOR: &str = ";";
@@ -114,7 +120,13 @@ pub(crate) fn local_time(micros: Option<i64>, zone: Tz) -> String {
 }
 
 /// The fields of one answer's row, text cells written as `cells` says.
-pub(crate) fn row(answer: &ListedAnswer, labels: &Labels, zone: Tz, cells: Cells) -> [String; 8] {
+pub(crate) fn row(
+    answer: &ListedAnswer,
+    labels: &Labels,
+    first_sources: &FirstSources,
+    zone: Tz,
+    cells: Cells,
+) -> [String; 9] {
     let value = match &answer.value {
         // A number answer stays a number, its sign included.
         Some(number @ (AnswerValue::Integer(_) | AnswerValue::Number(_))) => number.to_string(),
@@ -132,6 +144,8 @@ pub(crate) fn row(answer: &ListedAnswer, labels: &Labels, zone: Tz, cells: Cells
         local_time(answer.answered_at.map(firestore::jiff::Timestamp::as_microsecond), zone),
         // The A/B arm the question was asked in; empty when the run took no split.
         cells.text(answer.variant.clone().unwrap_or_default()),
+        // A source id is `[a-z0-9_]`: nothing to defuse, but the rule is the rule.
+        cells.text(first_sources.get(&answer.line_user_id).cloned().unwrap_or_default()),
     ]
 }
 
@@ -140,6 +154,7 @@ pub(crate) fn encode<'a>(
     head: bool,
     answers: impl IntoIterator<Item = &'a ListedAnswer>,
     labels: &Labels,
+    first_sources: &FirstSources,
     zone: Tz,
     cells: Cells,
 ) -> Result<Vec<u8>, csv::Error> {
@@ -154,7 +169,7 @@ pub(crate) fn encode<'a>(
         writer.write_record(HEADER)?;
     }
     for answer in answers {
-        writer.write_record(row(answer, labels, zone, cells))?;
+        writer.write_record(row(answer, labels, first_sources, zone, cells))?;
     }
     writer.into_inner().map_err(|error| error.into_error().into())
 }
@@ -199,13 +214,29 @@ mod tests {
 
     #[test]
     fn the_file_starts_with_a_bom_and_the_header() {
-        let bytes = encode(true, [], &labels(), chrono_tz::Asia::Tokyo, Cells::Safe).unwrap();
+        let bytes = encode(
+            true,
+            [],
+            &labels(),
+            &FirstSources::new(),
+            chrono_tz::Asia::Tokyo,
+            Cells::Safe,
+        )
+        .unwrap();
         assert_eq!(&bytes[..3], [0xEF, 0xBB, 0xBF]);
         assert_eq!(
             std::str::from_utf8(&bytes[3..]).unwrap(),
-            "user_id,node,value,choice_label,tags,scenario_version,answered_at,variant\r\n"
+            "user_id,node,value,choice_label,tags,scenario_version,answered_at,variant,first_source\r\n"
         );
-        let rows = encode(false, [], &labels(), chrono_tz::Asia::Tokyo, Cells::Safe).unwrap();
+        let rows = encode(
+            false,
+            [],
+            &labels(),
+            &FirstSources::new(),
+            chrono_tz::Asia::Tokyo,
+            Cells::Safe,
+        )
+        .unwrap();
         assert!(rows.is_empty(), "later pages carry neither BOM nor header");
     }
 
@@ -223,10 +254,18 @@ mod tests {
         ];
         for (value, expected) in cases {
             let row = answer("comment", value.clone(), &[], AT);
-            let bytes = encode(false, [&row], &labels(), chrono_tz::Asia::Tokyo, Cells::Safe).unwrap();
+            let bytes = encode(
+                false,
+                [&row],
+                &labels(),
+                &FirstSources::new(),
+                chrono_tz::Asia::Tokyo,
+                Cells::Safe,
+            )
+            .unwrap();
             let line = String::from_utf8(bytes).unwrap();
             let expected =
-                format!("U0123456789abcdef0123456789abcdef,comment,{expected},,,3,2026-12-01T10:00:00.000+09:00,\r\n");
+                format!("U0123456789abcdef0123456789abcdef,comment,{expected},,,3,2026-12-01T10:00:00.000+09:00,,\r\n");
             assert_eq!(line, expected, "{value:?}");
         }
     }
@@ -240,7 +279,17 @@ mod tests {
             answer("age", Some(AnswerValue::Number(3.5)), &[], AT),
         ];
         answers[0].variant = Some("B".to_owned());
-        let bytes = encode(true, &answers, &labels(), chrono_tz::Asia::Tokyo, Cells::Raw).unwrap();
+        answers[1].line_user_id = "Ufedcba9876543210fedcba9876543210".to_owned();
+        let first_sources = FirstSources::from([(answers[1].line_user_id.clone(), "instagram_dec".to_owned())]);
+        let bytes = encode(
+            true,
+            &answers,
+            &labels(),
+            &first_sources,
+            chrono_tz::Asia::Tokyo,
+            Cells::Raw,
+        )
+        .unwrap();
         let mut reader = csv::ReaderBuilder::new().from_reader(&bytes[3..]);
         let rows: Vec<Vec<String>> = reader
             .records()
@@ -248,7 +297,7 @@ mod tests {
             .collect();
         let expected: Vec<Vec<String>> = answers
             .iter()
-            .map(|answer| row(answer, &labels(), chrono_tz::Asia::Tokyo, Cells::Raw).to_vec())
+            .map(|answer| row(answer, &labels(), &first_sources, chrono_tz::Asia::Tokyo, Cells::Raw).to_vec())
             .collect();
         assert_eq!(rows, expected);
         assert_eq!(rows[0][3], "とても良い");
@@ -262,6 +311,11 @@ mod tests {
             (rows[0][7].as_str(), rows[1][7].as_str()),
             ("B", ""),
             "the arm, or empty"
+        );
+        assert_eq!(
+            (rows[0][8].as_str(), rows[1][8].as_str()),
+            ("", "instagram_dec"),
+            "the user's first source, or empty"
         );
     }
 
@@ -294,16 +348,34 @@ mod tests {
         ];
         for (value, expected, why) in cases {
             let answer = answer("comment", value.clone(), &[], AT);
-            let safe = row(&answer, &labels(), chrono_tz::Asia::Tokyo, Cells::Safe);
+            let safe = row(
+                &answer,
+                &labels(),
+                &FirstSources::new(),
+                chrono_tz::Asia::Tokyo,
+                Cells::Safe,
+            );
             assert_eq!(safe[2], expected, "{why}");
-            let raw = row(&answer, &labels(), chrono_tz::Asia::Tokyo, Cells::Raw);
+            let raw = row(
+                &answer,
+                &labels(),
+                &FirstSources::new(),
+                chrono_tz::Asia::Tokyo,
+                Cells::Raw,
+            );
             let stored = value.as_ref().map(ToString::to_string).unwrap_or_default();
             assert_eq!(raw[2], stored, "raw keeps {why} as stored");
         }
         // Tags and variants are text cells too.
         let mut tagged = answer("rating", text("good"), &["-x", "y"], AT);
         tagged.variant = Some("+B".to_owned());
-        let safe = row(&tagged, &labels(), chrono_tz::Asia::Tokyo, Cells::Safe);
+        let safe = row(
+            &tagged,
+            &labels(),
+            &FirstSources::new(),
+            chrono_tz::Asia::Tokyo,
+            Cells::Safe,
+        );
         assert_eq!((safe[4].as_str(), safe[7].as_str()), ("'-x;y", "'+B"));
     }
 

@@ -24,7 +24,7 @@ use crate::store::{AnswerPage, EXPORT_PAGE, ListedAnswer, Store, StoreError};
 use actix_web::web::Bytes;
 use chrono::NaiveDate;
 use chrono_tz::Tz;
-use format::Labels;
+use format::{FirstSources, Labels};
 use futures::Stream;
 
 #[derive(Debug, thiserror::Error)]
@@ -54,7 +54,7 @@ pub(crate) struct Export {
     labels: Labels,
     /// `[from, to)` in microseconds since the epoch, when a range was asked.
     range: Option<(i64, i64)>,
-    first: AnswerPage,
+    first: ReadPage,
     from: Option<NaiveDate>,
     to: Option<NaiveDate>,
     /// Only the answers of this campaign's run.
@@ -94,7 +94,7 @@ impl Exporter {
             (start, end)
         });
         let labels = Labels::of(loaded);
-        let first = self.store.answers_page(scenario, campaign, None, EXPORT_PAGE).await?;
+        let first = read_page(&self.store, scenario, campaign, None, EXPORT_PAGE).await?;
         Ok(Export {
             store: self.store.clone(),
             scenario: scenario.to_owned(),
@@ -110,9 +110,38 @@ impl Exporter {
     }
 }
 
+/// A page of answers with the first sources of their users.
+#[derive(Default)]
+struct ReadPage {
+    page: AnswerPage,
+    first_sources: FirstSources,
+}
+
+/// A page of `scenario`'s answers, and its users' first sources (their
+/// records read by id: one more round trip a page).
+async fn read_page(
+    store: &Store,
+    scenario: &str,
+    campaign: Option<&str>,
+    after: Option<&str>,
+    limit: u32,
+) -> Result<ReadPage, StoreError> {
+    let page = store.answers_page(scenario, campaign, after, limit).await?;
+    let mut users: Vec<String> = page.answers.iter().map(|answer| answer.line_user_id.clone()).collect();
+    users.sort_unstable();
+    users.dedup();
+    let first_sources = store
+        .users_by_id(&users)
+        .await?
+        .into_iter()
+        .filter_map(|user| Some((user.id, user.first_source?)))
+        .collect();
+    Ok(ReadPage { page, first_sources })
+}
+
 /// One page of a scenario's answers as the CSV has them, for reading on screen.
 pub(crate) struct RowsPage {
-    pub(crate) rows: Vec<[String; 8]>,
+    pub(crate) rows: Vec<[String; 9]>,
     /// The cursor of the next page, when there is one.
     pub(crate) next: Option<String>,
 }
@@ -125,13 +154,13 @@ impl Exporter {
         let id = ScenarioId::parse(scenario).map_err(|_| unknown())?;
         let loaded = self.engine.scenario(&id).ok_or_else(unknown)?;
         let (labels, zone) = (Labels::of(loaded), loaded.timing().zone);
-        let page = self.store.answers_page(scenario, None, after, limit).await?;
+        let ReadPage { page, first_sources } = read_page(&self.store, scenario, None, after, limit).await?;
         Ok(RowsPage {
             rows: page
                 .answers
                 .iter()
                 // On screen (HTML-escaped there), values as stored.
-                .map(|answer| format::row(answer, &labels, zone, format::Cells::Raw))
+                .map(|answer| format::row(answer, &labels, &first_sources, zone, format::Cells::Raw))
                 .collect(),
             next: page.next,
         })
@@ -141,7 +170,7 @@ impl Exporter {
 /// Where the stream is.
 enum Step {
     /// The first page, read before the response began.
-    First(AnswerPage),
+    First(ReadPage),
     /// The next page starts after this answer id.
     After(String),
     Done,
@@ -221,16 +250,14 @@ impl Export {
                     }
                     Step::First(page) => page,
                     Step::After(cursor) => {
-                        let read = progress
-                            .export
-                            .store
-                            .answers_page(
-                                &progress.export.scenario,
-                                progress.export.campaign.as_deref(),
-                                Some(&cursor),
-                                EXPORT_PAGE,
-                            )
-                            .await;
+                        let read = read_page(
+                            &progress.export.store,
+                            &progress.export.scenario,
+                            progress.export.campaign.as_deref(),
+                            Some(&cursor),
+                            EXPORT_PAGE,
+                        )
+                        .await;
                         match read {
                             Ok(page) => page,
                             Err(error) => {
@@ -248,11 +275,12 @@ impl Export {
                     }
                 };
                 progress.pages += 1;
+                let ReadPage { page, first_sources } = page;
                 progress.step = page.next.clone().map_or(Step::Done, Step::After);
                 let export = &progress.export;
                 let rows: Vec<&ListedAnswer> = page.answers.iter().filter(|a| export.wanted(a)).collect();
                 let count = rows.len() as u64;
-                let bytes = format::encode(head, rows, &export.labels, export.zone, export.cells)?;
+                let bytes = format::encode(head, rows, &export.labels, &first_sources, export.zone, export.cells)?;
                 progress.rows += count;
                 if bytes.is_empty() {
                     // Nothing of this page is in the range: read on rather than

@@ -18,7 +18,7 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
-use wiremock::matchers::{method, path};
+use wiremock::matchers::{method, path, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 pub const LOGIN_CHANNEL_ID: &str = "1650000001";
@@ -91,7 +91,21 @@ impl LoginStandIn {
             .respond_with(Token { state: state.clone() })
             .mount(&server)
             .await;
+        // LINE's add-friend page, for a test's `FRIEND_URL` a browser can reach.
+        Mock::given(method("GET"))
+            .and(path_regex("^/R/ti/p/"))
+            .respond_with(ResponseTemplate::new(200).set_body_raw(
+                "<!doctype html><title>add friend</title><h1 id=add-friend>友だち追加</h1>",
+                "text/html; charset=utf-8",
+            ))
+            .mount(&server)
+            .await;
         Self { server, state }
+    }
+
+    /// An add-friend URL the stand-in serves (as `FRIEND_URL`).
+    pub fn friend_url(&self) -> String {
+        format!("{}/R/ti/p/@line-survey-test", self.uri())
     }
 
     pub fn uri(&self) -> String {

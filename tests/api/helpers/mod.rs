@@ -61,9 +61,11 @@ pub struct TestOptions {
 pub struct SourcesSetup {
     pub login_uri: String,
     pub sources_toml: String,
-    /// `PUBLIC_BASE_URL` (default `http://survey.test`: a test follows the
-    /// redirects by hand and calls the app's own address).
-    pub public_base_url: Option<String>,
+    /// `PUBLIC_BASE_URL` is the app's own address (a port picked before it
+    /// starts), so a browser follows LINE Login's redirect back to it;
+    /// otherwise `http://survey.test` (a test follows the redirects by hand
+    /// and calls the app's own address).
+    pub on_own_address: bool,
     pub friend_url: String,
 }
 
@@ -72,7 +74,7 @@ impl SourcesSetup {
         Self {
             login_uri: login_uri.to_owned(),
             sources_toml: sources_toml.to_owned(),
-            public_base_url: None,
+            on_own_address: false,
             friend_url: FRIEND_URL.to_owned(),
         }
     }
@@ -156,13 +158,21 @@ pub fn test_config(project_id: &str, line_uri: &str, options: &TestOptions) -> C
         std::fs::write(&file, &setup.sources_toml).expect("the sources file is written");
         config.sources_file = file;
         config.sources_file_required = true;
+        let mut public_base_url = "http://survey.test".to_owned();
+        if setup.on_own_address {
+            // Free now; the app binds it a moment later (spawn_app_with
+            // tries another if something took it in between).
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|listener| listener.local_addr())
+                .expect("a free port")
+                .port();
+            config.port = port;
+            public_base_url = format!("http://127.0.0.1:{port}");
+        }
         config.source_links = Some(line_survey::config::SourceLinkConfig {
             login_channel_id: line_login::LOGIN_CHANNEL_ID.to_owned(),
             login_channel_secret: line_login::LOGIN_CHANNEL_SECRET.to_owned(),
-            public_base_url: setup
-                .public_base_url
-                .clone()
-                .unwrap_or_else(|| "http://survey.test".to_owned()),
+            public_base_url,
             friend_url: setup.friend_url.clone(),
             login_base_url: setup.login_uri.clone(),
             login_api_base_url: setup.login_uri.clone(),
@@ -182,8 +192,18 @@ pub async fn spawn_app_with(options: TestOptions) -> TestApp {
         Some(beside) => beside,
         None => (new_project_id(), Arc::new(LineStandIn::start().await)),
     };
-    let config = test_config(&project_id, &line.uri(), &options);
-    let application = Application::build(config).await.expect("the service starts");
+    let own_address = options.sources.as_ref().is_some_and(|setup| setup.on_own_address);
+    let mut attempts = 0;
+    let application = loop {
+        let config = test_config(&project_id, &line.uri(), &options);
+        attempts += 1;
+        match Application::build(config).await {
+            Ok(application) => break application,
+            // A port picked in advance was taken before the app bound it.
+            Err(error) if own_address && attempts < 3 => eprintln!("retrying on another port: {error:#}"),
+            Err(error) => panic!("the service starts: {error:#}"),
+        }
+    };
     let address = format!("http://127.0.0.1:{}", application.port());
     let metrics_address = application
         .metrics_port()
