@@ -75,6 +75,10 @@ pub struct Config {
     pub campaign_opt_out_tag: String,
     /// How long a console login lasts (`CONSOLE_SESSION_MINUTES`).
     pub console_session: Duration,
+    /// How long a follow waits for a source link's login naming the user,
+    /// so the source's scenario goes by reply instead of the generic welcome
+    /// (`SOURCE_WAIT_SECS`; 0: no wait).
+    pub source_wait: Duration,
     /// Which clock the service reads the time from (`CLOCK`).
     pub clock: ClockKind,
     /// Where a send stops for good, for tests that kill the process at that
@@ -196,6 +200,8 @@ fn source_links(get: &impl Fn(&str) -> Option<String>) -> Result<Option<SourceLi
 const MIN_ADMIN_TOKEN_CHARS: usize = 32;
 /// The longest console session allowed: a week.
 pub const MAX_CONSOLE_SESSION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+/// The longest `SOURCE_WAIT_SECS`: a follow's greeting waits no longer.
+pub const MAX_SOURCE_WAIT: Duration = Duration::from_secs(30);
 
 /// LINE's published rate limit of the multicast endpoint, per channel.
 /// The campaigns' opt-out tag unless `CAMPAIGN_OPT_OUT_TAG` names another
@@ -379,6 +385,7 @@ impl Config {
             console_session: Duration::from_secs(
                 parse::<u64>(&get, "CONSOLE_SESSION_MINUTES", 480)?.saturating_mul(60),
             ),
+            source_wait: Duration::from_secs(parse(&get, "SOURCE_WAIT_SECS", 8)?),
             clock: match get("CLOCK").as_deref() {
                 None | Some("system") => ClockKind::System,
                 Some("test") => ClockKind::Test,
@@ -510,6 +517,13 @@ impl Config {
         }
         if self.console_session.is_zero() || self.console_session > MAX_CONSOLE_SESSION {
             return invalid("CONSOLE_SESSION_MINUTES", "must be 1 to 10080 (a week)");
+        }
+        // The reply that ends the wait must still find its token fresh.
+        if self.source_wait > MAX_SOURCE_WAIT || self.source_wait >= self.reply_token_max_age {
+            return invalid(
+                "SOURCE_WAIT_SECS",
+                "must be 0 to 30, and below REPLY_TOKEN_MAX_AGE_SECS (the welcome goes by reply after the wait)",
+            );
         }
         // It names the instance's heartbeat record (`instances/{id}`) and its
         // leases: a path character would break both.
@@ -690,7 +704,7 @@ mod tests {
 
     #[test]
     fn settings_that_would_break_at_run_time_are_refused_by_name() {
-        let cases: [(&str, &str, &str); 27] = [
+        let cases: [(&str, &str, &str); 30] = [
             (
                 "FOLLOWER_SYNC_WRITES_PER_SECOND",
                 "0",
@@ -727,6 +741,9 @@ mod tests {
             // The main port's default.
             ("METRICS_PORT", "8080", "METRICS_PORT"),
             ("CONSOLE_SESSION_MINUTES", "0", "CONSOLE_SESSION_MINUTES"),
+            ("SOURCE_WAIT_SECS", "31", "SOURCE_WAIT_SECS"),
+            ("SOURCE_WAIT_SECS", "-1", "SOURCE_WAIT_SECS"),
+            ("SOURCE_WAIT_SECS", "eight", "SOURCE_WAIT_SECS"),
             ("CONSOLE_SESSION_MINUTES", "10081", "CONSOLE_SESSION_MINUTES"),
             ("CONSOLE_SESSION_MINUTES", "an hour", "CONSOLE_SESSION_MINUTES"),
             (
@@ -792,6 +809,14 @@ mod tests {
         assert_eq!(ok.line_api_base_url, "https://api.line.me");
         assert_eq!(ok.scenarios_dir, PathBuf::from("scenarios"));
         assert!(ok.admin_token.is_none());
+        assert_eq!(ok.source_wait, Duration::from_secs(8));
+        assert_eq!(
+            deployed(&[("SOURCE_WAIT_SECS", "0")]).unwrap().source_wait,
+            Duration::ZERO
+        );
+        // The wait must end while the follow's reply token is fresh.
+        let late = deployed(&[("SOURCE_WAIT_SECS", "20"), ("REPLY_TOKEN_MAX_AGE_SECS", "20")]).unwrap_err();
+        assert!(late.to_string().starts_with("SOURCE_WAIT_SECS is invalid"), "{late}");
         let bad = deployed(&[("PORT", "http")]).unwrap_err();
         assert!(bad.to_string().starts_with("PORT is invalid"), "{bad}");
     }

@@ -154,7 +154,13 @@ impl Application {
         let in_hand = Arc::new(InHand::default());
         let sweep_soon = SweepSoon::default();
         let sender = Arc::new(OutboundSender::new(courier.clone(), store.clone(), in_hand.clone()));
-        let source_starts = SourceStarts::new(store.clone(), versions.clone(), sources.clone(), clock.clone());
+        let source_starts = SourceStarts::new(
+            store.clone(),
+            versions.clone(),
+            sources.clone(),
+            clock.clone(),
+            config.source_wait,
+        );
         let events = Arc::new(EventWorker::new(
             EventWorkerParts {
                 sources: source_starts.clone(),

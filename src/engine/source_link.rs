@@ -144,6 +144,31 @@ pub(crate) fn plan_visit(
     }
 }
 
+/// How long after its event a follow may still be picked up and end its
+/// wait (a queue, a retry): a login later than this queues its start itself.
+pub(crate) const FOLLOW_PICKUP_MS: i64 = 60_000;
+
+/// Whether a login planned as `plan` leaves its scenario's start to the
+/// follow (at `following`, ms) that waits `wait_ms` for logins, so it goes by
+/// that follow's reply instead of its generic welcome: only for the friend
+/// the login made, while that follow's wait is not closed (`wait_closed`: the
+/// newest follow that stopped waiting) and the follow can still be picked up.
+pub(crate) fn follow_takes_start(
+    plan: &VisitPlan,
+    following: Option<i64>,
+    wait_closed: Option<i64>,
+    wait_ms: i64,
+    now_ms: i64,
+) -> Option<i64> {
+    let followed_ms = following.filter(|followed| *followed > 0)?;
+    let open = wait_ms > 0
+        && plan.start_now
+        && plan.standing == Some(SourceStanding::Friend)
+        && wait_closed.is_none_or(|closed| closed < followed_ms)
+        && now_ms < followed_ms.saturating_add(wait_ms).saturating_add(FOLLOW_PICKUP_MS);
+    open.then_some(followed_ms)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,5 +304,46 @@ mod tests {
             Some(SourceStanding::Waiting),
             "the follow is not recorded yet"
         );
+    }
+
+    #[test]
+    fn a_new_friends_start_is_left_to_the_waiting_follow_only_while_it_waits() {
+        let issued = 10_000_000;
+        let followed = issued + 5;
+        let wait = 8_000;
+        let friend = plan_visit(None, Some(followed), Some(true), issued, true);
+        let was_friend = plan_visit(None, Some(followed), Some(false), issued, true);
+        let no_scenario = plan_visit(None, Some(followed), Some(true), issued, false);
+        let waiting = plan_visit(None, None, Some(true), issued, true);
+        let late = followed + wait + FOLLOW_PICKUP_MS;
+        // (plan, following, closed, wait, now) -> deferred to
+        let cases = [
+            (friend, Some(followed), None, wait, followed + 1, Some(followed)),
+            (
+                friend,
+                Some(followed),
+                Some(followed - 1),
+                wait,
+                followed + 1,
+                Some(followed),
+            ),
+            (friend, Some(followed), None, wait, late - 1, Some(followed)),
+            (friend, Some(followed), None, wait, late, None),
+            (friend, Some(followed), Some(followed), wait, followed + 1, None),
+            (friend, Some(followed), Some(followed + 9), wait, followed + 1, None),
+            (friend, Some(followed), None, 0, followed + 1, None),
+            // The followers sync records no follow time.
+            (friend, Some(0), None, wait, followed + 1, None),
+            (was_friend, Some(followed), None, wait, followed + 1, None),
+            (no_scenario, Some(followed), None, wait, followed + 1, None),
+            (waiting, None, None, wait, followed + 1, None),
+        ];
+        for (plan, following, closed, wait, now, expected) in cases {
+            assert_eq!(
+                follow_takes_start(&plan, following, closed, wait, now),
+                expected,
+                "{plan:?} {following:?} {closed:?} {wait} {now}"
+            );
+        }
     }
 }

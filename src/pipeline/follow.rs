@@ -2,6 +2,7 @@
 
 use super::hold::{Failure, Hold};
 use super::processed::Processed;
+use super::sources::FollowGreeting;
 use super::work::Work;
 use super::worker::EventWorker;
 use crate::engine::FollowPlan;
@@ -10,9 +11,10 @@ impl EventWorker {
     /// A follow or an unfollow: recorded on the user first (idempotent, by event
     /// time); an unfollow then cancels the user's pending timers (a timer that
     /// fires before its cancel lands reads `following` and sends nothing); a
-    /// follow then queues the scenarios of friend-add sources waiting for it,
-    /// caches the user's display name (LINE's profile) and starts the follow
-    /// trigger's scenario, if any.
+    /// follow then settles the friend-add sources waiting for it (and waits for
+    /// a login, `SOURCE_WAIT_SECS`, by coming back later), caches the user's
+    /// display name (LINE's profile) and starts a source's scenario or the
+    /// follow trigger's, if any.
     pub(super) async fn follow(&self, hold: &Hold, work: &Work, plan: &FollowPlan) -> Result<Processed, Failure> {
         let newest = self
             .store
@@ -27,10 +29,17 @@ impl EventWorker {
                 .await?;
             tracing::info!(timers.cancelled = cancelled, "the user unfollowed");
         }
-        // A friend-add source's login recorded before this follow waits for
-        // it: its scenario is queued now (a login after it saw the follow).
+        // Friend-add sources: a login recorded before this follow, or one
+        // within its wait, has its scenario greet instead of the welcome.
+        let mut greeting = FollowGreeting::Welcome;
         if plan.following && newest {
-            self.sources.followed(&plan.user, work.event_time_ms).await?;
+            greeting = self
+                .sources
+                .followed(&plan.user, &work.webhook_event_id, work.event_time_ms)
+                .await?;
+            if let FollowGreeting::Wait(wait) = greeting {
+                return Err(Failure::Deferred(wait));
+            }
         } else if !plan.following && newest {
             self.sources.unfollowed(&plan.user, work.event_time_ms).await?;
         }
@@ -38,7 +47,11 @@ impl EventWorker {
         if plan.following && newest {
             self.personal.refresh(&plan.user).await;
         }
-        match &plan.start {
+        let start = match &greeting {
+            FollowGreeting::Source(start) => Some(start.as_ref()),
+            FollowGreeting::Wait(_) | FollowGreeting::Welcome => plan.start.as_ref(),
+        };
+        match start {
             Some(start) => self.start(hold, work, start).await,
             None => {
                 self.done_without_effect(hold)?;

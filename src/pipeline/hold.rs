@@ -28,6 +28,10 @@ pub(crate) enum Failure {
     /// it goes back, uncounted, to wait its turn.
     #[error("waits for the event before it")]
     Waiting,
+    /// A follow waits for a source link's login: it goes back, uncounted,
+    /// until then (no worker is held meanwhile).
+    #[error("waits {0:?} for a source link's login")]
+    Deferred(std::time::Duration),
 }
 
 impl From<StoreError> for Failure {

@@ -197,6 +197,13 @@ impl Replayer {
         match self.events.process(&hold, &work).instrument(span).await {
             Ok(processed) => Ok(processed),
             Err(Failure::Superseded | Failure::Waiting) => Err(ReplayError::NotParked("pending")),
+            // A follow waiting for a source link's login: back when it is over.
+            Err(Failure::Deferred(wait)) => {
+                if let Err(error) = store.release_event(key, version, 0, wait, None).await {
+                    tracing::warn!(error = %error, "could not release the event; its lease will run out");
+                }
+                Err(ReplayError::NotParked("pending"))
+            }
             Err(Failure::Failed(error)) => {
                 let reason = format!("replay failed: {error}");
                 match store.park_event(key, version, &record.doc, &reason).await {

@@ -16,17 +16,40 @@
 //! source, created in the same commit as the standing it goes with: a second
 //! queuing finds it there, and a worker starts the scenario like any event
 //! (a push: there is no reply token), once.
+//!
+//! A follow greets by reply, so where it can it starts the source's scenario
+//! itself, instead of the generic welcome (`SOURCE_WAIT_SECS`):
+//! - a login recorded before the follow: the follow takes it (`takenBy`, in
+//!   the commit that makes the user its friend);
+//! - otherwise the follow comes back once its wait is over (the event is
+//!   released, holding no worker), and a login that finds the follow waiting
+//!   records its source as left to that follow (`deferredTo`) instead of
+//!   queuing its start;
+//! - after the wait the follow closes it on the user's record
+//!   (`sourceWaitClosedMs`): a login that read the record before commits
+//!   conditional on it, so it reads again and queues its start itself; then
+//!   the follow reads the sources left to it and takes one (`takenBy`,
+//!   conditional), queuing any other as a push.
+//!
+//! `takenBy` is written once, conditional on the record as read, so each
+//! source's start has one owner; a retried follow finds the one it took.
 
 use super::PipelineError;
 use super::versions::Versions;
 use super::work::{Plan, Work};
 use crate::clock::Clock;
+use crate::engine::StartPlan;
+use crate::engine::source_link::follow_takes_start;
 use crate::engine::source_link::{LinkState, StateError, issue_state, plan_visit, verify_state};
 use crate::ids::LineUserId;
 use crate::line::login::{LoginClient, LoginError, authorize_url};
 use crate::scenario::sources::{Source, Sources};
-use crate::store::{Befriend, InboxKey, NewEvent, QueuedStart, Store, Visit, VisitOutcome, source_start_key};
+use crate::store::{
+    Befriend, InboxKey, NewEvent, QueuedStart, Store, Stored, TAKEN_BY_QUEUE, UserSourceDoc, Visit, VisitOutcome,
+    source_start_key,
+};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Decide-and-commit rounds of one login or follow before it gives up.
 const ROUNDS: usize = 5;
@@ -40,6 +63,19 @@ pub(crate) struct SourceStarts {
     versions: Arc<Versions>,
     sources: Arc<Sources>,
     clock: Clock,
+    /// How long a follow waits for a login (`SOURCE_WAIT_SECS`).
+    wait: Duration,
+}
+
+/// What a follow greets its new friend with.
+#[derive(Debug)]
+pub(crate) enum FollowGreeting {
+    /// Not yet: the follow waits this much longer for a login naming the user.
+    Wait(Duration),
+    /// A source's scenario, by the follow's reply, instead of the welcome.
+    Source(Box<StartPlan>),
+    /// The follow trigger's welcome, as without sources.
+    Welcome,
 }
 
 /// A start to queue: its inbox key and stored work.
@@ -68,13 +104,24 @@ impl Queued {
 }
 
 impl SourceStarts {
-    pub(crate) fn new(store: Store, versions: Arc<Versions>, sources: Arc<Sources>, clock: Clock) -> Self {
+    pub(crate) fn new(
+        store: Store,
+        versions: Arc<Versions>,
+        sources: Arc<Sources>,
+        clock: Clock,
+        wait: Duration,
+    ) -> Self {
         Self {
             store,
             versions,
             sources,
             clock,
+            wait,
         }
+    }
+
+    fn wait_ms(&self) -> i64 {
+        i64::try_from(self.wait.as_millis()).unwrap_or(i64::MAX)
     }
 
     pub(crate) fn sources(&self) -> &Sources {
@@ -90,19 +137,28 @@ impl SourceStarts {
             .to_string()
     }
 
-    /// The start of `source`'s scenario for `user`, if it has one.
-    fn queued(&self, user: &LineUserId, source: &Source) -> Result<Option<Queued>, PipelineError> {
+    /// The start of `source`'s scenario for `user`, if it has one: its run is
+    /// the same whether a follow's reply or a queued push carries it.
+    fn start_plan(&self, user: &LineUserId, source: &Source) -> Result<Option<(StartPlan, String)>, PipelineError> {
         let Some(scenario) = &source.scenario else {
             return Ok(None);
         };
-        let key = source_start_key(user.as_str(), &source.id)
-            .ok_or_else(|| PipelineError::InvalidInput("the source start's key cannot be formed".into()))?;
         let event_id = format!("source:{}:{}", source.id, user.as_str());
         let plan = self
             .versions
             .current()
             .source_start(scenario, user.clone(), &event_id)
             .map_err(|ignored| PipelineError::Defect(format!("the source's scenario cannot start: {ignored}")))?;
+        Ok(Some((plan, event_id)))
+    }
+
+    /// The start of `source`'s scenario for `user` as a queued push, if it has one.
+    fn queued(&self, user: &LineUserId, source: &Source) -> Result<Option<Queued>, PipelineError> {
+        let Some((plan, event_id)) = self.start_plan(user, source)? else {
+            return Ok(None);
+        };
+        let key = source_start_key(user.as_str(), &source.id)
+            .ok_or_else(|| PipelineError::InvalidInput("the source start's key cannot be formed".into()))?;
         let now = self.clock.now_ms();
         let work = Work::raised(&event_id, SOURCE_START_EVENT, now, Plan::Start(plan));
         let plan = work
@@ -111,26 +167,64 @@ impl SourceStarts {
         Ok(Some(Queued { key, plan, event_id }))
     }
 
-    /// A follow: each of the user's sources still waiting becomes a friend's,
-    /// counted once, with its scenario queued. Safe to repeat (a redelivered
-    /// follow, another instance): each change is conditional on the record
-    /// as read.
-    pub(crate) async fn followed(&self, user: &LineUserId, followed_ms: i64) -> Result<usize, PipelineError> {
+    /// A follow (webhook event `event_id`, at `followed_ms`): each of the
+    /// user's sources still waiting becomes a friend's, counted once; then
+    /// what the follow greets with (see the module's notes). Safe to repeat
+    /// (a retry, a redelivery, another instance): each change is conditional
+    /// on the record as read.
+    pub(crate) async fn followed(
+        &self,
+        user: &LineUserId,
+        event_id: &str,
+        followed_ms: i64,
+    ) -> Result<FollowGreeting, PipelineError> {
         if self.sources.is_empty() {
-            return Ok(0);
+            return Ok(FollowGreeting::Welcome);
         }
-        let mut queued = 0;
+        let took = self.befriend_waiting(user, event_id, followed_ms).await?;
+        if self.wait_ms() > 0 {
+            if !took {
+                let remaining = followed_ms
+                    .saturating_add(self.wait_ms())
+                    .saturating_sub(self.clock.now_ms());
+                if remaining > 0 {
+                    return Ok(FollowGreeting::Wait(Duration::from_millis(remaining.unsigned_abs())));
+                }
+            }
+            self.store.close_source_wait(user.as_str(), followed_ms).await?;
+        }
+        self.greeting(user, event_id, followed_ms).await
+    }
+
+    /// Whether `recorded` is a source whose scenario this service can start.
+    fn startable(&self, recorded: &Stored<UserSourceDoc>) -> Option<&Source> {
+        self.sources
+            .get(&recorded.doc.source)
+            .filter(|source| source.scenario.is_some())
+    }
+
+    /// The user's waiting sources become a friend's; the first with a
+    /// scenario is taken by this follow (none if a source is taken already).
+    /// Whether one was taken now.
+    async fn befriend_waiting(
+        &self,
+        user: &LineUserId,
+        event_id: &str,
+        followed_ms: i64,
+    ) -> Result<bool, PipelineError> {
+        let mut took = false;
         for _ in 0..ROUNDS {
             let waiting = self.store.waiting_sources(user.as_str()).await?;
             if waiting.is_empty() {
-                return Ok(queued);
+                return Ok(took);
             }
             for recorded in &waiting {
                 // A source removed from the file since: its record stays waiting.
                 let Some(source) = self.sources.get(&recorded.doc.source) else {
                     continue;
                 };
-                let start = self.queued(user, source)?;
+                let take = !took && source.scenario.is_some();
+                let start = if take { None } else { self.queued(user, source)? };
                 let day = Self::day(followed_ms);
                 let landed = self
                     .store
@@ -146,10 +240,11 @@ impl SourceStarts {
                         followed_ms,
                         day: &day,
                         start: start.as_ref().map(|start| start.as_start(user.as_str())),
+                        taken_by: take.then_some(event_id),
                     })
                     .await?;
                 if landed {
-                    queued += 1;
+                    took |= take;
                     tracing::info!(source = %source.id, outcome = "befriended", "a source's new friend recorded");
                 }
             }
@@ -159,10 +254,63 @@ impl SourceStarts {
             .iter()
             .filter(|recorded| self.sources.get(&recorded.doc.source).is_some());
         if known.count() == 0 {
-            Ok(queued)
+            Ok(took)
         } else {
             Err(PipelineError::Contention("the user's sources kept changing".into()))
         }
+    }
+
+    /// After the wait: the source this follow starts (taken by it before, or
+    /// left to it by a login and taken now), the others queued as pushes.
+    async fn greeting(
+        &self,
+        user: &LineUserId,
+        event_id: &str,
+        followed_ms: i64,
+    ) -> Result<FollowGreeting, PipelineError> {
+        for _ in 0..ROUNDS {
+            let friends = self.store.followed_sources(user.as_str()).await?;
+            // In id order: a retry of this follow picks the same one.
+            let mut mine = friends
+                .iter()
+                .filter(|recorded| recorded.doc.taken_by.as_deref() == Some(event_id))
+                .filter_map(|recorded| Some((recorded, self.startable(recorded)?)));
+            let first = mine.next();
+            // Taken twice by this follow (an earlier attempt took one, a later
+            // one another): the extra goes as a push.
+            let mut extra: Vec<(&Stored<UserSourceDoc>, &Source)> = mine.collect();
+            let left: Vec<(&Stored<UserSourceDoc>, &Source)> = friends
+                .iter()
+                .filter(|recorded| recorded.doc.deferred_to == Some(followed_ms) && recorded.doc.taken_by.is_none())
+                .filter_map(|recorded| Some((recorded, self.startable(recorded)?)))
+                .collect();
+            if extra.is_empty() && left.is_empty() {
+                return match first {
+                    Some((_, source)) => {
+                        tracing::info!(source = %source.id, outcome = "source_greeting", "the follow greets with the source's scenario");
+                        let (plan, _) = self
+                            .start_plan(user, source)?
+                            .ok_or_else(|| PipelineError::Defect("a startable source has no scenario".into()))?;
+                        Ok(FollowGreeting::Source(Box::new(plan)))
+                    }
+                    None => Ok(FollowGreeting::Welcome),
+                };
+            }
+            let mut iter = left.into_iter();
+            if first.is_none()
+                && let Some((recorded, _)) = iter.next()
+            {
+                // Landed or not, the next read says who has it.
+                self.store.take_source(recorded, event_id, None).await?;
+            }
+            extra.extend(iter);
+            for (recorded, source) in extra {
+                let queued = self.queued(user, source)?;
+                let start = queued.as_ref().map(|start| start.as_start(user.as_str()));
+                self.store.take_source(recorded, TAKEN_BY_QUEUE, start).await?;
+            }
+        }
+        Err(PipelineError::Contention("the user's sources kept changing".into()))
     }
 
     /// The newest unfollow: counted once for each source the user became a
@@ -351,7 +499,15 @@ impl SourceLinks {
                 state.issued_ms,
                 queued.is_some(),
             );
-            let day = SourceStarts::day(self.clock.now_ms());
+            let now_ms = self.clock.now_ms();
+            let day = SourceStarts::day(now_ms);
+            let deferred_to = follow_takes_start(
+                &plan,
+                read.following_since_ms,
+                read.wait_closed_ms,
+                self.starts.wait_ms(),
+                now_ms,
+            );
             let visit = Visit {
                 nonce: &state.nonce,
                 source: &source.id,
@@ -363,8 +519,9 @@ impl SourceLinks {
                 new_friend: plan.new_friend,
                 start: queued
                     .as_ref()
-                    .filter(|_| plan.start_now)
+                    .filter(|_| plan.start_now && deferred_to.is_none())
                     .map(|start| start.as_start(user.as_str())),
+                deferred_to,
             };
             match self.starts.store.record_visit(&read, visit).await? {
                 VisitOutcome::Recorded => return Ok(read.following_since_ms),

@@ -169,6 +169,23 @@ impl EventWorker {
                 }
                 Err(Failure::Waiting)
             }
+            Err(Failure::Deferred(wait)) => {
+                // Not an attempt either: back when the wait is over.
+                tracing::info!(
+                    outcome = "deferred",
+                    retry_in_ms = wait.as_millis() as u64,
+                    "the follow waits for a source link's login"
+                );
+                let attempts = job.attempt.saturating_sub(1);
+                if let Err(error) = self
+                    .store
+                    .release_event(&hold.key, hold.version, attempts, wait, None)
+                    .await
+                {
+                    tracing::warn!(error = %error, "could not release the event; its lease will run out");
+                }
+                Err(Failure::Deferred(wait))
+            }
             Err(Failure::Failed(error)) => {
                 let retry_in = self.settings.retry_backoff.saturating_mul(job.attempt.max(1));
                 tracing::error!(error = %error, retry_in_ms = retry_in.as_millis() as u64, outcome = "failed", "event processing failed; it will be retried");
@@ -271,6 +288,7 @@ fn record_attempt(event_type: &str, result: &Result<Processed, Failure>) {
         Err(Failure::Failed(_)) => "failed",
         Err(Failure::Superseded) => "superseded",
         Err(Failure::Waiting) => "waiting",
+        Err(Failure::Deferred(_)) => "deferred",
     };
     series::event_processed(event_type, outcome);
 }

@@ -68,7 +68,10 @@ pub(crate) use messages::{MessageKey, UnsendOutcome};
 pub(crate) use notices::NoticeWrite;
 pub(crate) use questions::{OpenQuestionDoc, QuestionChange};
 pub(crate) use rich_menus::{BatchTarget, DeployBatch, HeldDeploy, JobTake, MenuLinkJob, RichMenuRecord};
-pub(crate) use sources::{Befriend, QueuedStart, SourceCounts, SourceUser, Visit, VisitOutcome, source_start_key};
+pub(crate) use sources::{
+    Befriend, QueuedStart, SourceCounts, SourceUser, TAKEN_BY_QUEUE, UserSourceDoc, Visit, VisitOutcome,
+    source_start_key,
+};
 pub(crate) use timeline::{UserAnswer, UserEvent, UserMarker, UserMessage, UserRecord};
 pub(crate) use timers::{ContextRequest, FiringWrites, TimerContext, TimerDoc, TimerEnd, TimerState, still_held};
 pub(crate) use versions::VersionCheck;

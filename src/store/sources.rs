@@ -36,7 +36,7 @@ const MAX_SOURCES_PER_USER: u32 = 100;
 const LOGIN_STATE_RETENTION: Duration = Duration::from_secs(2 * 24 * 60 * 60);
 
 /// Every field of a `user_sources` record (a query's projection).
-const USER_SOURCE_FIELDS: [&str; 8] = [
+const USER_SOURCE_FIELDS: [&str; 10] = [
     "lineUserId",
     "source",
     "standing",
@@ -45,7 +45,12 @@ const USER_SOURCE_FIELDS: [&str; 8] = [
     "friendAt",
     "unfollowedAt",
     "startEvent",
+    "deferredTo",
+    "takenBy",
 ];
+
+/// `takenBy` of a source whose start was queued as a push.
+pub(crate) const TAKEN_BY_QUEUE: &str = "queue";
 
 /// `user_sources/{id}`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -73,6 +78,14 @@ pub(crate) struct UserSourceDoc {
     /// The inbox record of the source's scenario start, once queued.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) start_event: Option<String>,
+    /// The login came while the follow of this time (ms) waited for it: that
+    /// follow starts the scenario (by reply), or queues it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) deferred_to: Option<i64>,
+    /// Who starts the scenario: a follow's webhook event id (by its reply),
+    /// or [`TAKEN_BY_QUEUE`] (a queued push). Set once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) taken_by: Option<String>,
 }
 
 /// What a login's decision needs: the user's record and this source's.
@@ -83,6 +96,8 @@ pub(crate) struct SourceRead {
     pub(crate) following_since_ms: Option<i64>,
     pub(crate) has_first_source: bool,
     pub(crate) recorded: Option<Stored<UserSourceDoc>>,
+    /// The newest follow (its time, ms) that stopped waiting for logins.
+    pub(crate) wait_closed_ms: Option<i64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -94,6 +109,8 @@ struct UserFacts {
     followed_at: Option<FirestoreInstant>,
     #[serde(default)]
     first_source: Option<String>,
+    #[serde(default)]
+    source_wait_closed_ms: Option<i64>,
 }
 
 /// A source's scenario start, as an inbox record to create.
@@ -115,6 +132,8 @@ pub(crate) struct Visit<'a> {
     pub(crate) standing: Option<SourceStanding>,
     pub(crate) new_friend: bool,
     pub(crate) start: Option<QueuedStart<'a>>,
+    /// The start is left to the follow of this time, which waits for it.
+    pub(crate) deferred_to: Option<i64>,
 }
 
 /// How recording a login ended.
@@ -140,6 +159,8 @@ pub(crate) struct Befriend<'a> {
     pub(crate) followed_ms: i64,
     pub(crate) day: &'a str,
     pub(crate) start: Option<QueuedStart<'a>>,
+    /// The follow's webhook event id, when it starts the scenario itself.
+    pub(crate) taken_by: Option<&'a str>,
 }
 
 /// Logins, new friends and unfollows of one source, over a range of days.
@@ -196,6 +217,7 @@ impl Store {
             },
             has_first_source: facts.first_source.is_some(),
             recorded,
+            wait_closed_ms: facts.source_wait_closed_ms,
         })
     }
 
@@ -244,6 +266,8 @@ impl Store {
                     .flatten(),
                 unfollowed_at: None,
                 start_event,
+                deferred_to: visit.deferred_to,
+                taken_by: visit.start.as_ref().map(|_| TAKEN_BY_QUEUE.to_owned()),
             };
             writes.push(create(
                 self.document_path(USER_SOURCES, &user_source_id(visit.user, visit.source)),
@@ -328,6 +352,25 @@ impl Store {
         self.user_sources_where(user, "friend").await
     }
 
+    /// The user's sources they follow through (a new friend's or one who was
+    /// a friend before), in id order.
+    pub(crate) async fn followed_sources(&self, user: &str) -> Result<Vec<Stored<UserSourceDoc>>, StoreError> {
+        let documents = self
+            .page_by_id(
+                USER_SOURCES,
+                &USER_SOURCE_FIELDS,
+                |q| q.for_all([q.field("lineUserId").eq(user)]),
+                None,
+                MAX_SOURCES_PER_USER,
+            )
+            .await?;
+        let all: Vec<Stored<UserSourceDoc>> = documents.into_iter().map(Stored::decode).collect::<Result<_, _>>()?;
+        Ok(all
+            .into_iter()
+            .filter(|recorded| recorded.doc.standing != SourceStanding::Waiting)
+            .collect())
+    }
+
     async fn user_sources_where(&self, user: &str, standing: &str) -> Result<Vec<Stored<UserSourceDoc>>, StoreError> {
         let documents = self
             .page_by_id(
@@ -353,6 +396,8 @@ impl Store {
             friend_at: FirestoreInstant,
             #[serde(skip_serializing_if = "Option::is_none")]
             start_event: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            taken_by: Option<&'a str>,
         }
         let doc = &change.recorded.doc;
         let friend_at = FirestoreInstant::from_millisecond(change.followed_ms).unwrap_or_else(|_| self.now());
@@ -364,6 +409,9 @@ impl Store {
             },
             friend_at,
             start_event: change.start.as_ref().map(|start| start.key.as_str()),
+            taken_by: change
+                .taken_by
+                .or_else(|| change.start.as_ref().map(|_| TAKEN_BY_QUEUE)),
         };
         let mut writes = vec![expecting(
             merge(
@@ -382,6 +430,61 @@ impl Store {
             )?);
         }
         if let Some(start) = change.start {
+            writes.push(self.inbox_create_write(start.key, start.event)?);
+        }
+        self.commit(writes).await.first_version().map(|landed| landed.is_some())
+    }
+
+    /// Ends the wait of the follow at `followed_ms` for logins: a login that
+    /// read the user's record before this write commits conditional on it, so
+    /// it reads again and queues its start itself; one that committed before
+    /// is found by the follow's next read.
+    pub(crate) async fn close_source_wait(&self, user: &str, followed_ms: i64) -> Result<(), StoreError> {
+        let write = super::writes::transform_only(
+            self.document_path(USERS, user),
+            vec![
+                super::writes::maximum("sourceWaitClosedMs", followed_ms),
+                // Moves the record's version even when a newer follow closed
+                // further already.
+                super::writes::commit_time("changedAt"),
+            ],
+        );
+        match self.commit(vec![write]).await {
+            CommitOutcome::Committed(_) => Ok(()),
+            // A maximum is idempotent: a retry of an unknown outcome is safe,
+            // and the follow's attempt is retried as a whole.
+            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
+            CommitOutcome::AlreadyExists | CommitOutcome::Changed => Err(StoreError::Unavailable(
+                "the user's record refused a precondition-free write".into(),
+            )),
+        }
+    }
+
+    /// Gives a friend's source to whoever starts its scenario: the follow
+    /// `taken_by` (its reply), or a queued push (`start`), conditional on the
+    /// record as read. `false` when it moved on.
+    pub(crate) async fn take_source(
+        &self,
+        recorded: &Stored<UserSourceDoc>,
+        taken_by: &str,
+        start: Option<QueuedStart<'_>>,
+    ) -> Result<bool, StoreError> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Fields<'a> {
+            taken_by: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            start_event: Option<&'a str>,
+        }
+        let fields = Fields {
+            taken_by,
+            start_event: start.as_ref().map(|start| start.key.as_str()),
+        };
+        let mut writes = vec![expecting(
+            merge(self.document_path(USER_SOURCES, &recorded.id), &fields, Vec::new())?,
+            Expect::At(recorded.version),
+        )];
+        if let Some(start) = start {
             writes.push(self.inbox_create_write(start.key, start.event)?);
         }
         self.commit(writes).await.first_version().map(|landed| landed.is_some())

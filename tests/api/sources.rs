@@ -7,7 +7,7 @@
 use crate::helpers::events;
 use crate::helpers::firestore_rest::{string_array, string_field};
 use crate::helpers::line_login::{LOGIN_CHANNEL_ID, LoginMode, LoginStandIn};
-use crate::helpers::{FRIEND_URL, SourcesSetup, TestApp, TestOptions, spawn_app_with};
+use crate::helpers::{FRIEND_URL, SOURCE_WAIT, SourcesSetup, TestApp, TestOptions, spawn_app_with};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -27,6 +27,8 @@ label = "店頭ポスター"
 tags = ["src_poster"]
 "#;
 const NEWS: &str = "Today's news: the cafeteria has a new menu.";
+/// The follow trigger's welcome (tests/fixtures/scenarios/welcome.toml).
+const WELCOME: &str = "Thanks for adding us!";
 
 pub(crate) fn user(n: usize) -> String {
     format!("U{n:032x}")
@@ -114,17 +116,27 @@ pub(crate) async fn through_link(address: &str, source: &str, user: &str) -> req
     call_back(address, &callback).await
 }
 
-/// Pushes of the source scenario's message accepted for each user.
-fn news_by_user(app: &TestApp) -> HashMap<String, usize> {
+/// The source scenario's message accepted for each user, by push or by the
+/// reply to one of `follows`.
+fn news_by_user(app: &TestApp, follows: &[Value]) -> HashMap<String, usize> {
     let mut by_user = HashMap::new();
-    for call in app.line.accepted() {
-        if call.texts().iter().any(|text| text == NEWS)
-            && let Some(to) = call.to()
-        {
-            *by_user.entry(to.to_owned()).or_default() += 1;
+    for (user, call) in app.line.accepted_by_user(follows) {
+        if call.texts().iter().any(|text| text == NEWS) {
+            *by_user.entry(user).or_default() += 1;
         }
     }
     by_user
+}
+
+/// The texts of the accepted reply to `follow`.
+fn reply_to(app: &TestApp, follow: &Value) -> Vec<String> {
+    let token = follow["replyToken"].as_str().expect("a reply token");
+    app.line
+        .accepted()
+        .iter()
+        .filter(|call| call.reply_token() == Some(token))
+        .flat_map(crate::helpers::line_stand_in::Call::texts)
+        .collect()
 }
 
 async fn source_rows(app: &TestApp) -> Value {
@@ -232,14 +244,18 @@ async fn a_login_records_the_source_once_and_the_follow_starts_its_scenario_once
     assert_eq!(sources.len(), 1);
     assert_eq!(string_field(&sources[0], "standing").as_deref(), Some("waiting"));
     app.settled().await;
-    assert!(news_by_user(&app).is_empty(), "nothing starts before the follow");
+    assert!(news_by_user(&app, &[]).is_empty(), "nothing starts before the follow");
 
-    // The follow (and its redelivery) queue the scenario once.
+    // The follow (and its redelivery) start the scenario once, by its reply,
+    // instead of the welcome.
     let follow = events::follow(&alice);
     app.deliver(&follow).await;
     app.deliver(&follow).await;
     app.settled().await;
-    assert_eq!(news_by_user(&app).get(&alice), Some(&1));
+    assert_eq!(news_by_user(&app, std::slice::from_ref(&follow)).get(&alice), Some(&1));
+    let greeting = reply_to(&app, &follow);
+    assert!(greeting.contains(&NEWS.to_owned()), "{greeting:?}");
+    assert!(!greeting.contains(&WELCOME.to_owned()), "{greeting:?}");
     let sources = app.firestore.list("user_sources").await;
     assert_eq!(string_field(&sources[0], "standing").as_deref(), Some("friend"));
 
@@ -261,7 +277,11 @@ async fn a_login_records_the_source_once_and_the_follow_starts_its_scenario_once
         vec!["instagram_dec".to_owned(), "poster".to_owned()]
     );
     assert_eq!(app.firestore.count("user_sources").await, 2);
-    assert_eq!(news_by_user(&app).get(&alice), Some(&1), "never started again");
+    assert_eq!(
+        news_by_user(&app, std::slice::from_ref(&follow)).get(&alice),
+        Some(&1),
+        "never started again"
+    );
 
     let rows = source_rows(&app).await;
     let insta = row(&rows, "instagram_dec");
@@ -300,11 +320,24 @@ async fn a_friend_who_follows_first_gets_the_scenario_from_the_login() {
     // follow usually arrives before the callback.
     let authorize = open_link(&app.address, "instagram_dec").await;
     let callback = log_in_at_line(&authorize, &bob).await;
-    app.deliver(&events::follow(&bob)).await;
+    let follow = events::follow(&bob);
+    // Stored and acknowledged; its worker records it and waits for a login.
+    let stored = app.post_webhook(&events::envelope(vec![follow.clone()])).await;
+    assert_eq!(stored.status(), 200);
     let response = call_back(&app.address, &callback).await;
     assert_eq!(response.status(), 302, "LINE says the friendship changed");
     app.settled().await;
-    assert_eq!(news_by_user(&app).get(&bob), Some(&1));
+    // The follow waited for the login: the source's scenario by its reply,
+    // instead of the welcome.
+    assert_eq!(news_by_user(&app, std::slice::from_ref(&follow)).get(&bob), Some(&1));
+    let greeting = reply_to(&app, &follow);
+    assert!(greeting.contains(&NEWS.to_owned()), "{greeting:?}");
+    assert!(!greeting.contains(&WELCOME.to_owned()), "{greeting:?}");
+    let sources = app.firestore.list("user_sources").await;
+    assert_eq!(
+        string_field(&sources[0], "takenBy").as_deref(),
+        follow["webhookEventId"].as_str()
+    );
     let rows = source_rows(&app).await;
     assert_eq!(row(&rows, "instagram_dec")["newFriends"].as_i64(), Some(1));
     // Replaying the callback (a reload, a captured URL) records nothing more:
@@ -323,11 +356,42 @@ async fn a_friend_who_follows_first_gets_the_scenario_from_the_login() {
             .contains("このログインはすでに使われています")
     );
     app.settled().await;
-    assert_eq!(news_by_user(&app).get(&bob), Some(&1));
+    assert_eq!(news_by_user(&app, &[follow]).get(&bob), Some(&1));
     assert_eq!(
         row(&source_rows(&app).await, "instagram_dec")["logins"].as_i64(),
         Some(1)
     );
+}
+
+/// A follow with no login in its wait gets the welcome; a login after that
+/// wait has its scenario pushed (the follow's reply was the welcome).
+#[tokio::test]
+async fn a_login_after_the_follows_wait_is_pushed_after_the_welcome() {
+    let Links { app, login: _login } = spawn_links().await;
+    let carol = user(3);
+    let follow = events::follow(&carol);
+    let delivered = std::time::Instant::now();
+    app.deliver(&follow).await;
+    app.settled().await;
+    assert!(
+        delivered.elapsed() >= SOURCE_WAIT,
+        "the welcome waited for a login: {:?}",
+        delivered.elapsed()
+    );
+    assert_eq!(reply_to(&app, &follow), vec![WELCOME.to_owned()]);
+    let response = through_link(&app.address, "instagram_dec", &carol).await;
+    assert_eq!(response.status(), 302);
+    app.settled().await;
+    assert_eq!(news_by_user(&app, std::slice::from_ref(&follow)).get(&carol), Some(&1));
+    let pushed = app
+        .line
+        .accepted()
+        .into_iter()
+        .filter(|call| call.to() == Some(carol.as_str()) && call.texts().contains(&NEWS.to_owned()))
+        .count();
+    assert_eq!(pushed, 1, "by push: the reply was the welcome");
+    let sources = app.firestore.list("user_sources").await;
+    assert_eq!(string_field(&sources[0], "takenBy").as_deref(), Some("queue"));
 }
 
 /// Nothing a failed callback could have written.
@@ -460,7 +524,7 @@ async fn three_hundred_friends_in_any_order_start_the_scenario_once_each() {
             let authorize = open_link(one, "instagram_dec").await;
             let callback = log_in_at_line(&authorize, &id).await;
             let follow = events::follow(&id);
-            let body = events::envelope(vec![follow]);
+            let body = events::envelope(vec![follow.clone()]);
             let deliver_twice = async {
                 let (a, b) = tokio::join!(post_to(one, &body), post_to(other, &body));
                 assert_eq!((a, b), (200, 200));
@@ -479,17 +543,31 @@ async fn three_hundred_friends_in_any_order_start_the_scenario_once_each() {
                     assert!([200, 302].contains(&status.status().as_u16()));
                 }
             }
+            follow
         }
     });
     // Fifty users at a time, each with its own order of follow and callback.
     use futures::StreamExt;
-    futures::stream::iter(runs)
+    let follows = futures::stream::iter(runs)
         .buffer_unordered(50)
-        .collect::<Vec<()>>()
+        .collect::<Vec<Value>>()
         .await;
     app.firestore.settled(Duration::from_secs(90)).await;
 
-    let news = news_by_user(app);
+    let news = news_by_user(app, &follows);
+    // One greeting each: the follow's reply is the source's scenario or the
+    // welcome (a login after the follow's wait), never both.
+    let mut by_reply = 0;
+    for follow in &follows {
+        let greeting = reply_to(app, follow);
+        let (news, welcome) = (
+            greeting.contains(&NEWS.to_owned()),
+            greeting.contains(&WELCOME.to_owned()),
+        );
+        assert!(news != welcome, "{greeting:?}");
+        by_reply += usize::from(news);
+    }
+    eprintln!("{by_reply} of {USERS} greeted by the source's scenario in the follow's reply");
     let sources = app.firestore.list("user_sources").await;
     assert_eq!(sources.len(), USERS, "one record per user");
     for n in 0..USERS {
@@ -538,9 +616,108 @@ async fn a_late_follow_from_before_the_link_is_no_new_friend() {
     let follow = events::with_timestamp(&events::follow(&dave), events::now_ms() - 5 * 60 * 1000);
     app.deliver(&follow).await;
     app.settled().await;
-    assert_eq!(news_by_user(&app).get(&dave), Some(&1));
+    assert_eq!(
+        news_by_user(&app, std::slice::from_ref(&follow)).get(&dave),
+        Some(&1),
+        "{:?} {}",
+        app.line
+            .calls()
+            .iter()
+            .map(|call| (call.to(), call.texts()))
+            .collect::<Vec<_>>(),
+        app.firestore.dump().await
+    );
     let sources = app.firestore.list("user_sources").await;
     assert_eq!(string_field(&sources[0], "standing").as_deref(), Some("wasFriend"));
     let rows = source_rows(&app).await;
     assert_eq!(row(&rows, "instagram_dec")["newFriends"].as_i64(), Some(0));
+}
+
+/// A follow whose instance is SIGKILLed while it waits for the login: the
+/// other instance takes the follow over once its lease runs out, and greets
+/// each user once, with the source's scenario in the follow's reply. Logins
+/// land before and after the kill; every follow is redelivered to the living
+/// instance.
+#[tokio::test]
+async fn a_follow_whose_instance_dies_during_its_wait_is_greeted_once_by_the_source() {
+    const USERS: usize = 40;
+    let project = crate::helpers::new_project_id();
+    let line = crate::helpers::line_stand_in::LineStandIn::start().await;
+    let login = LoginStandIn::start().await;
+    let sources_file = std::env::temp_dir().join(format!("sources-{project}.toml"));
+    std::fs::write(&sources_file, SOURCES).expect("the sources file is written");
+    let login_uri = login.uri();
+    let settings = [
+        ("SOURCES_FILE", sources_file.to_str().expect("a UTF-8 path")),
+        ("LINE_LOGIN_CHANNEL_ID", LOGIN_CHANNEL_ID),
+        (
+            "LINE_LOGIN_CHANNEL_SECRET",
+            crate::helpers::line_login::LOGIN_CHANNEL_SECRET,
+        ),
+        ("LINE_LOGIN_BASE_URL", login_uri.as_str()),
+        ("LINE_LOGIN_API_BASE_URL", login_uri.as_str()),
+        ("PUBLIC_BASE_URL", "http://survey.test"),
+        ("FRIEND_URL", FRIEND_URL),
+        ("SOURCE_WAIT_SECS", "3"),
+    ];
+    let mut doomed = crate::helpers::process::ServiceProcess::start(&project, &line.uri(), &settings).await;
+    let living = crate::helpers::process::ServiceProcess::start(&project, &line.uri(), &settings).await;
+    let users: Vec<String> = (0..USERS).map(|n| user(2000 + n)).collect();
+    let mut callbacks = Vec::new();
+    for id in &users {
+        let authorize = open_link(&living.address, "instagram_dec").await;
+        callbacks.push(log_in_at_line(&authorize, id).await);
+    }
+    let follows: Vec<Value> = users.iter().map(|id| events::follow(id)).collect();
+    for follow in &follows {
+        assert_eq!(
+            post_to(&doomed.address, &events::envelope(vec![follow.clone()])).await,
+            200
+        );
+    }
+    // Half the logins while the doomed instance waits for them.
+    for callback in &callbacks[..USERS / 2] {
+        assert_eq!(call_back(&living.address, callback).await.status(), 302);
+    }
+    doomed.kill();
+    for callback in &callbacks[USERS / 2..] {
+        assert_eq!(call_back(&living.address, callback).await.status(), 302);
+    }
+    for follow in &follows {
+        assert_eq!(
+            post_to(&living.address, &events::envelope(vec![follow.clone()])).await,
+            200
+        );
+    }
+    let firestore = crate::helpers::firestore_rest::FirestoreRest::new(&crate::helpers::emulator_host(), &project);
+    firestore.settled(Duration::from_secs(60)).await;
+
+    let mut news: HashMap<String, usize> = HashMap::new();
+    for (user, call) in line.accepted_by_user(&follows) {
+        if call.texts().contains(&NEWS.to_owned()) {
+            *news.entry(user).or_default() += 1;
+        }
+        assert!(
+            !call.texts().contains(&WELCOME.to_owned()),
+            "a login within the wait replaces the welcome: {:?}",
+            call.texts()
+        );
+    }
+    for id in &users {
+        assert_eq!(
+            news.get(id),
+            Some(&1),
+            "{id}: the source's scenario once; log: {}",
+            living.log.display()
+        );
+    }
+    let records = firestore.list("user_sources").await;
+    assert_eq!(records.len(), USERS);
+    for record in &records {
+        assert_eq!(string_field(record, "standing").as_deref(), Some("friend"));
+        assert!(
+            string_field(record, "takenBy").is_some_and(|by| by != "queue"),
+            "{record}"
+        );
+    }
 }

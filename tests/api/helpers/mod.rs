@@ -80,6 +80,10 @@ impl SourcesSetup {
     }
 }
 
+/// `SOURCE_WAIT_SECS` of the tests (the default is 8: the tests wait less,
+/// the same way).
+pub const SOURCE_WAIT: Duration = Duration::from_secs(1);
+
 /// `FRIEND_URL` of the tests' account.
 pub const FRIEND_URL: &str = "https://line.me/R/ti/p/@line-survey-test";
 
@@ -158,6 +162,7 @@ pub fn test_config(project_id: &str, line_uri: &str, options: &TestOptions) -> C
         std::fs::write(&file, &setup.sources_toml).expect("the sources file is written");
         config.sources_file = file;
         config.sources_file_required = true;
+        config.source_wait = SOURCE_WAIT;
         let mut public_base_url = "http://survey.test".to_owned();
         if setup.on_own_address {
             // Free now; the app binds it a moment later (spawn_app_with
