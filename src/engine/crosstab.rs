@@ -126,6 +126,9 @@ impl CrossBy {
 /// Answers counted so far, by node, column and (for choice questions) value.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Tally {
+    /// The loaded scenario's questions: answers to other nodes (removed
+    /// since, or legacy records) are not counted, and take no column.
+    question_nodes: HashSet<String>,
     /// Survey nodes: their values are counted (a free-text question's are
     /// not: they would grow without bound).
     choice_nodes: HashSet<String>,
@@ -137,10 +140,15 @@ pub(crate) struct Tally {
 
 impl Tally {
     /// Counts `value` (`None` when redacted or not text) to `column` for the
-    /// answer to `node`. Beyond [`MAX_COLUMNS`] columns a new value goes to
-    /// [`OTHER`].
+    /// answer to `node`, if `node` is one of the scenario's questions. Beyond
+    /// [`MAX_COLUMNS`] values (in the order met) a new value goes to
+    /// [`OTHER`]; [`NONE`] always has its own column.
     pub(crate) fn add(&mut self, node: &str, value: Option<&str>, column: String) {
-        let column = if self.columns.contains_key(&column) || self.columns.len() < MAX_COLUMNS {
+        if !self.question_nodes.contains(node) {
+            return;
+        }
+        let own = self.columns.keys().filter(|key| key.as_str() != NONE).count();
+        let column = if column == NONE || self.columns.contains_key(&column) || own < MAX_COLUMNS {
             column
         } else {
             OTHER.to_owned()
@@ -221,14 +229,18 @@ impl Engine {
     /// An empty tally for `scenario`, which knows its choice questions.
     pub(crate) fn tally_for(&self, scenario: &ScenarioId) -> Option<Tally> {
         let loaded = self.scenario(scenario)?;
-        Some(Tally {
-            choice_nodes: loaded
+        let ids = |keep: fn(&Node) -> bool| -> HashSet<String> {
+            loaded
                 .scenario
                 .nodes
                 .iter()
-                .filter(|node| matches!(node, Node::Survey(_)))
+                .filter(|node| keep(node))
                 .map(|node| node.id().to_string())
-                .collect(),
+                .collect()
+        };
+        Some(Tally {
+            question_nodes: ids(|node| matches!(node, Node::Survey(_) | Node::TextQuestion(_) | Node::DateQuestion(_))),
+            choice_nodes: ids(|node| matches!(node, Node::Survey(_))),
             ..Tally::default()
         })
     }
@@ -496,22 +508,39 @@ mod tests {
         }
         // A value seen before keeps its column.
         tally.add("rating", Some("bad"), "v000".to_owned());
+        // "None" keeps its own column past the cap.
+        tally.add("rating", Some("bad"), NONE.to_owned());
         let tab = engine
             .cross_tab(&ab(), &CrossBy::Field("plan".into()), &tally, &BTreeMap::new())
             .expect("loaded");
-        assert_eq!(tab.columns.len(), MAX_COLUMNS + 1);
-        assert_eq!(tab.columns.last().map(|column| column.key.as_str()), Some(OTHER));
+        assert_eq!(tab.columns.len(), MAX_COLUMNS + 2);
+        let last: Vec<&str> = tab.columns[MAX_COLUMNS..]
+            .iter()
+            .map(|column| column.key.as_str())
+            .collect();
+        assert_eq!(last, [NONE, OTHER]);
         assert_eq!(tab.nodes[0].answered[OTHER], 5);
         assert_eq!(tab.nodes[0].answered["v000"], 2);
-        assert_eq!(tab.nodes[0].total, MAX_COLUMNS as u64 + 6);
+        assert_eq!(tab.nodes[0].answered[NONE], 1);
+        assert_eq!(tab.nodes[0].total, MAX_COLUMNS as u64 + 7);
         assert!(tab.capped);
     }
 
     #[test]
-    fn free_text_values_are_not_tallied() {
-        let mut tally = Tally::default();
+    fn only_the_scenarios_questions_are_tallied_and_free_text_only_as_answered() {
+        let mut tally = Tally {
+            question_nodes: ["comment".to_owned(), "rating".to_owned()].into(),
+            choice_nodes: ["rating".to_owned()].into(),
+            ..Tally::default()
+        };
         tally.add("comment", Some("anything at all"), NONE.to_owned());
         assert!(tally.choices.is_empty());
         assert_eq!(tally.answered["comment"][NONE], 1);
+        // A removed question or a legacy record without a node: no count,
+        // no column.
+        tally.add("", Some("good"), "poster".to_owned());
+        tally.add("gone", Some("good"), "poster".to_owned());
+        assert!(!tally.columns.contains_key("poster"));
+        assert!(!tally.answered.contains_key("gone"));
     }
 }

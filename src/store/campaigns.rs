@@ -821,8 +821,11 @@ impl Store {
     }
 
     /// The records of `users` that exist (ids that are no LINE user id are
-    /// left out, unread): one round trip, however many (a caller passes a
-    /// page's worth).
+    /// left out, unread), their audience and report fields only: one round
+    /// trip, however many (a caller passes a page's worth). A record that
+    /// cannot be read as such (a field of another type, written by hand) is
+    /// left out and logged: a report shows the user without their facts
+    /// rather than failing for everyone.
     pub(crate) async fn users_by_id(&self, users: &[String]) -> Result<Vec<UserFacts>, StoreError> {
         let ids: Vec<&String> = users.iter().filter(|user| crate::ids::is_line_user_id(user)).collect();
         if ids.is_empty() {
@@ -830,11 +833,18 @@ impl Store {
         }
         let paths = ids.iter().map(|user| self.document_path(USERS, user)).collect();
         let mut found = Vec::with_capacity(ids.len());
-        for (user, document) in ids.into_iter().zip(self.get_many(paths).await?) {
-            if let Some(document) = document {
-                let mut facts: UserFacts = firestore::FirestoreDb::deserialize_doc_to(&document)?;
-                facts.id = user.clone();
-                found.push(facts);
+        for (user, document) in ids.into_iter().zip(self.get_many_fields(paths, &USER_FACTS).await?) {
+            let Some(document) = document else {
+                continue;
+            };
+            match firestore::FirestoreDb::deserialize_doc_to::<UserFacts>(&document) {
+                Ok(mut facts) => {
+                    facts.id = user.clone();
+                    found.push(facts);
+                }
+                Err(error) => {
+                    tracing::warn!(error = %error, outcome = "unreadable", "a user's record does not read as expected; left out of the report");
+                }
             }
         }
         Ok(found)

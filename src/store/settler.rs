@@ -280,7 +280,7 @@ async fn moved_on(db: &FirestoreDb, moved: Vec<Pending>, timeout: Duration) -> V
         .iter()
         .map(|pending| document_name(&pending.settle.write).to_owned())
         .collect();
-    let Ok(found) = get_documents(db, names, timeout).await else {
+    let Ok(found) = get_documents(db, names, None, timeout).await else {
         return moved.into_iter().map(retry).collect();
     };
     let decisions = moved

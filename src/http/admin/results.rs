@@ -22,6 +22,10 @@ pub(crate) async fn show(
     query: web::Query<RangeQuery>,
 ) -> Result<HttpResponse, AdminError> {
     require_admin(&request, &state)?;
+    // A bad dimension is refused before anything is read.
+    if let Some(by) = &query.by {
+        crate::engine::crosstab::CrossBy::parse(by).map_err(|problem| AdminError::BadRequest(problem.to_string()))?;
+    }
     let (from, to) = (query.from.as_deref(), query.to.as_deref());
     let mut results = state.results.scenario(&path, from, to).await.map_err(admin_error)?;
     if let Some(by) = &query.by {

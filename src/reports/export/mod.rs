@@ -94,7 +94,10 @@ impl Exporter {
             (start, end)
         });
         let labels = Labels::of(loaded);
-        let first = read_page(&self.store, scenario, campaign, None, EXPORT_PAGE).await?;
+        let first = read_page(&self.store, scenario, campaign, None, EXPORT_PAGE, |answer| {
+            in_range(range, answer)
+        })
+        .await?;
         Ok(Export {
             store: self.store.clone(),
             scenario: scenario.to_owned(),
@@ -117,17 +120,24 @@ struct ReadPage {
     first_sources: FirstSources,
 }
 
-/// A page of `scenario`'s answers, and its users' first sources (their
-/// records read by id: one more round trip a page).
+/// A page of `scenario`'s answers, and the first sources of the users of
+/// those `wanted` (their records read by id: one more round trip a page,
+/// none when the page has no answer wanted).
 async fn read_page(
     store: &Store,
     scenario: &str,
     campaign: Option<&str>,
     after: Option<&str>,
     limit: u32,
+    wanted: impl Fn(&ListedAnswer) -> bool,
 ) -> Result<ReadPage, StoreError> {
     let page = store.answers_page(scenario, campaign, after, limit).await?;
-    let mut users: Vec<String> = page.answers.iter().map(|answer| answer.line_user_id.clone()).collect();
+    let mut users: Vec<String> = page
+        .answers
+        .iter()
+        .filter(|answer| wanted(answer))
+        .map(|answer| answer.line_user_id.clone())
+        .collect();
     users.sort_unstable();
     users.dedup();
     let first_sources = store
@@ -154,7 +164,7 @@ impl Exporter {
         let id = ScenarioId::parse(scenario).map_err(|_| unknown())?;
         let loaded = self.engine.scenario(&id).ok_or_else(unknown)?;
         let (labels, zone) = (Labels::of(loaded), loaded.timing().zone);
-        let ReadPage { page, first_sources } = read_page(&self.store, scenario, None, after, limit).await?;
+        let ReadPage { page, first_sources } = read_page(&self.store, scenario, None, after, limit, |_| true).await?;
         Ok(RowsPage {
             rows: page
                 .answers
@@ -164,6 +174,18 @@ impl Exporter {
                 .collect(),
             next: page.next,
         })
+    }
+}
+
+/// Whether `answer` was answered in `range` (`[from, to)` in microseconds;
+/// `None`: every answer).
+fn in_range(range: Option<(i64, i64)>, answer: &ListedAnswer) -> bool {
+    match range {
+        None => true,
+        Some((start, end)) => answer
+            .answered_at
+            .map(firestore::jiff::Timestamp::as_microsecond)
+            .is_some_and(|at| start <= at && at < end),
     }
 }
 
@@ -215,13 +237,7 @@ impl Export {
     }
 
     fn wanted(&self, answer: &ListedAnswer) -> bool {
-        match self.range {
-            None => true,
-            Some((start, end)) => answer
-                .answered_at
-                .map(firestore::jiff::Timestamp::as_microsecond)
-                .is_some_and(|at| start <= at && at < end),
-        }
+        in_range(self.range, answer)
     }
 
     /// The CSV, a chunk per page: the first chunk starts with the BOM and the
@@ -250,12 +266,14 @@ impl Export {
                     }
                     Step::First(page) => page,
                     Step::After(cursor) => {
+                        let export = &progress.export;
                         let read = read_page(
-                            &progress.export.store,
-                            &progress.export.scenario,
-                            progress.export.campaign.as_deref(),
+                            &export.store,
+                            &export.scenario,
+                            export.campaign.as_deref(),
                             Some(&cursor),
                             EXPORT_PAGE,
+                            |answer| export.wanted(answer),
                         )
                         .await;
                         match read {
