@@ -148,23 +148,35 @@ pub(crate) fn plan_visit(
 /// wait (a queue, a retry): a login later than this queues its start itself.
 pub(crate) const FOLLOW_PICKUP_MS: i64 = 60_000;
 
+/// Where the user's follows stand on waiting for logins, as their record says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct FollowWait {
+    /// The newest follow (its event time, ms) that began waiting.
+    pub(crate) opened: Option<i64>,
+    /// The newest follow that stopped waiting.
+    pub(crate) closed: Option<i64>,
+}
+
 /// Whether a login planned as `plan` leaves its scenario's start to the
-/// follow (at `following`, ms) that waits `wait_ms` for logins, so it goes by
-/// that follow's reply instead of its generic welcome: only for the friend
-/// the login made, while that follow's wait is not closed (`wait_closed`: the
-/// newest follow that stopped waiting) and the follow can still be picked up.
+/// follow (at `following`, ms) so it goes by that follow's reply instead of
+/// its generic welcome: only for the friend the login made, and only while
+/// that very follow waits (it opened its wait on the user's record and has
+/// not closed it) and can still be picked up (`wait_ms` after it, and a
+/// margin). A follow that never opened a wait (an instance with links off,
+/// `SOURCE_WAIT_SECS=0`, a follow that took an earlier login) is left
+/// nothing: the login queues its start itself.
 pub(crate) fn follow_takes_start(
     plan: &VisitPlan,
     following: Option<i64>,
-    wait_closed: Option<i64>,
+    wait: FollowWait,
     wait_ms: i64,
     now_ms: i64,
 ) -> Option<i64> {
     let followed_ms = following.filter(|followed| *followed > 0)?;
-    let open = wait_ms > 0
-        && plan.start_now
+    let open = plan.start_now
         && plan.standing == Some(SourceStanding::Friend)
-        && wait_closed.is_none_or(|closed| closed < followed_ms)
+        && wait.opened == Some(followed_ms)
+        && wait.closed.is_none_or(|closed| closed < followed_ms)
         && now_ms < followed_ms.saturating_add(wait_ms).saturating_add(FOLLOW_PICKUP_MS);
     open.then_some(followed_ms)
 }
@@ -310,39 +322,69 @@ mod tests {
     fn a_new_friends_start_is_left_to_the_waiting_follow_only_while_it_waits() {
         let issued = 10_000_000;
         let followed = issued + 5;
-        let wait = 8_000;
+        let wait_ms = 8_000;
         let friend = plan_visit(None, Some(followed), Some(true), issued, true);
         let was_friend = plan_visit(None, Some(followed), Some(false), issued, true);
         let no_scenario = plan_visit(None, Some(followed), Some(true), issued, false);
         let waiting = plan_visit(None, None, Some(true), issued, true);
-        let late = followed + wait + FOLLOW_PICKUP_MS;
-        // (plan, following, closed, wait, now) -> deferred to
+        let late = followed + wait_ms + FOLLOW_PICKUP_MS;
+        let wait = |opened: Option<i64>, closed: Option<i64>| FollowWait { opened, closed };
+        let open = wait(Some(followed), None);
+        // (plan, following, wait, wait_ms, now) -> deferred to
         let cases = [
-            (friend, Some(followed), None, wait, followed + 1, Some(followed)),
+            (friend, Some(followed), open, wait_ms, followed + 1, Some(followed)),
             (
                 friend,
                 Some(followed),
-                Some(followed - 1),
-                wait,
+                wait(Some(followed), Some(followed - 1)),
+                wait_ms,
                 followed + 1,
                 Some(followed),
             ),
-            (friend, Some(followed), None, wait, late - 1, Some(followed)),
-            (friend, Some(followed), None, wait, late, None),
-            (friend, Some(followed), Some(followed), wait, followed + 1, None),
-            (friend, Some(followed), Some(followed + 9), wait, followed + 1, None),
-            (friend, Some(followed), None, 0, followed + 1, None),
+            (friend, Some(followed), open, wait_ms, late - 1, Some(followed)),
+            // A follow that is not picked up again by now: the login queues.
+            (friend, Some(followed), open, wait_ms, late, None),
+            // Closed by this follow, or by a newer one.
+            (
+                friend,
+                Some(followed),
+                wait(Some(followed), Some(followed)),
+                wait_ms,
+                followed + 1,
+                None,
+            ),
+            (
+                friend,
+                Some(followed),
+                wait(Some(followed + 9), Some(followed + 9)),
+                wait_ms,
+                followed + 1,
+                None,
+            ),
+            // This follow never opened a wait (links off on its instance, no
+            // wait there, an older binary), or only an older follow did.
+            (friend, Some(followed), wait(None, None), wait_ms, followed + 1, None),
+            (
+                friend,
+                Some(followed),
+                wait(Some(followed - 1), None),
+                wait_ms,
+                followed + 1,
+                None,
+            ),
+            // The login's own instance waits 0: the follow's wait still counts.
+            (friend, Some(followed), open, 0, followed + 1, Some(followed)),
             // The followers sync records no follow time.
-            (friend, Some(0), None, wait, followed + 1, None),
-            (was_friend, Some(followed), None, wait, followed + 1, None),
-            (no_scenario, Some(followed), None, wait, followed + 1, None),
-            (waiting, None, None, wait, followed + 1, None),
+            (friend, Some(0), wait(Some(0), None), wait_ms, followed + 1, None),
+            (was_friend, Some(followed), open, wait_ms, followed + 1, None),
+            (no_scenario, Some(followed), open, wait_ms, followed + 1, None),
+            (waiting, None, open, wait_ms, followed + 1, None),
         ];
-        for (plan, following, closed, wait, now, expected) in cases {
+        for (plan, following, wait, wait_ms, now, expected) in cases {
             assert_eq!(
-                follow_takes_start(&plan, following, closed, wait, now),
+                follow_takes_start(&plan, following, wait, wait_ms, now),
                 expected,
-                "{plan:?} {following:?} {closed:?} {wait} {now}"
+                "{plan:?} {following:?} {wait:?} {wait_ms} {now}"
             );
         }
     }

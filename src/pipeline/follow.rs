@@ -40,7 +40,11 @@ impl EventWorker {
             if let FollowGreeting::Wait(wait) = greeting {
                 return Err(Failure::Deferred(wait));
             }
-        } else if !plan.following && newest {
+        } else if plan.following {
+            self.sources
+                .superseded(&plan.user, &work.webhook_event_id, work.event_time_ms)
+                .await?;
+        } else if newest {
             self.sources.unfollowed(&plan.user, work.event_time_ms).await?;
         }
         // A friend's display name is fetched now, so the greeting can use it.
@@ -48,7 +52,13 @@ impl EventWorker {
             self.personal.refresh(&plan.user).await;
         }
         let start = match &greeting {
-            FollowGreeting::Source(start) => Some(start.as_ref()),
+            FollowGreeting::Source(start) if self.would_start(work, start).await? => Some(start.as_ref()),
+            FollowGreeting::Source(_) => {
+                // Guard 3 keeps the source's survey from starting again (the
+                // user answered it, or it started just now): a greeting still.
+                tracing::info!(outcome = "source_not_restarted", "the follow greets with the welcome");
+                plan.start.as_ref()
+            }
             FollowGreeting::Wait(_) | FollowGreeting::Welcome => plan.start.as_ref(),
         };
         match start {

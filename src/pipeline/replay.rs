@@ -199,7 +199,7 @@ impl Replayer {
             Err(Failure::Superseded | Failure::Waiting) => Err(ReplayError::NotParked("pending")),
             // A follow waiting for a source link's login: back when it is over.
             Err(Failure::Deferred(wait)) => {
-                if let Err(error) = store.release_event(key, version, 0, wait, None).await {
+                if let Err(error) = store.defer_event(key, version, 0, wait).await {
                     tracing::warn!(error = %error, "could not release the event; its lease will run out");
                 }
                 Err(ReplayError::NotParked("pending"))

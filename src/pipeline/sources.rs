@@ -21,25 +21,30 @@
 //! itself, instead of the generic welcome (`SOURCE_WAIT_SECS`):
 //! - a login recorded before the follow: the follow takes it (`takenBy`, in
 //!   the commit that makes the user its friend);
-//! - otherwise the follow comes back once its wait is over (the event is
-//!   released, holding no worker), and a login that finds the follow waiting
-//!   records its source as left to that follow (`deferredTo`) instead of
-//!   queuing its start;
+//! - otherwise the follow says on the user's record that it waits
+//!   (`sourceWaitOpenedMs`) and comes back once its wait is over (the event
+//!   is put back, holding no worker); a login that finds that very follow
+//!   waiting records its source as left to it (`deferredTo`) instead of
+//!   queuing its start. A follow that never said so (links off on its
+//!   instance, no wait there) is left nothing;
 //! - after the wait the follow closes it on the user's record
 //!   (`sourceWaitClosedMs`): a login that read the record before commits
 //!   conditional on it, so it reads again and queues its start itself; then
-//!   the follow reads the sources left to it and takes one (`takenBy`,
-//!   conditional), queuing any other as a push.
+//!   the follow reads the sources left to it (or to an older follow that was
+//!   superseded) and takes one (`takenBy`, conditional), queuing any other as
+//!   a push;
+//! - a follow superseded meanwhile (an unfollow, a newer follow) queues what
+//!   it took or was left as pushes.
 //!
-//! `takenBy` is written once, conditional on the record as read, so each
-//! source's start has one owner; a retried follow finds the one it took.
+//! `takenBy` changes only conditional on the record as read, so each source's
+//! start has one owner: a follow's reply, or a queued push (`queue`, final).
 
 use super::PipelineError;
 use super::versions::Versions;
 use super::work::{Plan, Work};
 use crate::clock::Clock;
 use crate::engine::StartPlan;
-use crate::engine::source_link::follow_takes_start;
+use crate::engine::source_link::{FollowWait, follow_takes_start};
 use crate::engine::source_link::{LinkState, StateError, issue_state, plan_visit, verify_state};
 use crate::ids::LineUserId;
 use crate::line::login::{LoginClient, LoginError, authorize_url};
@@ -182,17 +187,23 @@ impl SourceStarts {
             return Ok(FollowGreeting::Welcome);
         }
         let took = self.befriend_waiting(user, event_id, followed_ms).await?;
-        if self.wait_ms() > 0 {
-            if !took {
-                let remaining = followed_ms
-                    .saturating_add(self.wait_ms())
-                    .saturating_sub(self.clock.now_ms());
-                if remaining > 0 {
-                    return Ok(FollowGreeting::Wait(Duration::from_millis(remaining.unsigned_abs())));
-                }
+        if !took && self.wait_ms() > 0 {
+            let remaining = followed_ms
+                .saturating_add(self.wait_ms())
+                .saturating_sub(self.clock.now_ms())
+                // A follow stamped ahead of this clock waits no longer.
+                .min(self.wait_ms());
+            if remaining > 0 {
+                // Said on the user's record before the follow goes back: only
+                // a login that reads it leaves its start to this follow.
+                self.store.open_source_wait(user.as_str(), followed_ms).await?;
+                return Ok(FollowGreeting::Wait(Duration::from_millis(remaining.unsigned_abs())));
             }
-            self.store.close_source_wait(user.as_str(), followed_ms).await?;
         }
+        // Closed even where this instance did not open it (the follow taken
+        // over by an instance with another wait): a maximum, so it is cheap to
+        // repeat.
+        self.store.close_source_wait(user.as_str(), followed_ms).await?;
         self.greeting(user, event_id, followed_ms).await
     }
 
@@ -281,7 +292,12 @@ impl SourceStarts {
             let mut extra: Vec<(&Stored<UserSourceDoc>, &Source)> = mine.collect();
             let left: Vec<(&Stored<UserSourceDoc>, &Source)> = friends
                 .iter()
-                .filter(|recorded| recorded.doc.deferred_to == Some(followed_ms) && recorded.doc.taken_by.is_none())
+                // Left to this follow, or to an older one superseded before it
+                // could take it (a follow, an unfollow and a follow again).
+                .filter(|recorded| {
+                    recorded.doc.taken_by.is_none()
+                        && recorded.doc.deferred_to.is_some_and(|deferred| deferred <= followed_ms)
+                })
                 .filter_map(|recorded| Some((recorded, self.startable(recorded)?)))
                 .collect();
             if extra.is_empty() && left.is_empty() {
@@ -308,6 +324,45 @@ impl SourceStarts {
                 let queued = self.queued(user, source)?;
                 let start = queued.as_ref().map(|start| start.as_start(user.as_str()));
                 self.store.take_source(recorded, TAKEN_BY_QUEUE, start).await?;
+            }
+        }
+        Err(PipelineError::Contention("the user's sources kept changing".into()))
+    }
+
+    /// A follow that is no longer the user's newest event of its kind (an
+    /// unfollow or a newer follow was recorded while it waited or failed): its
+    /// reply greets no one's source now, so what it took, or what a login left
+    /// to it, is queued as a push. Each conditional on its record as read: a
+    /// newer follow's greeting taking one first is as good. (A follow being
+    /// processed again has not committed its start: that commit ends it.)
+    pub(crate) async fn superseded(
+        &self,
+        user: &LineUserId,
+        event_id: &str,
+        followed_ms: i64,
+    ) -> Result<(), PipelineError> {
+        if self.sources.is_empty() {
+            return Ok(());
+        }
+        for _ in 0..ROUNDS {
+            let friends = self.store.followed_sources(user.as_str()).await?;
+            let stranded: Vec<(&Stored<UserSourceDoc>, &Source)> = friends
+                .iter()
+                .filter(|recorded| match recorded.doc.taken_by.as_deref() {
+                    Some(taken_by) => taken_by == event_id,
+                    None => recorded.doc.deferred_to == Some(followed_ms),
+                })
+                .filter_map(|recorded| Some((recorded, self.startable(recorded)?)))
+                .collect();
+            if stranded.is_empty() {
+                return Ok(());
+            }
+            for (recorded, source) in stranded {
+                let queued = self.queued(user, source)?;
+                let start = queued.as_ref().map(|start| start.as_start(user.as_str()));
+                if self.store.take_source(recorded, TAKEN_BY_QUEUE, start).await? {
+                    tracing::info!(source = %source.id, outcome = "queued_for_superseded_follow", "a superseded follow's source is pushed");
+                }
             }
         }
         Err(PipelineError::Contention("the user's sources kept changing".into()))
@@ -504,7 +559,10 @@ impl SourceLinks {
             let deferred_to = follow_takes_start(
                 &plan,
                 read.following_since_ms,
-                read.wait_closed_ms,
+                FollowWait {
+                    opened: read.wait_opened_ms,
+                    closed: read.wait_closed_ms,
+                },
                 self.starts.wait_ms(),
                 now_ms,
             );

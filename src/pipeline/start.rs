@@ -78,6 +78,30 @@ impl EventWorker {
         })
     }
 
+    /// Whether guard 3 would let `plan` start now (a read, nothing written).
+    /// A later event may still change that before the start's commit, which
+    /// then decides again.
+    pub(super) async fn would_start(&self, work: &Work, plan: &StartPlan) -> Result<bool, Failure> {
+        let Some(guard) = &plan.guard else {
+            return Ok(true);
+        };
+        let progress = self
+            .store
+            .scenario_progress(
+                guard.marker_id.as_str(),
+                guard.scenario.as_str(),
+                plan.run_start.user.as_str(),
+            )
+            .await?;
+        let verdict = start_verdict(
+            progress.answered,
+            progress.last_started_ms,
+            work.event_time_ms,
+            self.settings.start_dedup,
+        );
+        Ok(verdict == StartVerdict::Start)
+    }
+
     pub(super) async fn card_tap(&self, hold: &Hold, work: &Work, plan: &CardTapPlan) -> Result<Processed, Failure> {
         let starting = Starting {
             run_start: &plan.run_start,

@@ -16,6 +16,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
 
+/// The longest a user's event waits for their previous one, put back to wait,
+/// before it looks again (a follow waits at most `SOURCE_WAIT_SECS`, 30 s).
+const MAX_WAIT_FOR_PREDECESSOR: Duration = Duration::from_secs(30);
+
 #[derive(Debug, Clone)]
 pub(crate) struct EventSettings {
     /// Wait before a failed event is retried (grows with its attempts).
@@ -132,13 +136,19 @@ impl EventWorker {
             version,
         };
         let waiting = if predecessor_done {
-            Ok(false)
+            Ok(None)
         } else {
             self.predecessor_pending(&job.work).await
         };
+        let mut retry_in = self.settings.retry_backoff;
         let outcome = match waiting {
-            Ok(false) => self.process(&hold, &job.work).await,
-            Ok(true) => Err(Failure::Waiting),
+            Ok(None) => self.process(&hold, &job.work).await,
+            Ok(Some(deferred_for)) => {
+                // A predecessor put back to wait (a follow waiting for a
+                // source login) is not polled meanwhile.
+                retry_in = retry_in.max(deferred_for.min(MAX_WAIT_FOR_PREDECESSOR));
+                Err(Failure::Waiting)
+            }
             Err(error) => Err(error.into()),
         };
         match outcome {
@@ -152,7 +162,6 @@ impl EventWorker {
             }
             Err(Failure::Waiting) => {
                 // Not an attempt: the record keeps the count it had.
-                let retry_in = self.settings.retry_backoff;
                 tracing::info!(
                     outcome = "waiting",
                     retry_in_ms = retry_in.as_millis() as u64,
@@ -177,11 +186,7 @@ impl EventWorker {
                     "the follow waits for a source link's login"
                 );
                 let attempts = job.attempt.saturating_sub(1);
-                if let Err(error) = self
-                    .store
-                    .release_event(&hold.key, hold.version, attempts, wait, None)
-                    .await
-                {
+                if let Err(error) = self.store.defer_event(&hold.key, hold.version, attempts, wait).await {
                     tracing::warn!(error = %error, "could not release the event; its lease will run out");
                 }
                 Err(Failure::Deferred(wait))
@@ -234,16 +239,22 @@ impl EventWorker {
     /// is still pending: events of one user are processed in LINE's order, also
     /// when the earlier one failed and waits for its retry. A parked (dead) one
     /// does not hold the next up.
-    async fn predecessor_pending(&self, work: &Work) -> Result<bool, crate::store::StoreError> {
+    async fn predecessor_pending(&self, work: &Work) -> Result<Option<Duration>, crate::store::StoreError> {
         let Some(after) = &work.after else {
-            return Ok(false);
+            return Ok(None);
         };
         let key = crate::store::InboxKey::from_document_id(after.clone());
-        Ok(self
-            .store
-            .event(&key)
-            .await?
-            .is_some_and(|record| record.doc.state == crate::store::InboxState::Pending))
+        let Some(record) = self.store.event(&key).await? else {
+            return Ok(None);
+        };
+        if record.doc.state != crate::store::InboxState::Pending {
+            return Ok(None);
+        }
+        let deferred_ms = record
+            .doc
+            .deferred_until_ms
+            .map_or(0, |until| until.saturating_sub(self.clock.now_ms()));
+        Ok(Some(Duration::from_millis(deferred_ms.max(0).unsigned_abs())))
     }
 
     /// Carries out a stored event's plan from the version in `hold`. Used by the

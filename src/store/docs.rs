@@ -123,6 +123,11 @@ pub(crate) struct InboxDoc {
     pub(crate) expire_at: FirestoreInstant,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) last_error: Option<String>,
+    /// Put back until then (ms) to wait for something other than a retry (a
+    /// follow waiting for a source link's login): the user's next event does
+    /// not poll it meanwhile. Stale once past.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) deferred_until_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -86,6 +86,8 @@ struct StateChange<'a> {
     attempts: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     last_error: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deferred_until_ms: Option<i64>,
 }
 
 impl Store {
@@ -130,6 +132,7 @@ impl Store {
             received_at: now,
             expire_at: later(now, INBOX_RETENTION),
             last_error: None,
+            deferred_until_ms: None,
         };
         Ok(create(self.document_path(WEBHOOK_INBOX, key.as_str()), &doc)?)
     }
@@ -142,6 +145,7 @@ impl Store {
             lease_until: self.now(),
             attempts: None,
             last_error: None,
+            deferred_until_ms: None,
         };
         let path = self.document_path(WEBHOOK_INBOX, key.as_str());
         Ok(expecting(
@@ -189,6 +193,30 @@ impl Store {
             lease_until: later(self.now(), retry_in),
             attempts: Some(attempts),
             last_error: error,
+            deferred_until_ms: None,
+        };
+        let write = merge(self.document_path(WEBHOOK_INBOX, key.as_str()), &change, Vec::new())?;
+        self.commit_conditional(vec![expecting(write, Expect::At(version))])
+            .await
+    }
+
+    /// Gives the held event back until `wait` has passed, not as a retry (its
+    /// attempts stay `attempts`) but to wait: the record says until when, so
+    /// the user's next event waits as long instead of polling it.
+    pub(crate) async fn defer_event(
+        &self,
+        key: &InboxKey,
+        version: Version,
+        attempts: u32,
+        wait: Duration,
+    ) -> Result<bool, StoreError> {
+        let until = later(self.now(), wait);
+        let change = StateChange {
+            state: InboxState::Pending,
+            lease_until: until,
+            attempts: Some(attempts),
+            last_error: None,
+            deferred_until_ms: Some(until.as_millisecond()),
         };
         let write = merge(self.document_path(WEBHOOK_INBOX, key.as_str()), &change, Vec::new())?;
         self.commit_conditional(vec![expecting(write, Expect::At(version))])

@@ -83,7 +83,8 @@ pub(crate) struct UserSourceDoc {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) deferred_to: Option<i64>,
     /// Who starts the scenario: a follow's webhook event id (by its reply),
-    /// or [`TAKEN_BY_QUEUE`] (a queued push). Set once.
+    /// or [`TAKEN_BY_QUEUE`] (a queued push, final). A follow that cannot
+    /// reply after all (superseded) hands its own over to a push.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) taken_by: Option<String>,
 }
@@ -96,7 +97,9 @@ pub(crate) struct SourceRead {
     pub(crate) following_since_ms: Option<i64>,
     pub(crate) has_first_source: bool,
     pub(crate) recorded: Option<Stored<UserSourceDoc>>,
-    /// The newest follow (its time, ms) that stopped waiting for logins.
+    /// The newest follow (its time, ms) that began waiting for logins.
+    pub(crate) wait_opened_ms: Option<i64>,
+    /// The newest follow that stopped waiting for logins.
     pub(crate) wait_closed_ms: Option<i64>,
 }
 
@@ -109,6 +112,8 @@ struct UserFacts {
     followed_at: Option<FirestoreInstant>,
     #[serde(default)]
     first_source: Option<String>,
+    #[serde(default)]
+    source_wait_opened_ms: Option<i64>,
     #[serde(default)]
     source_wait_closed_ms: Option<i64>,
 }
@@ -217,6 +222,7 @@ impl Store {
             },
             has_first_source: facts.first_source.is_some(),
             recorded,
+            wait_opened_ms: facts.source_wait_opened_ms,
             wait_closed_ms: facts.source_wait_closed_ms,
         })
     }
@@ -435,16 +441,29 @@ impl Store {
         self.commit(writes).await.first_version().map(|landed| landed.is_some())
     }
 
+    /// Begins the wait of the follow at `followed_ms` for logins: a login
+    /// leaves its start to a follow only when the user's record says that
+    /// very follow waits (so a follow that never waits strands nothing). A
+    /// login that read the record before this write commits conditional on
+    /// it, so it reads again.
+    pub(crate) async fn open_source_wait(&self, user: &str, followed_ms: i64) -> Result<(), StoreError> {
+        self.mark_source_wait(user, "sourceWaitOpenedMs", followed_ms).await
+    }
+
     /// Ends the wait of the follow at `followed_ms` for logins: a login that
     /// read the user's record before this write commits conditional on it, so
     /// it reads again and queues its start itself; one that committed before
     /// is found by the follow's next read.
     pub(crate) async fn close_source_wait(&self, user: &str, followed_ms: i64) -> Result<(), StoreError> {
+        self.mark_source_wait(user, "sourceWaitClosedMs", followed_ms).await
+    }
+
+    async fn mark_source_wait(&self, user: &str, field: &str, followed_ms: i64) -> Result<(), StoreError> {
         let write = super::writes::transform_only(
             self.document_path(USERS, user),
             vec![
-                super::writes::maximum("sourceWaitClosedMs", followed_ms),
-                // Moves the record's version even when a newer follow closed
+                super::writes::maximum(field, followed_ms),
+                // Moves the record's version even when a newer follow got
                 // further already.
                 super::writes::commit_time("changedAt"),
             ],

@@ -5,7 +5,7 @@
 //! counts, the QR code and the console's page.
 
 use crate::helpers::events;
-use crate::helpers::firestore_rest::{string_array, string_field};
+use crate::helpers::firestore_rest::{FirestoreRest, string_array, string_field};
 use crate::helpers::line_login::{LOGIN_CHANNEL_ID, LoginMode, LoginStandIn};
 use crate::helpers::{FRIEND_URL, SOURCE_WAIT, SourcesSetup, TestApp, TestOptions, spawn_app_with};
 use serde_json::Value;
@@ -144,6 +144,25 @@ async fn source_rows(app: &TestApp) -> Value {
     assert_eq!(response.status(), 200);
     let body: Value = response.json().await.expect("JSON");
     body["sources"].clone()
+}
+
+fn integer_field(document: &Value, field: &str) -> Option<i64> {
+    document["fields"][field]["integerValue"]
+        .as_str()
+        .and_then(|value| value.parse().ok())
+}
+
+/// Until the user's record says the follow at `followed_ms` waits for a login.
+async fn until_the_follow_waits(firestore: &FirestoreRest, user: &str, followed_ms: i64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let record = firestore.get("users", user).await;
+        if record.is_some_and(|record| integer_field(&record, "sourceWaitOpenedMs") == Some(followed_ms)) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "the follow never began its wait");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 fn row<'a>(rows: &'a Value, id: &str) -> &'a Value {
@@ -321,11 +340,20 @@ async fn a_friend_who_follows_first_gets_the_scenario_from_the_login() {
     let authorize = open_link(&app.address, "instagram_dec").await;
     let callback = log_in_at_line(&authorize, &bob).await;
     let follow = events::follow(&bob);
-    // Stored and acknowledged; its worker records it and waits for a login.
+    // Stored and acknowledged; its worker records it and waits for a login,
+    // saying so on the user's record.
     let stored = app.post_webhook(&events::envelope(vec![follow.clone()])).await;
     assert_eq!(stored.status(), 200);
+    let followed_ms = follow["timestamp"].as_i64().expect("a timestamp");
+    until_the_follow_waits(&app.firestore, &bob, followed_ms).await;
     let response = call_back(&app.address, &callback).await;
     assert_eq!(response.status(), 302, "LINE says the friendship changed");
+    let sources = app.firestore.list("user_sources").await;
+    assert_eq!(
+        integer_field(&sources[0], "deferredTo"),
+        Some(followed_ms),
+        "the login left the start to the waiting follow"
+    );
     app.settled().await;
     // The follow waited for the login: the source's scenario by its reply,
     // instead of the welcome.
@@ -392,6 +420,120 @@ async fn a_login_after_the_follows_wait_is_pushed_after_the_welcome() {
     assert_eq!(pushed, 1, "by push: the reply was the welcome");
     let sources = app.firestore.list("user_sources").await;
     assert_eq!(string_field(&sources[0], "takenBy").as_deref(), Some("queue"));
+}
+
+/// A follow handled where no wait is kept (`SOURCE_WAIT_SECS=0` on its
+/// instance, as during a rolling deploy that changes it) never says it waits:
+/// a login on an instance that waits leaves it nothing and pushes the start
+/// itself, so the scenario is not stranded.
+#[tokio::test]
+async fn a_login_leaves_nothing_to_a_follow_that_never_waited() {
+    let login = LoginStandIn::start().await;
+    let setup = SourcesSetup::new(&login.uri(), SOURCES);
+    let no_wait = spawn_app_with(TestOptions {
+        sources: Some(setup.clone()),
+        adjust: |config| config.source_wait = Duration::ZERO,
+        ..TestOptions::default()
+    })
+    .await;
+    let waits = spawn_app_with(TestOptions {
+        sources: Some(setup),
+        ..no_wait.beside()
+    })
+    .await;
+    let erin = user(5);
+    let authorize = open_link(&waits.address, "instagram_dec").await;
+    let callback = log_in_at_line(&authorize, &erin).await;
+    let follow = events::follow(&erin);
+    no_wait.deliver(&follow).await;
+    no_wait.settled().await;
+    assert_eq!(reply_to(&no_wait, &follow), vec![WELCOME.to_owned()]);
+    assert_eq!(call_back(&waits.address, &callback).await.status(), 302);
+    no_wait.settled().await;
+    let sources = no_wait.firestore.list("user_sources").await;
+    assert_eq!(integer_field(&sources[0], "deferredTo"), None, "{}", sources[0]);
+    assert_eq!(string_field(&sources[0], "takenBy").as_deref(), Some("queue"));
+    assert_eq!(news_by_user(&no_wait, &[follow]).get(&erin), Some(&1));
+}
+
+/// A follow superseded while it waits (the user unfollows and follows again
+/// within seconds): the source a login left to it starts once, by the newer
+/// follow's reply or by a push, never twice and never lost.
+#[tokio::test]
+async fn a_login_left_to_a_follow_superseded_in_its_wait_starts_once() {
+    let Links { app, login: _login } = spawn_links_with(TestOptions {
+        // Long enough for the login, the unfollow and the new follow.
+        adjust: |config| config.source_wait = Duration::from_secs(4),
+        ..TestOptions::default()
+    })
+    .await;
+    let fay = user(6);
+    let authorize = open_link(&app.address, "instagram_dec").await;
+    let callback = log_in_at_line(&authorize, &fay).await;
+    let first = events::follow(&fay);
+    let first_ms = first["timestamp"].as_i64().expect("a timestamp");
+    // Acknowledged, not settled: each event's worker goes on meanwhile.
+    let post = |event: Value| {
+        let app = &app;
+        async move {
+            let response = app.post_webhook(&events::envelope(vec![event])).await;
+            assert_eq!(response.status(), 200);
+        }
+    };
+    post(first.clone()).await;
+    until_the_follow_waits(&app.firestore, &fay, first_ms).await;
+    assert_eq!(call_back(&app.address, &callback).await.status(), 302);
+    let sources = app.firestore.list("user_sources").await;
+    assert_eq!(
+        integer_field(&sources[0], "deferredTo"),
+        Some(first_ms),
+        "{}",
+        app.firestore.dump().await
+    );
+    post(events::with_timestamp(&events::unfollow(&fay), first_ms + 100)).await;
+    let again = events::with_timestamp(&events::follow(&fay), first_ms + 200);
+    post(again.clone()).await;
+    app.settled().await;
+    assert_eq!(news_by_user(&app, &[first, again]).get(&fay), Some(&1));
+    let sources = app.firestore.list("user_sources").await;
+    assert!(string_field(&sources[0], "takenBy").is_some(), "{}", sources[0]);
+}
+
+/// A source whose scenario is a survey.
+const LUNCH_SOURCES: &str = r#"
+[[sources]]
+id = "lunch_poster"
+label = "ランチの掲示"
+scenario = "lunch"
+"#;
+/// The lunch survey's first message (tests/fixtures/scenarios/lunch.toml).
+const LUNCH_INTRO: &str = "A quick survey about today's lunch.";
+
+/// A source's survey that guard 3 does not start again (here: it started
+/// seconds ago) still leaves the new friend a greeting: the welcome.
+#[tokio::test]
+async fn a_follow_whose_source_survey_may_not_restart_greets_with_the_welcome() {
+    let login = LoginStandIn::start().await;
+    let app = spawn_app_with(TestOptions {
+        sources: Some(SourcesSetup::new(&login.uri(), LUNCH_SOURCES)),
+        ..TestOptions::default()
+    })
+    .await;
+    let gus = user(7);
+    app.deliver(&events::text(&gus, "lunch")).await;
+    app.settled().await;
+    assert_eq!(app.line.accepted_with_text(LUNCH_INTRO), 1);
+    assert_eq!(through_link(&app.address, "lunch_poster", &gus).await.status(), 302);
+    let follow = events::follow(&gus);
+    app.deliver(&follow).await;
+    app.settled().await;
+    assert_eq!(reply_to(&app, &follow), vec![WELCOME.to_owned()]);
+    assert_eq!(app.line.accepted_with_text(LUNCH_INTRO), 1, "the survey started once");
+    let sources = app.firestore.list("user_sources").await;
+    assert_eq!(
+        string_field(&sources[0], "takenBy").as_deref(),
+        follow["webhookEventId"].as_str()
+    );
 }
 
 /// Nothing a failed callback could have written.
@@ -577,6 +719,17 @@ async fn three_hundred_friends_in_any_order_start_the_scenario_once_each() {
     for document in &sources {
         assert_eq!(string_field(document, "standing").as_deref(), Some("friend"));
     }
+    // Both ways of reaching the follow's reply were taken: a login before the
+    // follow taken at once, and a login in the follow's wait left to it.
+    let deferred = sources
+        .iter()
+        .filter(|document| integer_field(document, "deferredTo").is_some())
+        .count();
+    eprintln!("{deferred} of {USERS} logins left their start to a waiting follow");
+    assert!(
+        deferred > 0 && by_reply > deferred,
+        "{deferred} deferred, {by_reply} by reply"
+    );
     let users = app.firestore.list("users").await;
     for record in &users {
         assert_eq!(string_field(record, "firstSource").as_deref(), Some("instagram_dec"));
@@ -633,14 +786,17 @@ async fn a_late_follow_from_before_the_link_is_no_new_friend() {
     assert_eq!(row(&rows, "instagram_dec")["newFriends"].as_i64(), Some(0));
 }
 
-/// A follow whose instance is SIGKILLed while it waits for the login: the
-/// other instance takes the follow over once its lease runs out, and greets
-/// each user once, with the source's scenario in the follow's reply. Logins
-/// land before and after the kill; every follow is redelivered to the living
-/// instance.
+/// A follow's instance SIGKILLed inside the greeting: the follow took or was
+/// left the source, committed its start, and its reply reached LINE, but the
+/// outcome was never recorded (`FAULT_PAUSE=after_reply_call` stops every
+/// send there). The other instance takes each reply over once its lease runs
+/// out, and LINE's "invalid reply token" to the retry says the first went
+/// out. Half the logins come before the follows (taken at once), half in
+/// their wait (left to them). Each user gets the source's scenario once,
+/// never the welcome.
 #[tokio::test]
-async fn a_follow_whose_instance_dies_during_its_wait_is_greeted_once_by_the_source() {
-    const USERS: usize = 40;
+async fn a_follow_whose_instance_dies_inside_its_greeting_is_greeted_once_by_the_source() {
+    const USERS: usize = 20;
     let project = crate::helpers::new_project_id();
     let line = crate::helpers::line_stand_in::LineStandIn::start().await;
     let login = LoginStandIn::start().await;
@@ -658,15 +814,26 @@ async fn a_follow_whose_instance_dies_during_its_wait_is_greeted_once_by_the_sou
         ("LINE_LOGIN_API_BASE_URL", login_uri.as_str()),
         ("PUBLIC_BASE_URL", "http://survey.test"),
         ("FRIEND_URL", FRIEND_URL),
-        ("SOURCE_WAIT_SECS", "3"),
+        // Long enough for the logins below to land inside it.
+        ("SOURCE_WAIT_SECS", "5"),
     ];
-    let mut doomed = crate::helpers::process::ServiceProcess::start(&project, &line.uri(), &settings).await;
+    let paused: Vec<(&str, &str)> = settings
+        .iter()
+        .copied()
+        .chain([("FAULT_PAUSE", "after_reply_call")])
+        .collect();
+    let mut doomed = crate::helpers::process::ServiceProcess::start(&project, &line.uri(), &paused).await;
     let living = crate::helpers::process::ServiceProcess::start(&project, &line.uri(), &settings).await;
+    let firestore = FirestoreRest::new(&crate::helpers::emulator_host(), &project);
     let users: Vec<String> = (0..USERS).map(|n| user(2000 + n)).collect();
     let mut callbacks = Vec::new();
     for id in &users {
         let authorize = open_link(&living.address, "instagram_dec").await;
         callbacks.push(log_in_at_line(&authorize, id).await);
+    }
+    let (before, during) = callbacks.split_at(USERS / 2);
+    for callback in before {
+        assert_eq!(call_back(&living.address, callback).await.status(), 302);
     }
     let follows: Vec<Value> = users.iter().map(|id| events::follow(id)).collect();
     for follow in &follows {
@@ -675,21 +842,36 @@ async fn a_follow_whose_instance_dies_during_its_wait_is_greeted_once_by_the_sou
             200
         );
     }
-    // Half the logins while the doomed instance waits for them.
-    for callback in &callbacks[..USERS / 2] {
-        assert_eq!(call_back(&living.address, callback).await.status(), 302);
+    // The other half while their follows wait for them.
+    for (id, follow) in users.iter().zip(&follows).skip(USERS / 2) {
+        let followed_ms = follow["timestamp"].as_i64().expect("a timestamp");
+        until_the_follow_waits(&firestore, id, followed_ms).await;
+    }
+    let logins = during.iter().map(|callback| call_back(&living.address, callback));
+    for response in futures::future::join_all(logins).await {
+        assert_eq!(response.status(), 302);
+    }
+    let deferred = firestore
+        .list("user_sources")
+        .await
+        .iter()
+        .filter(|record| integer_field(record, "deferredTo").is_some())
+        .count();
+    assert_eq!(deferred, USERS / 2, "the logins in the wait were left to their follows");
+    // Every follow's reply reached LINE; the doomed instance stopped after
+    // each of its own, before recording it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while line
+        .accepted()
+        .iter()
+        .filter(|call| call.reply_token().is_some())
+        .count()
+        < USERS
+    {
+        assert!(std::time::Instant::now() < deadline, "not every follow replied");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     doomed.kill();
-    for callback in &callbacks[USERS / 2..] {
-        assert_eq!(call_back(&living.address, callback).await.status(), 302);
-    }
-    for follow in &follows {
-        assert_eq!(
-            post_to(&living.address, &events::envelope(vec![follow.clone()])).await,
-            200
-        );
-    }
-    let firestore = crate::helpers::firestore_rest::FirestoreRest::new(&crate::helpers::emulator_host(), &project);
     firestore.settled(Duration::from_secs(60)).await;
 
     let mut news: HashMap<String, usize> = HashMap::new();
@@ -699,7 +881,7 @@ async fn a_follow_whose_instance_dies_during_its_wait_is_greeted_once_by_the_sou
         }
         assert!(
             !call.texts().contains(&WELCOME.to_owned()),
-            "a login within the wait replaces the welcome: {:?}",
+            "a login before or within the wait replaces the welcome: {:?}",
             call.texts()
         );
     }
@@ -710,6 +892,15 @@ async fn a_follow_whose_instance_dies_during_its_wait_is_greeted_once_by_the_sou
             "{id}: the source's scenario once; log: {}",
             living.log.display()
         );
+    }
+    // The follows whose login came first were all greeted by the doomed
+    // instance: the living one retried each of those replies and LINE
+    // refused the used token.
+    let calls = line.calls_by_reply_token();
+    for follow in &follows[..USERS / 2] {
+        let token = follow["replyToken"].as_str().expect("a reply token");
+        let calls = calls.get(token).map(Vec::len).unwrap_or_default();
+        assert!(calls >= 2, "{token}: {calls} calls; the reply was taken over");
     }
     let records = firestore.list("user_sources").await;
     assert_eq!(records.len(), USERS);
