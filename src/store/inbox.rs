@@ -195,9 +195,7 @@ impl Store {
             last_error: error,
             deferred_until_ms: None,
         };
-        let write = merge(self.document_path(WEBHOOK_INBOX, key.as_str()), &change, Vec::new())?;
-        self.commit_conditional(vec![expecting(write, Expect::At(version))])
-            .await
+        self.put_back(key, version, &change).await
     }
 
     /// Gives the held event back until `wait` has passed, not as a retry (its
@@ -218,7 +216,12 @@ impl Store {
             last_error: None,
             deferred_until_ms: Some(until.as_millisecond()),
         };
-        let write = merge(self.document_path(WEBHOOK_INBOX, key.as_str()), &change, Vec::new())?;
+        self.put_back(key, version, &change).await
+    }
+
+    /// A held event back to pending, from the version its holder has.
+    async fn put_back(&self, key: &InboxKey, version: Version, change: &StateChange<'_>) -> Result<bool, StoreError> {
+        let write = merge(self.document_path(WEBHOOK_INBOX, key.as_str()), change, Vec::new())?;
         self.commit_conditional(vec![expecting(write, Expect::At(version))])
             .await
     }

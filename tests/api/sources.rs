@@ -422,6 +422,24 @@ async fn a_login_after_the_follows_wait_is_pushed_after_the_welcome() {
     assert_eq!(string_field(&sources[0], "takenBy").as_deref(), Some("queue"));
 }
 
+/// Two instances of one account with the links on; the first's settings
+/// changed by `adjust`.
+async fn two_instances(login: &LoginStandIn, adjust: fn(&mut line_survey::config::Config)) -> (TestApp, TestApp) {
+    let setup = SourcesSetup::new(&login.uri(), SOURCES);
+    let first = spawn_app_with(TestOptions {
+        sources: Some(setup.clone()),
+        adjust,
+        ..TestOptions::default()
+    })
+    .await;
+    let second = spawn_app_with(TestOptions {
+        sources: Some(setup),
+        ..first.beside()
+    })
+    .await;
+    (first, second)
+}
+
 /// A follow handled where no wait is kept (`SOURCE_WAIT_SECS=0` on its
 /// instance, as during a rolling deploy that changes it) never says it waits:
 /// a login on an instance that waits leaves it nothing and pushes the start
@@ -429,18 +447,7 @@ async fn a_login_after_the_follows_wait_is_pushed_after_the_welcome() {
 #[tokio::test]
 async fn a_login_leaves_nothing_to_a_follow_that_never_waited() {
     let login = LoginStandIn::start().await;
-    let setup = SourcesSetup::new(&login.uri(), SOURCES);
-    let no_wait = spawn_app_with(TestOptions {
-        sources: Some(setup.clone()),
-        adjust: |config| config.source_wait = Duration::ZERO,
-        ..TestOptions::default()
-    })
-    .await;
-    let waits = spawn_app_with(TestOptions {
-        sources: Some(setup),
-        ..no_wait.beside()
-    })
-    .await;
+    let (no_wait, waits) = two_instances(&login, |config| config.source_wait = Duration::ZERO).await;
     let erin = user(5);
     let authorize = open_link(&waits.address, "instagram_dec").await;
     let callback = log_in_at_line(&authorize, &erin).await;
@@ -645,17 +652,7 @@ async fn the_qr_code_is_a_png_of_the_link() {
 async fn three_hundred_friends_in_any_order_start_the_scenario_once_each() {
     const USERS: usize = 300;
     let login = LoginStandIn::start().await;
-    let setup = SourcesSetup::new(&login.uri(), SOURCES);
-    let first = spawn_app_with(TestOptions {
-        sources: Some(setup.clone()),
-        ..TestOptions::default()
-    })
-    .await;
-    let second = spawn_app_with(TestOptions {
-        sources: Some(setup),
-        ..first.beside()
-    })
-    .await;
+    let (first, second) = two_instances(&login, |_| {}).await;
     let addresses = [first.address.clone(), second.address.clone()];
     let app = &first;
     let runs = (0..USERS).map(|n| {
