@@ -51,19 +51,12 @@ impl EventWorker {
         if plan.following && newest {
             self.personal.refresh(&plan.user).await;
         }
-        let start = match &greeting {
-            FollowGreeting::Source(start) if self.would_start(work, start).await? => Some(start.as_ref()),
-            FollowGreeting::Source(_) => {
-                // Guard 3 keeps the source's survey from starting again (the
-                // user answered it, or it started just now): a greeting still.
-                tracing::info!(outcome = "source_not_restarted", "the follow greets with the welcome");
-                plan.start.as_ref()
-            }
-            FollowGreeting::Wait(_) | FollowGreeting::Welcome => plan.start.as_ref(),
-        };
-        match start {
-            Some(start) => self.start(hold, work, start).await,
-            None => {
+        match (&greeting, &plan.start) {
+            (FollowGreeting::Source(source), welcome) => self.greet(hold, work, source, welcome.as_ref()).await,
+            // A follow no longer the newest greets no one: an unfollow came
+            // after it, or a newer follow greets.
+            (_, Some(start)) if newest || !plan.following => self.start(hold, work, start).await,
+            _ => {
                 self.done_without_effect(hold)?;
                 Ok(if plan.following {
                     Processed::Followed

@@ -331,10 +331,13 @@ impl SourceStarts {
 
     /// A follow that is no longer the user's newest event of its kind (an
     /// unfollow or a newer follow was recorded while it waited or failed): its
-    /// reply greets no one's source now, so what it took, or what a login left
-    /// to it, is queued as a push. Each conditional on its record as read: a
-    /// newer follow's greeting taking one first is as good. (A follow being
-    /// processed again has not committed its start: that commit ends it.)
+    /// reply greets no one now. While the user follows (a newer follow), what
+    /// it took, or what a login left to it, is queued as a push; a newer
+    /// follow's greeting taking one first is as good. While they do not (an
+    /// unfollow), nothing is pushed to someone who left: what it took goes
+    /// back, left to their next follow like what a login left to this one.
+    /// Each change is conditional on its record as read. (A follow processed
+    /// again has not committed its start: that commit ends it.)
     pub(crate) async fn superseded(
         &self,
         user: &LineUserId,
@@ -344,13 +347,14 @@ impl SourceStarts {
         if self.sources.is_empty() {
             return Ok(());
         }
+        let following = self.store.following_since(user.as_str()).await?.is_some();
         for _ in 0..ROUNDS {
             let friends = self.store.followed_sources(user.as_str()).await?;
             let stranded: Vec<(&Stored<UserSourceDoc>, &Source)> = friends
                 .iter()
                 .filter(|recorded| match recorded.doc.taken_by.as_deref() {
                     Some(taken_by) => taken_by == event_id,
-                    None => recorded.doc.deferred_to == Some(followed_ms),
+                    None => following && recorded.doc.deferred_to == Some(followed_ms),
                 })
                 .filter_map(|recorded| Some((recorded, self.startable(recorded)?)))
                 .collect();
@@ -358,6 +362,10 @@ impl SourceStarts {
                 return Ok(());
             }
             for (recorded, source) in stranded {
+                if !following {
+                    self.store.hand_back_source(recorded, followed_ms).await?;
+                    continue;
+                }
                 let queued = self.queued(user, source)?;
                 let start = queued.as_ref().map(|start| start.as_start(user.as_str()));
                 if self.store.take_source(recorded, TAKEN_BY_QUEUE, start).await? {

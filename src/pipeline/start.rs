@@ -38,6 +38,24 @@ struct Starting<'a> {
     /// A text message's kept text: it goes with the commit, or before the event
     /// is done without one.
     forget_text: Option<&'a MessageKey>,
+    /// A refusal by guard 3 leaves the event held and unchanged, for the
+    /// caller to do something else with it (a follow's welcome).
+    refusal_returns: bool,
+}
+
+impl<'a> Starting<'a> {
+    /// A plan's start with no tag (a trigger's), which a refusal ends.
+    fn untagged(plan: &'a StartPlan, forget_text: Option<&'a MessageKey>) -> Self {
+        Self {
+            run_start: &plan.run_start,
+            scenario: &plan.scenario,
+            guard: plan.guard.as_ref(),
+            tag: None,
+            menu: None,
+            forget_text,
+            refusal_returns: false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,14 +79,7 @@ impl EventWorker {
         plan: &StartPlan,
         forget_text: Option<&MessageKey>,
     ) -> Result<Processed, Failure> {
-        let starting = Starting {
-            run_start: &plan.run_start,
-            scenario: &plan.scenario,
-            guard: plan.guard.as_ref(),
-            tag: None,
-            menu: None,
-            forget_text,
-        };
+        let starting = Starting::untagged(plan, forget_text);
         Ok(match self.carry_out(hold, work, starting).await? {
             Ended::Verdict(StartVerdict::Start) if plan.guard.is_some() => Processed::StartedGuarded,
             Ended::Verdict(StartVerdict::Start) => Processed::Started,
@@ -78,28 +89,36 @@ impl EventWorker {
         })
     }
 
-    /// Whether guard 3 would let `plan` start now (a read, nothing written).
-    /// A later event may still change that before the start's commit, which
-    /// then decides again.
-    pub(super) async fn would_start(&self, work: &Work, plan: &StartPlan) -> Result<bool, Failure> {
-        let Some(guard) = &plan.guard else {
-            return Ok(true);
+    /// A follow's greeting with a source's scenario; where guard 3 refuses
+    /// it (the user answered that survey, or it started just now), the
+    /// follow trigger's `welcome` instead, on the same hold (the refusal
+    /// wrote nothing), so the new friend is greeted either way.
+    pub(super) async fn greet(
+        &self,
+        hold: &Hold,
+        work: &Work,
+        source: &StartPlan,
+        welcome: Option<&StartPlan>,
+    ) -> Result<Processed, Failure> {
+        let starting = Starting {
+            refusal_returns: true,
+            ..Starting::untagged(source, None)
         };
-        let progress = self
-            .store
-            .scenario_progress(
-                guard.marker_id.as_str(),
-                guard.scenario.as_str(),
-                plan.run_start.user.as_str(),
-            )
-            .await?;
-        let verdict = start_verdict(
-            progress.answered,
-            progress.last_started_ms,
-            work.event_time_ms,
-            self.settings.start_dedup,
-        );
-        Ok(verdict == StartVerdict::Start)
+        match self.carry_out(hold, work, starting).await? {
+            Ended::Verdict(StartVerdict::Start) if source.guard.is_some() => Ok(Processed::StartedGuarded),
+            Ended::Verdict(StartVerdict::Start) => Ok(Processed::Started),
+            Ended::Unsent => Ok(Processed::Unsent),
+            Ended::Verdict(_) => {
+                tracing::info!(outcome = "source_not_restarted", "the follow greets with the welcome");
+                match welcome {
+                    Some(welcome) => self.start(hold, work, welcome).await,
+                    None => {
+                        self.done_without_effect(hold)?;
+                        Ok(Processed::Followed)
+                    }
+                }
+            }
+        }
     }
 
     pub(super) async fn card_tap(&self, hold: &Hold, work: &Work, plan: &CardTapPlan) -> Result<Processed, Failure> {
@@ -110,6 +129,7 @@ impl EventWorker {
             tag: Some(FLEX_TAP_TAG),
             menu: None,
             forget_text: None,
+            refusal_returns: false,
         };
         Ok(match self.carry_out(hold, work, starting).await? {
             Ended::Verdict(StartVerdict::Start) => Processed::CardTapped,
@@ -129,6 +149,7 @@ impl EventWorker {
             tag: Some(RICH_MENU_TAP_TAG),
             menu: Some(plan.menu.as_str()),
             forget_text: None,
+            refusal_returns: false,
         };
         Ok(match self.carry_out(hold, work, starting).await? {
             Ended::Verdict(StartVerdict::Start) => Processed::MenuTapped,
@@ -160,7 +181,9 @@ impl EventWorker {
         };
         let first = verdict_of(progress.as_ref());
         if first != StartVerdict::Start && starting.tag.is_none() {
-            self.done_forgetting(hold, starting.forget_text).await?;
+            if !starting.refusal_returns {
+                self.done_forgetting(hold, starting.forget_text).await?;
+            }
             return Ok(Ended::Verdict(first));
         }
         // A branch the start stopped at is decided now, from the user's state;
@@ -250,7 +273,9 @@ impl EventWorker {
                 return Err(PipelineError::Contention("a duplicate tap turned out to be a start".into()).into());
             }
             if !starts && starting.tag.is_none() {
-                self.done_forgetting(hold, starting.forget_text).await?;
+                if !starting.refusal_returns {
+                    self.done_forgetting(hold, starting.forget_text).await?;
+                }
                 return Ok(Ended::Verdict(verdict));
             }
             let start = match (starts, starting.guard, &progress) {

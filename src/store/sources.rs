@@ -214,12 +214,7 @@ impl Store {
         };
         Ok(SourceRead {
             user_version,
-            following_since_ms: match (facts.following, facts.followed_at) {
-                (Some(true), Some(at)) => Some(at.as_millisecond()),
-                // Following with no follow time (the followers sync): long ago.
-                (Some(true), None) => Some(0),
-                _ => None,
-            },
+            following_since_ms: following_since(&facts),
             has_first_source: facts.first_source.is_some(),
             recorded,
             wait_opened_ms: facts.source_wait_opened_ms,
@@ -479,6 +474,51 @@ impl Store {
         }
     }
 
+    /// Since when the user follows (ms; `Some(0)`: with no follow time), or
+    /// `None` while they do not.
+    pub(crate) async fn following_since(&self, user: &str) -> Result<Option<i64>, StoreError> {
+        let found = self.get_many(vec![self.document_path(USERS, user)]).await?;
+        let facts = found
+            .into_iter()
+            .next()
+            .flatten()
+            .map(Stored::<UserFacts>::decode)
+            .transpose()?
+            .map(|stored| stored.doc)
+            .unwrap_or_default();
+        Ok(following_since(&facts))
+    }
+
+    /// Gives a source a follow took back, for the user's next follow to
+    /// take (`deferredTo` that follow's time, `takenBy` removed), conditional
+    /// on the record as read. `false` when it moved on.
+    pub(crate) async fn hand_back_source(
+        &self,
+        recorded: &Stored<UserSourceDoc>,
+        followed_ms: i64,
+    ) -> Result<bool, StoreError> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Fields {
+            deferred_to: i64,
+        }
+        let write = expecting(
+            super::writes::merge_deleting(
+                self.document_path(USER_SOURCES, &recorded.id),
+                &Fields {
+                    deferred_to: followed_ms,
+                },
+                &["takenBy"],
+                Vec::new(),
+            )?,
+            Expect::At(recorded.version),
+        );
+        self.commit(vec![write])
+            .await
+            .first_version()
+            .map(|landed| landed.is_some())
+    }
+
     /// Gives a friend's source to whoever starts its scenario: the follow
     /// `taken_by` (its reply), or a queued push (`start`), conditional on the
     /// record as read. `false` when it moved on.
@@ -618,6 +658,16 @@ impl Store {
                 })
             })
             .collect()
+    }
+}
+
+/// While the user follows: since when (ms).
+fn following_since(facts: &UserFacts) -> Option<i64> {
+    match (facts.following, facts.followed_at) {
+        (Some(true), Some(at)) => Some(at.as_millisecond()),
+        // Following with no follow time (the followers sync): long ago.
+        (Some(true), None) => Some(0),
+        _ => None,
     }
 }
 
