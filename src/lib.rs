@@ -32,6 +32,7 @@ pub mod line;
 pub mod log_ids;
 mod metrics;
 mod outbound;
+mod password;
 mod pipeline;
 mod reports;
 pub mod scenario;

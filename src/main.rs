@@ -67,6 +67,12 @@ enum Command {
     Schema,
     /// Rich menus on LINE, from the files of $RICH_MENUS_DIR (needs the
     /// service's settings: LINE and Firestore).
+    /// The console's operators: add, list, set-role, disable, reset-password
+    /// (against the Firestore the settings name).
+    Operators {
+        #[command(subcommand)]
+        command: cli::operators::OperatorsCommand,
+    },
     Richmenus {
         #[command(subcommand)]
         command: RichMenusCommand,
@@ -164,6 +170,7 @@ fn main() -> ExitCode {
         Command::Richmenus {
             command: RichMenusCommand::Deploy { dry_run },
         } => deploy_rich_menus(dry_run),
+        Command::Operators { command } => operators(command),
         Command::Schema => match stdout().write_all(cli::schema().as_bytes()) {
             Ok(()) => ExitCode::SUCCESS,
             // A closed pipe (`| head`) is not worth a panic.
@@ -213,6 +220,27 @@ fn serve() -> ExitCode {
                 tracing::error!(error = %error, "server stopped with an error");
                 ExitCode::FAILURE
             }
+        }
+    })
+}
+
+fn operators(command: cli::operators::OperatorsCommand) -> ExitCode {
+    with_settings(|config| async move {
+        match line_survey::startup::operators(config, command).await {
+            Ok(outcome) => {
+                let mut out = std::io::stdout().lock();
+                for line in &outcome.lines {
+                    if writeln!(out, "{line}").is_err() {
+                        break;
+                    }
+                }
+                if outcome.success {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                }
+            }
+            Err(error) => failed(&format!("{error:#}")),
         }
     })
 }

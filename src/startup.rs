@@ -550,6 +550,20 @@ fn rich_menu_deploy(
 /// `line-survey richmenus deploy [--dry-run]`: the menu files of
 /// `RICH_MENUS_DIR` deployed to LINE (or, in a dry run, what would be done),
 /// one line per action.
+/// `line-survey operators ...`: the command run against the settings'
+/// Firestore. A password piped into stdin is read; at a terminal one is made up.
+pub async fn operators(
+    config: Config,
+    command: crate::cli::operators::OperatorsCommand,
+) -> anyhow::Result<crate::cli::operators::Outcome> {
+    use std::io::IsTerminal;
+    let store = connect_store(&config, Clock::system()).await?;
+    let stdin = std::io::stdin();
+    let mut piped = (!stdin.is_terminal()).then(|| stdin.lock());
+    let stdin = piped.as_mut().map(|lock| lock as &mut dyn std::io::BufRead);
+    Ok(crate::cli::operators::run(&store, command, stdin).await?)
+}
+
 pub async fn deploy_rich_menus(config: Config, dry_run: bool) -> anyhow::Result<Vec<String>> {
     config.validate()?;
     let scenarios = load_dir(&config.scenarios_dir).map_err(|error| anyhow::anyhow!("SCENARIOS_DIR: {error}"))?;

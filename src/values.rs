@@ -184,6 +184,30 @@ impl DeployStep {
 mod tests {
     use super::*;
 
+    #[test]
+    fn each_role_may_do_what_the_ones_below_it_may() {
+        use OperatorRole::{Editor, Owner, Viewer};
+        let cases = [
+            (Viewer, Viewer, true),
+            (Viewer, Editor, false),
+            (Viewer, Owner, false),
+            (Editor, Viewer, true),
+            (Editor, Editor, true),
+            (Editor, Owner, false),
+            (Owner, Viewer, true),
+            (Owner, Editor, true),
+            (Owner, Owner, true),
+        ];
+        for (role, needed, allowed) in cases {
+            assert_eq!(role.allows(needed), allowed, "{role:?} {needed:?}");
+        }
+        for role in [Viewer, Editor, Owner] {
+            assert_eq!(role.as_str().parse::<OperatorRole>(), Ok(role));
+        }
+        assert!("admin".parse::<OperatorRole>().is_err());
+        assert!("Owner".parse::<OperatorRole>().is_err());
+    }
+
     fn strings(items: &[&str]) -> Vec<String> {
         items.iter().map(|item| (*item).to_owned()).collect()
     }
@@ -293,4 +317,43 @@ pub enum SourceStanding {
     Friend,
     /// Was a friend before the link was opened: not a new friend.
     WasFriend,
+}
+
+/// What an operator of the console may do. Each role may do all that the
+/// ones below it may: a viewer reads, an editor also sends, an owner also
+/// manages operators, exports answers and reads the audit log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OperatorRole {
+    Viewer,
+    Editor,
+    Owner,
+}
+
+impl OperatorRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OperatorRole::Viewer => "viewer",
+            OperatorRole::Editor => "editor",
+            OperatorRole::Owner => "owner",
+        }
+    }
+
+    /// Whether this role may do what `needed` may.
+    pub fn allows(self, needed: OperatorRole) -> bool {
+        self >= needed
+    }
+}
+
+impl std::str::FromStr for OperatorRole {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "viewer" => Ok(OperatorRole::Viewer),
+            "editor" => Ok(OperatorRole::Editor),
+            "owner" => Ok(OperatorRole::Owner),
+            other => Err(format!("no such role: {other:?} (owner, editor or viewer)")),
+        }
+    }
 }

@@ -1,7 +1,9 @@
 //! The toolchain beside the service: `check`, `simulate`, `test` and `schema`
-//! (see the README). None of them needs Firestore or LINE.
+//! (see the README), which need neither Firestore nor LINE; and `operators`,
+//! which manages the console's operators in Firestore.
 
 mod conversation;
+pub mod operators;
 mod transcript;
 
 use crate::engine::Engine;

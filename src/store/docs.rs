@@ -30,6 +30,7 @@ pub(crate) mod collections {
     pub(crate) const USER_SOURCES: &str = "user_sources";
     pub(crate) const LOGIN_STATES: &str = "login_states";
     pub(crate) const SOURCE_COUNTERS: &str = "source_counters";
+    pub(crate) const OPERATORS: &str = "operators";
 }
 
 /// `survey_responses/{answerId}`: one user's answer to one survey node.

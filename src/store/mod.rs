@@ -31,6 +31,7 @@ mod lease;
 mod ledger;
 mod messages;
 mod notices;
+mod operators;
 mod questions;
 mod reads;
 mod results;
@@ -66,6 +67,7 @@ pub(crate) use lease::{Stored, Swept};
 pub(crate) use ledger::{Attempted, NewAction, Recorded, SettleWrite, Settlement, UserWrite};
 pub(crate) use messages::{MessageKey, UnsendOutcome};
 pub(crate) use notices::NoticeWrite;
+pub(crate) use operators::{OperatorChange, OperatorDoc, OperatorWrite, normalise_email};
 pub(crate) use questions::{OpenQuestionDoc, QuestionChange};
 pub(crate) use rich_menus::{BatchTarget, DeployBatch, HeldDeploy, JobTake, MenuLinkJob, RichMenuRecord};
 pub(crate) use sources::{

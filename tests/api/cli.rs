@@ -12,8 +12,15 @@ fn repo(path: &str) -> PathBuf {
 }
 
 fn run(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(BINARY)
-        .args(args)
+    let mut command = Command::new(BINARY);
+    command.args(args);
+    run_piped(command, stdin)
+}
+
+/// Runs `command` with `stdin` piped in (closed at once with `None`), and
+/// collects what it printed.
+pub(crate) fn run_piped(mut command: Command, stdin: Option<&str>) -> Output {
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -31,7 +38,7 @@ fn run(args: &[&str], stdin: Option<&str>) -> Output {
     child.wait_with_output().expect("the binary ends")
 }
 
-fn stdout(output: &Output) -> String {
+pub(crate) fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 

@@ -30,6 +30,7 @@ mod indexes;
 mod logs;
 mod metrics;
 mod notices;
+mod operators;
 mod outage;
 mod outbound;
 mod personal;
