@@ -480,6 +480,7 @@ async fn a_login_left_to_a_follow_then_an_unfollow() -> Superseded {
     let Links { app, login } = spawn_links_with(TestOptions {
         // Long enough for the login, the unfollow and the new follow.
         adjust: |config| config.source_wait = Duration::from_secs(4),
+        test_clock: true,
         ..TestOptions::default()
     })
     .await;
@@ -515,10 +516,8 @@ async fn post(app: &TestApp, event: Value) {
 async fn a_login_left_to_a_follow_superseded_by_a_new_follow_is_pushed_once() {
     let Superseded { app, user, first, .. } = a_login_left_to_a_follow_then_an_unfollow().await;
     // Well after the first, so the first follow comes back before the new one.
-    let first_ms = first["timestamp"].as_i64().expect("a timestamp");
-    let gap = (first_ms + 1_500 - events::now_ms()).max(0).unsigned_abs();
-    tokio::time::sleep(Duration::from_millis(gap)).await;
-    let again = events::follow(&user);
+    app.advance_clock(Duration::from_millis(1_500)).await;
+    let again = events::with_timestamp(&events::follow(&user), app.now_ms());
     post(&app, again.clone()).await;
     app.settled().await;
     let follows = [first.clone(), again.clone()];
