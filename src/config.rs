@@ -75,6 +75,9 @@ pub struct Config {
     pub campaign_opt_out_tag: String,
     /// How long a console login lasts (`CONSOLE_SESSION_MINUTES`).
     pub console_session: Duration,
+    /// How long a console session may sit unused before it ends
+    /// (`CONSOLE_IDLE_MINUTES`).
+    pub console_idle: Duration,
     /// How long a follow waits for a source link's login naming the user,
     /// so the source's scenario goes by reply instead of the generic welcome
     /// (`SOURCE_WAIT_SECS`; 0: no wait).
@@ -385,6 +388,7 @@ impl Config {
             console_session: Duration::from_secs(
                 parse::<u64>(&get, "CONSOLE_SESSION_MINUTES", 480)?.saturating_mul(60),
             ),
+            console_idle: Duration::from_secs(parse::<u64>(&get, "CONSOLE_IDLE_MINUTES", 60)?.saturating_mul(60)),
             source_wait: Duration::from_secs(parse(&get, "SOURCE_WAIT_SECS", 8)?),
             clock: match get("CLOCK").as_deref() {
                 None | Some("system") => ClockKind::System,
@@ -517,6 +521,9 @@ impl Config {
         }
         if self.console_session.is_zero() || self.console_session > MAX_CONSOLE_SESSION {
             return invalid("CONSOLE_SESSION_MINUTES", "must be 1 to 10080 (a week)");
+        }
+        if self.console_idle.is_zero() || self.console_idle > MAX_CONSOLE_SESSION {
+            return invalid("CONSOLE_IDLE_MINUTES", "must be 1 to 10080 (a week)");
         }
         // The reply that ends the wait must still find its token fresh (only
         // source links wait).
@@ -712,7 +719,7 @@ mod tests {
 
     #[test]
     fn settings_that_would_break_at_run_time_are_refused_by_name() {
-        let cases: [(&str, &str, &str); 29] = [
+        let cases: [(&str, &str, &str); 32] = [
             (
                 "FOLLOWER_SYNC_WRITES_PER_SECOND",
                 "0",
@@ -749,6 +756,9 @@ mod tests {
             // The main port's default.
             ("METRICS_PORT", "8080", "METRICS_PORT"),
             ("CONSOLE_SESSION_MINUTES", "0", "CONSOLE_SESSION_MINUTES"),
+            ("CONSOLE_IDLE_MINUTES", "0", "CONSOLE_IDLE_MINUTES"),
+            ("CONSOLE_IDLE_MINUTES", "10081", "CONSOLE_IDLE_MINUTES"),
+            ("CONSOLE_IDLE_MINUTES", "a while", "CONSOLE_IDLE_MINUTES"),
             ("SOURCE_WAIT_SECS", "-1", "SOURCE_WAIT_SECS"),
             ("SOURCE_WAIT_SECS", "eight", "SOURCE_WAIT_SECS"),
             ("CONSOLE_SESSION_MINUTES", "10081", "CONSOLE_SESSION_MINUTES"),

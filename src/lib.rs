@@ -22,6 +22,7 @@
 //!
 //! [`config`], [`telemetry`] and [`startup`] build and run the whole.
 
+mod access;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -41,13 +41,6 @@ pub(crate) fn hash(password: &str) -> Result<String, PasswordError> {
 
 /// Whether `password` is the one `stored` was made from. A stored value that
 /// is not a PHC string matches nothing.
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the console's email and password login, the next part of issue 27"
-    )
-)]
 pub(crate) fn verify(password: &str, stored: &str) -> bool {
     if password.chars().count() > MAX_LENGTH {
         return false;

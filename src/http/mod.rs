@@ -51,9 +51,10 @@ pub(crate) struct AppState {
     /// The Prometheus exposition of `GET /metrics`.
     pub(crate) scrape: Scrape,
     pub(crate) channel_secret: String,
+    /// The console's CSRF and message signatures are keyed by it.
     pub(crate) admin_token: Option<String>,
-    /// How long a console login lasts.
-    pub(crate) console_session: std::time::Duration,
+    /// Logins, console sessions and API tokens: who a request is, as what role.
+    pub(crate) access: crate::access::Access,
     /// The service's clock: console sessions expire by it, and with
     /// `CLOCK=test` `POST /__clock` moves it.
     pub(crate) clock: crate::clock::Clock,

@@ -3,12 +3,12 @@
 //! served on that port only, without a token, for a scraper on a private network.
 
 use super::AppState;
-use super::admin::{AdminError, require_admin};
+use super::admin::{AdminError, require};
 use actix_web::{HttpRequest, HttpResponse, web};
 
 /// The main port's route: the admin token first.
 pub(crate) async fn with_token(request: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, AdminError> {
-    require_admin(&request, &state)?;
+    require(&request, &state, crate::values::OperatorRole::Viewer).await?;
     Ok(exposition(&state).await)
 }
 

@@ -31,6 +31,8 @@ pub(crate) mod collections {
     pub(crate) const LOGIN_STATES: &str = "login_states";
     pub(crate) const SOURCE_COUNTERS: &str = "source_counters";
     pub(crate) const OPERATORS: &str = "operators";
+    pub(crate) const CONSOLE_SESSIONS: &str = "console_sessions";
+    pub(crate) const API_TOKENS: &str = "api_tokens";
 }
 
 /// `survey_responses/{answerId}`: one user's answer to one survey node.

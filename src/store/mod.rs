@@ -17,6 +17,7 @@ mod backlog;
 mod campaign_results;
 mod campaigns;
 mod claimer;
+mod console_sessions;
 mod dead_letters;
 mod docs;
 mod effects;
@@ -54,6 +55,7 @@ pub(crate) use campaigns::{
     CampaignChange, CampaignCreate, CampaignDoc, CampaignState, ChunkCounts, ChunkDoc, ChunkEnd, ChunkSent, ChunkState,
     RecipientPart, RecipientRead, UserScan, chunk_id,
 };
+pub(crate) use console_sessions::{ApiTokenDoc, ConsoleSessionDoc, SessionVia};
 pub(crate) use docs::{
     AsksDoc, DeadLetterDoc, DeadLetterKind, EntryCounts, InboxDoc, InboxState, LedgerDoc, LedgerState, RouteDoc,
     SplitDoc,

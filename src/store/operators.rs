@@ -98,6 +98,14 @@ impl Store {
         self.get_stored(OPERATORS, &operator_id(email)).await
     }
 
+    /// The operator whose record has `id` (a session's or a token's).
+    pub(crate) async fn operator_by_id(&self, id: &str) -> Result<Option<OperatorDoc>, StoreError> {
+        Ok(self
+            .get_stored::<OperatorDoc>(OPERATORS, id)
+            .await?
+            .map(|stored| stored.doc))
+    }
+
     /// Every operator, by email.
     pub(crate) async fn operators(&self) -> Result<Vec<OperatorDoc>, StoreError> {
         let documents = self

@@ -30,6 +30,7 @@ mod indexes;
 mod logs;
 mod metrics;
 mod notices;
+mod operator_access;
 mod operators;
 mod outage;
 mod outbound;

@@ -9,7 +9,7 @@ use crate::helpers::{CHANNEL_SECRET, emulator_host, new_project_id};
 use std::process::{Command, Output};
 
 /// Runs `line-survey operators ARGS` for `project`, with `stdin` piped in.
-fn operators(project: &str, args: &[&str], stdin: &str) -> Output {
+pub(crate) fn operators(project: &str, args: &[&str], stdin: &str) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_line-survey"));
     command
         .env_clear()

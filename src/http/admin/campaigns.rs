@@ -7,7 +7,7 @@
 //! - `POST /admin/campaigns/{id}/cancel`: chunks not yet claimed are not sent.
 
 use super::send::idempotency_key;
-use super::{AdminError, ListQuery, require_admin};
+use super::{AdminError, ListQuery, require};
 use crate::http::AppState;
 use crate::ids::LineUserId;
 use crate::ids::{DocumentHexId, ScenarioId};
@@ -15,6 +15,7 @@ use crate::pipeline::campaigns::{
     AudienceRequest, CampaignError, CampaignRequest, CampaignStartError, MAX_TEST_RECIPIENTS,
 };
 use crate::reports::campaign_results::CampaignRef;
+use crate::values::OperatorRole;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 
@@ -120,7 +121,7 @@ pub(crate) async fn create(
     body: web::Bytes,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
-    require_admin(&request, &state)?;
+    require(&request, &state, OperatorRole::Editor).await?;
     let (campaign, asked) = parse_body(&body)?;
     if let Asked::Test(users) = &asked {
         let key = request
@@ -179,7 +180,7 @@ pub(crate) async fn list(
     query: web::Query<ListQuery>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
-    require_admin(&request, &state)?;
+    require(&request, &state, OperatorRole::Viewer).await?;
     let limit = query.limit();
     let campaigns = state.campaigns.list(limit).await?;
     Ok(HttpResponse::Ok().json(serde_json::json!({ "campaigns": campaigns })))
@@ -198,7 +199,7 @@ pub(crate) async fn show(
     path: web::Path<String>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
-    require_admin(&request, &state)?;
+    require(&request, &state, OperatorRole::Viewer).await?;
     let id = campaign_id(path.into_inner())?;
     let Some(status) = state.campaigns.status(&id).await? else {
         return Err(AdminError::UnknownCampaign(id));
@@ -243,7 +244,7 @@ pub(crate) async fn cancel(
     body: web::Bytes,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
-    require_admin(&request, &state)?;
+    require(&request, &state, OperatorRole::Editor).await?;
     let id = campaign_id(path.into_inner())?;
     let body = parse_cancel(&body)?;
     let now = state

@@ -1,10 +1,11 @@
 //! `GET /admin/dead-letters` lists what kept failing; `POST
 //! /admin/dead-letters/{id}/replay` runs one again (see `pipeline::replay`).
 
-use super::{AdminError, ListQuery, require_admin};
+use super::{AdminError, ListQuery, require};
 use crate::http::AppState;
 use crate::pipeline::replay::{ReplayError, Replayed};
 use crate::store::{DeadLetterDoc, Settlement};
+use crate::values::OperatorRole;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Serialize;
 
@@ -21,7 +22,7 @@ pub(crate) async fn list(
     query: web::Query<ListQuery>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
-    require_admin(&request, &state)?;
+    require(&request, &state, OperatorRole::Viewer).await?;
     let limit = query.limit();
     let letters: Vec<Listed> = state
         .store
@@ -65,7 +66,7 @@ pub(crate) async fn replay(
     state: web::Data<AppState>,
     body: web::Bytes,
 ) -> Result<HttpResponse, AdminError> {
-    require_admin(&request, &state)?;
+    require(&request, &state, OperatorRole::Editor).await?;
     let id = path.into_inner();
     let asked = replay_request(&body)?;
     let replayed = state

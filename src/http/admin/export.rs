@@ -2,9 +2,10 @@
 //! every answer of the scenario as CSV, streamed (see `reports::export`);
 //! formula-like text cells are defused unless `raw=true`.
 
-use super::{AdminError, require_admin};
+use super::{AdminError, require};
 use crate::http::AppState;
 use crate::reports::export::{Cells, Export, ExportError};
+use crate::values::OperatorRole;
 use actix_web::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
@@ -26,7 +27,7 @@ pub(crate) async fn answers_csv(
     query: web::Query<ExportQuery>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
-    require_admin(&request, &state)?;
+    require(&request, &state, OperatorRole::Owner).await?;
     let scenario = path.into_inner();
     if let Some(campaign) = &query.campaign
         && crate::ids::DocumentHexId::parse(campaign).is_none()

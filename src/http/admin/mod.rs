@@ -15,18 +15,21 @@ pub(crate) mod timers;
 pub(crate) mod users;
 
 use super::{AppState, error_body};
+use crate::access::Actor;
 use crate::pipeline::PipelineError;
 use crate::store::StoreError;
+use crate::values::OperatorRole;
 use actix_web::http::StatusCode;
 use actix_web::http::header::AUTHORIZATION;
 use actix_web::{HttpRequest, HttpResponse, ResponseError};
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum AdminError {
     #[error("missing or wrong bearer token")]
     Unauthorized,
+    /// The token is known, but its role is below what the route needs.
+    #[error("this needs the {} role", .0.as_str())]
+    Forbidden(OperatorRole),
     #[error("{0}")]
     BadRequest(String),
     #[error("no scenario with id {0:?}")]
@@ -77,6 +80,7 @@ impl ResponseError for AdminError {
     fn status_code(&self) -> StatusCode {
         match self {
             AdminError::Unauthorized => StatusCode::UNAUTHORIZED,
+            AdminError::Forbidden(_) => StatusCode::FORBIDDEN,
             AdminError::BadRequest(_) => StatusCode::BAD_REQUEST,
             AdminError::UnknownScenario(_)
             | AdminError::UnknownDeadLetter(_)
@@ -166,19 +170,13 @@ fn bearer_token(header: &str) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// Compares digests, so neither the token's content nor its length shows in timing.
-fn authorized(request: &HttpRequest, expected: &str) -> bool {
-    let Some(presented) = request
+/// The bearer token of a request, if it has one.
+fn presented_token(request: &HttpRequest) -> Option<&str> {
+    request
         .headers()
         .get(AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(bearer_token)
-    else {
-        return false;
-    };
-    let presented = Sha256::digest(presented.as_bytes());
-    let expected = Sha256::digest(expected.as_bytes());
-    presented.ct_eq(&expected).into()
 }
 
 /// `GET /admin/metrics`: events handled and the Firestore round trips they cost,
@@ -187,7 +185,7 @@ pub(crate) async fn metrics(
     request: HttpRequest,
     state: actix_web::web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
-    require_admin(&request, &state)?;
+    require(&request, &state, OperatorRole::Viewer).await?;
     let (batches, writes) = state.store.settle_counts();
     let (claim_batches, claims) = state.store.claim_counts();
     Ok(HttpResponse::Ok().json(serde_json::json!({
@@ -197,16 +195,25 @@ pub(crate) async fn metrics(
     })))
 }
 
-/// Lets the request through only with the right bearer token.
-pub(crate) fn require_admin(request: &HttpRequest, state: &AppState) -> Result<(), AdminError> {
-    let expected = state.admin_token.as_deref().ok_or(AdminError::Unauthorized)?;
+/// Lets the request through only with a bearer token whose role allows
+/// `needed`: the `ADMIN_TOKEN` (an owner) or an operator's personal token
+/// (`lsv_...`, bounded by the operator's current role). A missing or unknown
+/// token is 401 and counts against the client's address; a known one with
+/// too small a role is 403.
+pub(crate) async fn require(
+    request: &HttpRequest,
+    state: &AppState,
+    needed: OperatorRole,
+) -> Result<Actor, AdminError> {
     let client = crate::http::guesses::Guesses::client(request);
     if let Some(blocked) = state.guesses.blocked(&client) {
         return Err(AdminError::TooManyAttempts(blocked.retry_after));
     }
-    if authorized(request, expected) {
-        Ok(())
-    } else {
+    let actor = match presented_token(request) {
+        Some(token) => state.access.bearer(token).await?,
+        None => None,
+    };
+    let Some(actor) = actor else {
         tracing::warn!(outcome = "rejected", "admin call with a missing or wrong token");
         if let Some(blocked) = state.guesses.failed(&client) {
             tracing::warn!(
@@ -216,8 +223,18 @@ pub(crate) fn require_admin(request: &HttpRequest, state: &AppState) -> Result<(
                 "too many wrong tokens from one address: it gets 429 for a while"
             );
         }
-        Err(AdminError::Unauthorized)
+        return Err(AdminError::Unauthorized);
+    };
+    if !actor.role().allows(needed) {
+        tracing::warn!(
+            outcome = "forbidden",
+            role = actor.role().as_str(),
+            needed = needed.as_str(),
+            "admin call beyond the token's role"
+        );
+        return Err(AdminError::Forbidden(needed));
     }
+    Ok(actor)
 }
 
 #[cfg(test)]

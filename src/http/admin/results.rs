@@ -3,9 +3,10 @@
 //! with `by` (`source`, `variant`, `tag:{tag}`, `field:{name}`), its answers
 //! cross-tabulated by that dimension as well (`crossTab`).
 
-use super::{AdminError, require_admin};
+use super::{AdminError, require};
 use crate::http::AppState;
 use crate::reports::results::ResultsError;
+use crate::values::OperatorRole;
 use actix_web::{HttpRequest, HttpResponse, web};
 
 #[derive(Debug, serde::Deserialize)]
@@ -21,7 +22,7 @@ pub(crate) async fn show(
     path: web::Path<String>,
     query: web::Query<RangeQuery>,
 ) -> Result<HttpResponse, AdminError> {
-    require_admin(&request, &state)?;
+    require(&request, &state, OperatorRole::Viewer).await?;
     // A bad dimension is refused before anything is read.
     if let Some(by) = &query.by {
         crate::engine::crosstab::CrossBy::parse(by).map_err(|problem| AdminError::BadRequest(problem.to_string()))?;

@@ -3,10 +3,11 @@
 //! run; see `pipeline::rich_menu_links`.
 
 use super::send::idempotency_key;
-use super::{AdminError, require_admin};
+use super::{AdminError, require};
 use crate::engine::campaign::AudienceRequest;
 use crate::http::AppState;
 use crate::pipeline::rich_menu_links::{LinkError, LinkRequest};
+use crate::values::OperatorRole;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 
@@ -25,7 +26,7 @@ pub(crate) async fn link(
     path: web::Path<String>,
     body: web::Bytes,
 ) -> Result<HttpResponse, AdminError> {
-    require_admin(&request, &state)?;
+    require(&request, &state, OperatorRole::Editor).await?;
     let body: LinkBody = if body.is_empty() {
         LinkBody {
             audience: AudienceRequest::default(),

@@ -2,10 +2,11 @@
 //! (see `pipeline::manual_send`). The `Idempotency-Key` is generated when absent
 //! and echoed back; reusing one with a different body gets 422.
 
-use super::{AdminError, require_admin};
+use super::{AdminError, require};
 use crate::http::AppState;
 use crate::ids::{LineUserId, ScenarioId, is_line_user_id};
 use crate::pipeline::manual_send::ManualSendError;
+use crate::values::OperatorRole;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
@@ -95,7 +96,7 @@ pub(crate) async fn send_scenario(
     body: web::Bytes,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
-    require_admin(&request, &state)?;
+    require(&request, &state, OperatorRole::Editor).await?;
     let scenario_raw = path.into_inner();
     let scenario =
         ScenarioId::parse(scenario_raw.clone()).map_err(|_| AdminError::UnknownScenario(scenario_raw.clone()))?;

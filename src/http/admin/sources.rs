@@ -2,9 +2,10 @@
 //! new friends and unfollows over the days (Tokyo, inclusive); and
 //! `GET /admin/sources/{id}/qr.png`: its link as a QR code, for posters.
 
-use super::{AdminError, require_admin};
+use super::{AdminError, require};
 use crate::http::AppState;
 use crate::reports::sources::SourcesError;
+use crate::values::OperatorRole;
 use actix_web::{HttpRequest, HttpResponse, web};
 
 #[derive(Debug, serde::Deserialize)]
@@ -33,7 +34,7 @@ pub(crate) async fn list(
     state: web::Data<AppState>,
     query: web::Query<RangeQuery>,
 ) -> Result<HttpResponse, AdminError> {
-    require_admin(&request, &state)?;
+    require(&request, &state, OperatorRole::Viewer).await?;
     let rows = report(&state)?
         .list(query.from.as_deref(), query.to.as_deref())
         .await
@@ -46,7 +47,7 @@ pub(crate) async fn qr(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, AdminError> {
-    require_admin(&request, &state)?;
+    require(&request, &state, OperatorRole::Viewer).await?;
     let png = report(&state)?.qr_png(&path).map_err(admin_error)?;
     Ok(HttpResponse::Ok()
         .content_type("image/png")

@@ -1,10 +1,11 @@
 //! `GET /admin/users/{id}/timeline?limit=N`: one user's events, answers,
 //! messages, dead letters and timers, newest first (see `reports::timeline`).
 
-use super::{AdminError, require_admin};
+use super::{AdminError, require};
 use crate::http::AppState;
 use crate::ids::LineUserId;
 use crate::reports::timeline::{DEFAULT_ENTRIES, MAX_ENTRIES};
+use crate::values::OperatorRole;
 use actix_web::{HttpRequest, HttpResponse, web};
 
 #[derive(Debug, serde::Deserialize)]
@@ -31,7 +32,7 @@ pub(crate) async fn show(
     query: web::Query<TimelineQuery>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
-    require_admin(&request, &state)?;
+    require(&request, &state, OperatorRole::Viewer).await?;
     let user =
         LineUserId::parse_line_shaped(path.into_inner()).map_err(|shape| AdminError::BadRequest(shape.to_owned()))?;
     let limit = entries(query.limit.as_deref())?;

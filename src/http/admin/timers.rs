@@ -2,11 +2,12 @@
 //! expiries; `DELETE /admin/users/{id}/timers/{timerId}` cancels one that has
 //! not fired.
 
-use super::{AdminError, require_admin};
+use super::{AdminError, require};
 use crate::http::AppState;
 use crate::ids::{DocumentHexId, LineUserId};
 use crate::pipeline::timer_cancel::TimerCancelError;
 use crate::store::{Stored, TimerDoc};
+use crate::values::OperatorRole;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
 
@@ -67,7 +68,7 @@ pub(crate) async fn list(
     query: web::Query<ListQuery>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
-    require_admin(&request, &state)?;
+    require(&request, &state, OperatorRole::Viewer).await?;
     let user = user_id(path.into_inner())?;
     let timers: Vec<Listed> = state
         .store
@@ -84,7 +85,7 @@ pub(crate) async fn cancel(
     path: web::Path<(String, String)>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
-    require_admin(&request, &state)?;
+    require(&request, &state, OperatorRole::Editor).await?;
     let (user, timer_id) = path.into_inner();
     let user = user_id(user)?;
     // Anything but a timer id's shape names no timer.

@@ -1,9 +1,10 @@
 //! `GET /admin/users/{id}`: one user's tags, fields, first and last seen,
 //! follow state and the scenarios they answered (see `reports::users`).
 
-use super::{AdminError, require_admin};
+use super::{AdminError, require};
 use crate::http::AppState;
 use crate::ids::LineUserId;
+use crate::values::OperatorRole;
 use actix_web::{HttpRequest, HttpResponse, web};
 
 pub(crate) async fn show(
@@ -11,7 +12,7 @@ pub(crate) async fn show(
     path: web::Path<String>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
-    require_admin(&request, &state)?;
+    require(&request, &state, OperatorRole::Viewer).await?;
     let raw = path.into_inner();
     let user = LineUserId::parse_line_shaped(raw.clone()).map_err(|shape| AdminError::BadRequest(shape.to_owned()))?;
     let Some(profile) = state.user_profiles.user(&user).await? else {

@@ -1,20 +1,24 @@
 //! `/console`: the operators' web pages, server-rendered (see [`pages`]). Off
-//! unless `ADMIN_TOKEN` is set, like the admin API. An operator logs in with
-//! the admin token and gets a signed session cookie (`HttpOnly`,
-//! `SameSite=Strict`, `Secure` unless the host is this machine); every POST
-//! carries the session's CSRF token. Pages behind the login redirect to it
-//! when the session is missing or expired.
+//! unless `ADMIN_TOKEN` is set, like the admin API. An operator signs in with
+//! an email and password (or the admin token, as an owner) and gets a cookie
+//! naming a session kept on the server (`HttpOnly`, `SameSite=Strict`,
+//! `Secure` unless the host is this machine); every POST carries the
+//! session's CSRF token. Every route checks the session and the role it
+//! needs on each request: pages redirect to the login without a session,
+//! and answer 403 when the role is too small.
 
 pub(crate) mod pages;
 mod session;
 
 use super::AppState;
 use super::admin::export::csv_response;
+use crate::access::{AccessError, Actor, PasswordLogin};
 use crate::ids::LineUserId;
 use crate::pipeline::replay::{ReplayError, Replayed};
 use crate::reports::export::ExportError;
 use crate::reports::results::ResultsError;
 use crate::store::Settlement;
+use crate::values::OperatorRole;
 use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieAge};
 use actix_web::http::StatusCode;
 use actix_web::http::header::{CACHE_CONTROL, LOCATION};
@@ -49,7 +53,10 @@ pub(crate) fn routes(config: &mut web::ServiceConfig) {
         .route("/console/campaigns", web::get().to(campaigns))
         .route("/console/campaigns/{id}", web::get().to(campaign))
         .route("/console/sources", web::get().to(sources))
-        .route("/console/sources/{id}/qr.png", web::get().to(source_qr));
+        .route("/console/sources/{id}/qr.png", web::get().to(source_qr))
+        .route("/console/tokens", web::get().to(api_tokens))
+        .route("/console/tokens", web::post().to(create_api_token))
+        .route("/console/tokens/{id}/revoke", web::post().to(revoke_api_token));
 }
 
 /// Now in seconds, as the service's clock sees it: sessions and login forms
@@ -105,17 +112,70 @@ fn see_other(location: &str) -> HttpResponse {
     HttpResponse::SeeOther().insert_header((LOCATION, location)).finish()
 }
 
-fn current(request: &HttpRequest, keys: &Keys, now: i64) -> Option<Session> {
-    request
-        .cookie(SESSION_COOKIE)
-        .and_then(|cookie| keys.session(cookie.value(), now))
+/// A request whose session holds, with the role a route asked for.
+pub(crate) struct Signed {
+    /// The CSRF token of the session's forms.
+    pub(crate) csrf: String,
+    pub(crate) actor: Actor,
 }
 
-/// The CSRF token of a logged-in request's session; `None`: send it to the
-/// login ([`to_login`]).
-fn logged_in(request: &HttpRequest, state: &AppState) -> Option<String> {
-    let keys = keys(state);
-    current(request, &keys, now(state)).map(|session| keys.csrf(&session))
+impl Signed {
+    fn nav(&self) -> Nav<'_> {
+        Nav {
+            csrf: &self.csrf,
+            who: self.actor.name(),
+            role: self.actor.role(),
+        }
+    }
+}
+
+fn session_cookie_value(request: &HttpRequest) -> Option<String> {
+    request.cookie(SESSION_COOKIE).map(|cookie| cookie.value().to_owned())
+}
+
+/// Whoever the request's session belongs to, if it holds; otherwise the
+/// answer to give (the login, or 503 when Firestore did not say).
+async fn session_of(request: &HttpRequest, state: &AppState) -> Result<Option<Signed>, HttpResponse> {
+    let Some(cookie) = session_cookie_value(request) else {
+        return Ok(None);
+    };
+    match state.access.session(&cookie).await {
+        Ok(Some(actor)) => Ok(Some(Signed {
+            csrf: keys(state).csrf(&Session::of_cookie(&cookie)),
+            actor,
+        })),
+        Ok(None) => Ok(None),
+        Err(error) => Err(unavailable(error)),
+    }
+}
+
+/// A page's check: a session whose role allows `needed`. Without a session
+/// the answer is the login; with too small a role, 403.
+async fn signed_in(request: &HttpRequest, state: &AppState, needed: OperatorRole) -> Result<Signed, HttpResponse> {
+    let Some(signed) = session_of(request, state).await? else {
+        return Err(to_login());
+    };
+    if !signed.actor.role().allows(needed) {
+        return Err(forbidden(&signed, needed));
+    }
+    Ok(signed)
+}
+
+fn forbidden(signed: &Signed, needed: OperatorRole) -> HttpResponse {
+    tracing::warn!(
+        outcome = "forbidden",
+        role = signed.actor.role().as_str(),
+        needed = needed.as_str(),
+        "console request beyond the operator's role"
+    );
+    html(
+        StatusCode::FORBIDDEN,
+        pages::refused(&format!(
+            "This needs the {} role; you are signed in as {}.",
+            needed.as_str(),
+            signed.actor.role().as_str()
+        )),
+    )
 }
 
 fn to_login() -> HttpResponse {
@@ -129,32 +189,46 @@ struct Form {
     csrf: String,
     #[serde(default)]
     token: String,
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    password: String,
     /// `true` from a dead letter's "Replay anyway" button, shown after the
     /// console named the risk.
     #[serde(default)]
     force: Option<String>,
+    /// A personal API token's label and role (`/console/tokens`).
+    #[serde(default)]
+    label: String,
+    #[serde(default)]
+    role: String,
 }
 
 fn form(body: &[u8]) -> Form {
     serde_urlencoded::from_bytes(body).unwrap_or_default()
 }
 
-/// Whether a POST comes from a logged-in session with its CSRF token; if not,
-/// answer [`refused_post`].
-fn post_allowed(request: &HttpRequest, state: &AppState, form: &Form) -> bool {
-    let keys = keys(state);
-    let session = current(request, &keys, now(state));
-    let allowed = session
-        .as_ref()
-        .is_some_and(|session| keys.csrf_matches(session, &form.csrf));
-    if !allowed {
+/// A POST's check: a session with its CSRF token, whose role allows
+/// `needed`. Without them the answer is [`refused_post`]; with too small a
+/// role, 403.
+async fn signed_post(
+    request: &HttpRequest,
+    state: &AppState,
+    form: &Form,
+    needed: OperatorRole,
+) -> Result<Signed, HttpResponse> {
+    let signed = session_of(request, state).await?;
+    let Some(signed) = signed.filter(|signed| session::same_token(&signed.csrf, &form.csrf)) else {
         tracing::warn!(
             outcome = "refused",
-            session = session.is_some(),
             "console POST without a valid session and CSRF token"
         );
+        return Err(refused_post());
+    };
+    if !signed.actor.role().allows(needed) {
+        return Err(forbidden(&signed, needed));
     }
-    allowed
+    Ok(signed)
 }
 
 fn refused_post() -> HttpResponse {
@@ -175,14 +249,27 @@ fn login_page(request: &HttpRequest, keys: &Keys, now: i64, status: StatusCode, 
 }
 
 async fn login_form(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    let keys = keys(&state);
-    let now = now(&state);
-    if current(&request, &keys, now).is_some() {
-        return see_other("/console");
+    match session_of(&request, &state).await {
+        Ok(Some(_)) => see_other("/console"),
+        Ok(None) => login_page(&request, &keys(&state), now(&state), StatusCode::OK, None),
+        Err(response) => response,
     }
-    login_page(&request, &keys, now, StatusCode::OK, None)
 }
 
+/// Counts a wrong login against the client's address (see `http::guesses`).
+fn count_failure(state: &AppState, client: &str) {
+    if let Some(blocked) = state.guesses.failed(client) {
+        tracing::warn!(
+            client.address = %client,
+            blocked_secs = blocked.retry_after.as_secs(),
+            outcome = "blocked",
+            "too many wrong console logins from one address: it gets 429 for a while"
+        );
+    }
+}
+
+/// `POST /console/login`: an email and password, or (with `token`) the admin
+/// token as an owner.
 async fn login(request: HttpRequest, state: web::Data<AppState>, body: web::Bytes) -> HttpResponse {
     let keys = keys(&state);
     let now = now(&state);
@@ -193,7 +280,7 @@ async fn login(request: HttpRequest, state: web::Data<AppState>, body: web::Byte
             &keys,
             now,
             StatusCode::TOO_MANY_REQUESTS,
-            Some("Too many wrong tokens from this address. Please wait and try again."),
+            Some("Too many wrong logins from this address. Please wait and try again."),
         );
         if let Ok(value) = actix_web::http::header::HeaderValue::from_str(
             &crate::http::guesses::retry_after_secs(blocked.retry_after).to_string(),
@@ -218,32 +305,42 @@ async fn login(request: HttpRequest, state: web::Data<AppState>, body: web::Byte
             Some("The login form expired. Please try again."),
         );
     }
-    if !keys.is_admin_token(&form.token) {
-        tracing::warn!(outcome = "rejected", "console login with a wrong token");
-        if let Some(blocked) = state.guesses.failed(&client) {
-            tracing::warn!(
-                client.address = %client,
-                blocked_secs = blocked.retry_after.as_secs(),
-                outcome = "blocked",
-                "too many wrong console logins from one address: it gets 429 for a while"
-            );
+    let refusal = if form.token.is_empty() {
+        "Wrong email or password."
+    } else {
+        "That token is not the admin token."
+    };
+    let opened = if form.token.is_empty() {
+        match state.access.log_in_with_password(&form.email, &form.password).await {
+            Ok(PasswordLogin::Opened(opened)) => Some(Ok(opened)),
+            Ok(PasswordLogin::Refused) => None,
+            Err(error) => Some(Err(error)),
         }
-        return login_page(
-            &request,
-            &keys,
-            now,
-            StatusCode::UNAUTHORIZED,
-            Some("That token is not the admin token."),
+    } else if state.access.is_admin_token(&form.token) {
+        Some(state.access.log_in_with_admin_token().await)
+    } else {
+        None
+    };
+    let Some(opened) = opened else {
+        // Never which of the email and the password was wrong.
+        tracing::warn!(
+            outcome = "rejected",
+            via = if form.token.is_empty() {
+                "password"
+            } else {
+                "admin_token"
+            },
+            "console login refused"
         );
-    }
-    let lifetime = state.console_session;
-    let expires = now.saturating_add(i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX));
-    let session = cookie(
-        &request,
-        SESSION_COOKIE,
-        keys.new_session(expires),
-        CookieAge::seconds(i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX)),
-    );
+        count_failure(&state, &client);
+        return login_page(&request, &keys, now, StatusCode::UNAUTHORIZED, Some(refusal));
+    };
+    let opened = match opened {
+        Ok(opened) => opened,
+        Err(error) => return unavailable(error),
+    };
+    let age = CookieAge::seconds(i64::try_from(opened.lifetime.as_secs()).unwrap_or(i64::MAX));
+    let session = cookie(&request, SESSION_COOKIE, opened.cookie, age);
     let mut response = see_other("/console");
     let mut spent = cookie(&request, LOGIN_COOKIE, String::new(), CookieAge::ZERO);
     spent.make_removal();
@@ -253,17 +350,33 @@ async fn login(request: HttpRequest, state: web::Data<AppState>, body: web::Byte
             pages::refused("The session could not be started."),
         );
     }
-    tracing::info!(outcome = "logged_in", "console login");
+    tracing::info!(
+        outcome = "logged_in",
+        via = if form.token.is_empty() {
+            "password"
+        } else {
+            "admin_token"
+        },
+        "console login"
+    );
     response
 }
 
 async fn logout(request: HttpRequest, state: web::Data<AppState>, body: web::Bytes) -> HttpResponse {
     // Without a session there is nothing to end: back to the login.
-    if logged_in(&request, &state).is_none() {
-        return to_login();
-    }
-    if !post_allowed(&request, &state, &form(&body)) {
+    let signed = match session_of(&request, &state).await {
+        Ok(Some(signed)) => signed,
+        Ok(None) => return to_login(),
+        Err(response) => return response,
+    };
+    if !session::same_token(&signed.csrf, &form(&body).csrf) {
         return refused_post();
+    }
+    if let Some(cookie) = session_cookie_value(&request)
+        && let Err(error) = state.access.log_out(&cookie).await
+    {
+        // The session record stays: say so rather than pretend it ended.
+        return unavailable(error);
     }
     let mut ended = cookie(&request, SESSION_COOKIE, String::new(), CookieAge::ZERO);
     ended.make_removal();
@@ -311,8 +424,9 @@ fn home_range(days: Option<&str>) -> Option<Option<u32>> {
 }
 
 async fn scenarios(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    let Some(csrf) = logged_in(&request, &state) else {
-        return to_login();
+    let me = match signed_in(&request, &state, OperatorRole::Viewer).await {
+        Ok(me) => me,
+        Err(response) => return response,
     };
     let Some(query) = query_of::<RangeQuery>(&request) else {
         return unreadable_query();
@@ -324,7 +438,7 @@ async fn scenarios(request: HttpRequest, state: web::Data<AppState>) -> HttpResp
         );
     };
     match state.results.all(days, state.clock.now()).await {
-        Ok(all) => html(StatusCode::OK, pages::scenarios(&Nav { csrf: &csrf }, &all, days)),
+        Ok(all) => html(StatusCode::OK, pages::scenarios(&me.nav(), &all, days)),
         // Every scenario listed is loaded, so only Firestore can fail here.
         Err(error) => unavailable(error),
     }
@@ -352,8 +466,9 @@ struct PageQuery {
 }
 
 async fn answers(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
-    let Some(csrf) = logged_in(&request, &state) else {
-        return to_login();
+    let me = match signed_in(&request, &state, OperatorRole::Viewer).await {
+        Ok(me) => me,
+        Err(response) => return response,
     };
     let Some(query) = query_of::<PageQuery>(&request) else {
         return unreadable_query();
@@ -367,10 +482,7 @@ async fn answers(request: HttpRequest, state: web::Data<AppState>, path: web::Pa
         );
     }
     match state.exporter.page(&scenario, after, ANSWERS_PER_PAGE).await {
-        Ok(rows) => html(
-            StatusCode::OK,
-            pages::answers(&Nav { csrf: &csrf }, &scenario, &rows, after),
-        ),
+        Ok(rows) => html(StatusCode::OK, pages::answers(&me.nav(), &scenario, &rows, after)),
         Err(ExportError::UnknownScenario(_)) => not_found("No scenario with that id is loaded."),
         Err(error) => unavailable(error),
     }
@@ -386,15 +498,16 @@ struct CrossTabQuery {
 /// A scenario's answers cross-tabulated: `?by=source` (the default),
 /// `variant`, `tag:{tag}` or `field:{name}`, over `from`..`to` when given.
 async fn cross_tab(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
-    let Some(csrf) = logged_in(&request, &state) else {
-        return to_login();
+    let me = match signed_in(&request, &state, OperatorRole::Viewer).await {
+        Ok(me) => me,
+        Err(response) => return response,
     };
     let Some(query) = query_of::<CrossTabQuery>(&request) else {
         return unreadable_query();
     };
     let scenario = path.into_inner();
     let by = query.by.as_deref().filter(|by| !by.is_empty()).unwrap_or("source");
-    let nav = Nav { csrf: &csrf };
+    let nav = me.nav();
     let asked = pages::CrossTabAsked {
         scenario: &scenario,
         by,
@@ -434,8 +547,9 @@ struct CsvQuery {
 }
 
 async fn answers_csv(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
-    if logged_in(&request, &state).is_none() {
-        return to_login();
+    // Exports are the owners' (the answers leave the service).
+    if let Err(response) = signed_in(&request, &state, OperatorRole::Owner).await {
+        return response;
     }
     let Some(query) = query_of::<CsvQuery>(&request) else {
         return unreadable_query();
@@ -473,8 +587,9 @@ struct ReplayedQuery {
 }
 
 async fn dead_letters(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    let Some(csrf) = logged_in(&request, &state) else {
-        return to_login();
+    let me = match signed_in(&request, &state, OperatorRole::Viewer).await {
+        Ok(me) => me,
+        Err(response) => return response,
     };
     let Some(query) = query_of::<ReplayedQuery>(&request) else {
         return unreadable_query();
@@ -497,7 +612,7 @@ async fn dead_letters(request: HttpRequest, state: web::Data<AppState>) -> HttpR
     let confirm = confirm.filter(|_| result.is_some());
     html(
         StatusCode::OK,
-        pages::dead_letters(&Nav { csrf: &csrf }, &letters, result, confirm),
+        pages::dead_letters(&me.nav(), &letters, result, confirm),
     )
 }
 
@@ -557,8 +672,8 @@ async fn replay(
     body: web::Bytes,
 ) -> HttpResponse {
     let form = form(&body);
-    if !post_allowed(&request, &state, &form) {
-        return refused_post();
+    if let Err(response) = signed_post(&request, &state, &form, OperatorRole::Editor).await {
+        return response;
     }
     let id = path.into_inner();
     let force = form.force.as_deref() == Some("true");
@@ -584,13 +699,14 @@ struct UserQuery {
 }
 
 async fn users(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    let Some(csrf) = logged_in(&request, &state) else {
-        return to_login();
+    let me = match signed_in(&request, &state, OperatorRole::Viewer).await {
+        Ok(me) => me,
+        Err(response) => return response,
     };
     let Some(query) = query_of::<UserQuery>(&request) else {
         return unreadable_query();
     };
-    let nav = Nav { csrf: &csrf };
+    let nav = me.nav();
     let asked = query.id.as_deref().map(str::trim).unwrap_or_default();
     if asked.is_empty() {
         return html(StatusCode::OK, pages::user(&nav, "", None, None));
@@ -619,10 +735,11 @@ async fn users(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse
 }
 
 async fn sources(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    let Some(csrf) = logged_in(&request, &state) else {
-        return to_login();
+    let me = match signed_in(&request, &state, OperatorRole::Viewer).await {
+        Ok(me) => me,
+        Err(response) => return response,
     };
-    let nav = Nav { csrf: &csrf };
+    let nav = me.nav();
     let Some(report) = &state.sources_report else {
         return html(StatusCode::OK, pages::sources(&nav, None));
     };
@@ -646,8 +763,8 @@ async fn sources(request: HttpRequest, state: web::Data<AppState>) -> HttpRespon
 }
 
 async fn source_qr(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
-    if logged_in(&request, &state).is_none() {
-        return to_login();
+    if let Err(response) = signed_in(&request, &state, OperatorRole::Viewer).await {
+        return response;
     }
     let Some(report) = &state.sources_report else {
         return not_found("Source links are off.");
@@ -663,18 +780,20 @@ async fn source_qr(request: HttpRequest, state: web::Data<AppState>, path: web::
 }
 
 async fn campaigns(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    let Some(csrf) = logged_in(&request, &state) else {
-        return to_login();
+    let me = match signed_in(&request, &state, OperatorRole::Viewer).await {
+        Ok(me) => me,
+        Err(response) => return response,
     };
     match state.campaigns.list(LISTED).await {
-        Ok(all) => html(StatusCode::OK, pages::campaigns(&Nav { csrf: &csrf }, &all)),
+        Ok(all) => html(StatusCode::OK, pages::campaigns(&me.nav(), &all)),
         Err(error) => unavailable(error),
     }
 }
 
 async fn campaign(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
-    let Some(csrf) = logged_in(&request, &state) else {
-        return to_login();
+    let me = match signed_in(&request, &state, OperatorRole::Viewer).await {
+        Ok(me) => me,
+        Err(response) => return response,
     };
     let id = path.into_inner();
     if crate::ids::DocumentHexId::parse(&id).is_none() {
@@ -695,8 +814,87 @@ async fn campaign(request: HttpRequest, state: web::Data<AppState>, path: web::P
         })
         .await;
     match counted {
-        Ok(results) => html(StatusCode::OK, pages::campaign(&Nav { csrf: &csrf }, &status, &results)),
+        Ok(results) => html(StatusCode::OK, pages::campaign(&me.nav(), &status, &results)),
         Err(error) => unavailable(error),
+    }
+}
+
+/// The tokens page for `me`, with a token just made or a message.
+async fn tokens_page(
+    state: &AppState,
+    me: &Signed,
+    status: StatusCode,
+    created: Option<&str>,
+    message: Option<(bool, &str)>,
+) -> HttpResponse {
+    match state.access.api_tokens(&me.actor).await {
+        Ok(tokens) => html(status, pages::api_tokens(&me.nav(), Some(&tokens), created, message)),
+        Err(AccessError::NoOperator) => html(status, pages::api_tokens(&me.nav(), None, None, message)),
+        Err(error) => unavailable(error),
+    }
+}
+
+/// A token change refused: the tokens page saying why (503 for Firestore).
+async fn tokens_refusal(state: &AppState, me: &Signed, status: StatusCode, error: AccessError) -> HttpResponse {
+    match error {
+        AccessError::Store(error) => unavailable(error),
+        error => tokens_page(state, me, status, None, Some((false, &error.to_string()))).await,
+    }
+}
+
+/// `GET /console/tokens`: the operator's personal API tokens.
+async fn api_tokens(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    match signed_in(&request, &state, OperatorRole::Viewer).await {
+        Ok(me) => tokens_page(&state, &me, StatusCode::OK, None, None).await,
+        Err(response) => response,
+    }
+}
+
+/// `POST /console/tokens`: a new token (`label`, `role` up to the
+/// operator's), shown once on the page this answers with.
+async fn create_api_token(request: HttpRequest, state: web::Data<AppState>, body: web::Bytes) -> HttpResponse {
+    let form = form(&body);
+    let me = match signed_post(&request, &state, &form, OperatorRole::Viewer).await {
+        Ok(me) => me,
+        Err(response) => return response,
+    };
+    let Ok(role) = form.role.parse::<OperatorRole>() else {
+        return tokens_page(
+            &state,
+            &me,
+            StatusCode::BAD_REQUEST,
+            None,
+            Some((false, "Choose a role: viewer, editor or owner.")),
+        )
+        .await;
+    };
+    match state.access.create_api_token(&me.actor, &form.label, role).await {
+        Ok(created) => {
+            tracing::info!(api_token.id = %created.id, role = role.as_str(), outcome = "created", "personal API token created");
+            tokens_page(&state, &me, StatusCode::OK, Some(&created.token), None).await
+        }
+        Err(error) => tokens_refusal(&state, &me, StatusCode::BAD_REQUEST, error).await,
+    }
+}
+
+/// `POST /console/tokens/{id}/revoke`: one of the operator's own tokens.
+async fn revoke_api_token(
+    request: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> HttpResponse {
+    let form = form(&body);
+    let me = match signed_post(&request, &state, &form, OperatorRole::Viewer).await {
+        Ok(me) => me,
+        Err(response) => return response,
+    };
+    match state.access.revoke_api_token(&me.actor, &path).await {
+        Ok(()) => {
+            tracing::info!(api_token.id = %path, outcome = "revoked", "personal API token revoked");
+            tokens_page(&state, &me, StatusCode::OK, None, Some((true, "The token is revoked."))).await
+        }
+        Err(error) => tokens_refusal(&state, &me, StatusCode::NOT_FOUND, error).await,
     }
 }
 

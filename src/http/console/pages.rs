@@ -8,6 +8,7 @@ use crate::pipeline::campaigns::CampaignStatus;
 use crate::reports::export::{HEADER, RowsPage};
 use crate::reports::results::ScenarioResults;
 use crate::store::DeadLetterDoc;
+use crate::values::OperatorRole;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 const STYLE: &str = "
@@ -35,9 +36,19 @@ button.danger{background:#c0392b;color:#fff;border:0;cursor:pointer;margin-top:.
 .muted{color:#666;font-size:.85rem}
 ";
 
-/// What the header shows for a logged-in operator.
+/// What the header shows for a logged-in operator, and what the pages offer
+/// them (the server checks each role again: a hidden button is not a check).
 pub(crate) struct Nav<'a> {
     pub(crate) csrf: &'a str,
+    /// The operator's email, or `ADMIN_TOKEN`.
+    pub(crate) who: &'a str,
+    pub(crate) role: OperatorRole,
+}
+
+impl Nav<'_> {
+    fn may(&self, needed: OperatorRole) -> bool {
+        self.role.allows(needed)
+    }
 }
 
 fn page(title: &str, nav: Option<&Nav>, body: Markup) -> Markup {
@@ -59,6 +70,8 @@ fn page(title: &str, nav: Option<&Nav>, body: Markup) -> Markup {
                         a href="/console/users" { "Users" }
                         a href="/console/campaigns" { "Campaigns" }
                         a href="/console/sources" { "Sources" }
+                        a href="/console/tokens" { "API tokens" }
+                        span id="who" class="who" { (nav.who) " (" (nav.role.as_str()) ")" }
                         form method="post" action="/console/logout" {
                             input type="hidden" name="csrf" value=(nav.csrf);
                             button type="submit" id="logout" { "Log out" }
@@ -86,13 +99,101 @@ pub(crate) fn login(csrf: &str, error: Option<&str>) -> Markup {
         html! {
             section {
                 (flash(error.map(|error| (false, error))))
+                form method="post" action="/console/login" id="password-login" {
+                    input type="hidden" name="csrf" value=(csrf);
+                    p {
+                        label for="email" { "Email" } br;
+                        input type="email" id="email" name="email" autocomplete="username" required;
+                    }
+                    p {
+                        label for="password" { "Password" } br;
+                        input type="password" id="password" name="password" autocomplete="current-password" required;
+                    }
+                    button class="primary" type="submit" id="sign-in" { "Log in" }
+                }
+            }
+            section {
+                h2 { "Admin token" }
+                p class="muted" { "For the first run and for scripts: it signs in as an owner." }
                 form method="post" action="/console/login" {
                     input type="hidden" name="csrf" value=(csrf);
                     p {
                         label for="token" { "Admin token" } br;
-                        input type="password" id="token" name="token" autocomplete="current-password" required;
+                        input type="password" id="token" name="token" autocomplete="off" required;
                     }
-                    button class="primary" type="submit" id="login" { "Log in" }
+                    button class="primary" type="submit" id="login" { "Log in with the token" }
+                }
+            }
+        },
+    )
+}
+
+/// `/console/tokens`: the operator's personal API tokens. `tokens` is `None`
+/// for an admin-token session (no person to own one); `created` is a token
+/// just made, shown this once.
+pub(crate) fn api_tokens(
+    nav: &Nav,
+    tokens: Option<&[crate::access::ListedApiToken]>,
+    created: Option<&str>,
+    message: Option<(bool, &str)>,
+) -> Markup {
+    let roles = [OperatorRole::Viewer, OperatorRole::Editor, OperatorRole::Owner];
+    page(
+        "API tokens",
+        Some(nav),
+        html! {
+            (flash(message))
+            @if let Some(token) = created {
+                section id="created" {
+                    p { "Your new token. Copy it now: it is not shown again." }
+                    p { code id="new-token" { (token) } }
+                    p class="muted" { "Use it as " code { "Authorization: Bearer " (token) } " on /admin." }
+                }
+            }
+            @match tokens {
+                None => section { p id="no-operator" { "Personal tokens belong to operators: sign in with your email to make one." } },
+                Some(tokens) => {
+                    section {
+                        h2 { "New token" }
+                        form method="post" action="/console/tokens" {
+                            input type="hidden" name="csrf" value=(nav.csrf);
+                            p { label for="label" { "Label" } br; input type="text" id="label" name="label" maxlength="60" required; }
+                            p {
+                                label for="role" { "Role" } br;
+                                select id="role" name="role" {
+                                    @for role in roles.iter().filter(|role| nav.may(**role)) {
+                                        option value=(role.as_str()) { (role.as_str()) }
+                                    }
+                                }
+                            }
+                            button class="primary" type="submit" id="create-token" { "Create" }
+                        }
+                    }
+                    section {
+                        @if tokens.is_empty() { p id="no-tokens" { "No tokens yet." } } @else {
+                            div class="scroll" {
+                                table id="tokens" {
+                                    tr { th { "Token" } th { "Label" } th { "Role" } th { "Created" } th {} }
+                                    @for token in tokens {
+                                        tr data-token=(token.id) {
+                                            td { code { (token.doc.prefix) "…" } }
+                                            td { (token.doc.label) }
+                                            td { (token.doc.role.as_str()) }
+                                            td { (time(token.doc.created_ms)) }
+                                            td {
+                                                @if token.doc.revoked { "revoked" } @else {
+                                                    form method="post" action={ "/console/tokens/" (segment(&token.id)) "/revoke" } {
+                                                        input type="hidden" name="csrf" value=(nav.csrf);
+                                                        button class="danger" type="submit" { "Revoke" }
+                                                    }
+                                                }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
                 }
             }
         },
@@ -234,8 +335,10 @@ pub(crate) fn answers(nav: &Nav, scenario: &str, page_of: &RowsPage, after: Opti
         html! {
             section {
                 p {
-                    a id="csv" href={ "/console/scenarios/" (segment(scenario)) "/answers.csv" } download { "Download CSV (all answers)" }
-                    " · "
+                    @if nav.may(OperatorRole::Owner) {
+                        a id="csv" href={ "/console/scenarios/" (segment(scenario)) "/answers.csv" } download { "Download CSV (all answers)" }
+                        " · "
+                    }
                     a id="crosstab" href={ "/console/scenarios/" (segment(scenario)) "/crosstab" } { "Cross-tab (クロス集計)" }
                 }
                 @if page_of.rows.is_empty() {
@@ -290,11 +393,13 @@ pub(crate) fn dead_letters(
                                         }
                                     }
                                     td {
+                                        @if nav.may(OperatorRole::Editor) {
                                         form method="post" action={ "/console/dead-letters/" (segment(id)) "/replay" } {
                                             input type="hidden" name="csrf" value=(nav.csrf);
                                             button class="primary" type="submit" { "Replay" }
                                         }
-                                        @if confirm == Some(id.as_str()) {
+                                        }
+                                        @if confirm == Some(id.as_str()) && nav.may(OperatorRole::Editor) {
                                             form method="post" action={ "/console/dead-letters/" (segment(id)) "/replay" } {
                                                 input type="hidden" name="csrf" value=(nav.csrf);
                                                 input type="hidden" name="force" value="true";
@@ -496,7 +601,9 @@ pub(crate) fn campaign(
                         }
                     }
                 }
-                p { a href={ "/console/scenarios/" (status.scenario_id) "/answers.csv?campaign=" (status.campaign_id) } { "Download this campaign's answers (CSV)" } }
+                @if nav.may(OperatorRole::Owner) {
+                    p { a href={ "/console/scenarios/" (status.scenario_id) "/answers.csv?campaign=" (status.campaign_id) } { "Download this campaign's answers (CSV)" } }
+                }
             }
         },
     )

@@ -1,11 +1,9 @@
-//! Console sessions and CSRF tokens, signed with a key derived from
-//! `ADMIN_TOKEN`: no session store, so every instance accepts a login made on
-//! another, and changing the token ends every session.
+//! The console's CSRF tokens and signed messages, with a key derived from
+//! `ADMIN_TOKEN`. Sessions themselves are records on the server (see
+//! `crate::access`); the cookie holds only their random id.
 //!
-//! - A session cookie is `{expires}.{nonce}.{mac}`: its expiry (Unix seconds)
-//!   is signed, so it cannot be extended.
-//! - A form's CSRF token is a MAC of the session's nonce: a page of this
-//!   session can post, another site cannot read it (and the cookie is
+//! - A form's CSRF token is a MAC of the session cookie's value: a page of
+//!   this session can post, another site cannot read it (and the cookie is
 //!   `SameSite=Strict` besides).
 //! - The login form, before any session, pairs a random cookie with a MAC of it
 //!   in the form (a signed double submit).
@@ -25,10 +23,18 @@ pub(crate) struct Keys {
     key: Vec<u8>,
 }
 
-/// A session that checked out: its nonce names its CSRF token.
+/// A session's cookie value, which names its CSRF token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Session {
     nonce: String,
+}
+
+impl Session {
+    pub(crate) fn of_cookie(value: &str) -> Self {
+        Self {
+            nonce: value.to_owned(),
+        }
+    }
 }
 
 impl Keys {
@@ -53,34 +59,9 @@ impl Keys {
         hex::encode(mac.finalize().into_bytes())
     }
 
-    /// A new session cookie value, valid until `expires` (Unix seconds).
-    pub(crate) fn new_session(&self, expires: i64) -> String {
-        let nonce = random_nonce();
-        let expires = expires.to_string();
-        let mac = self.mac(&["session", &expires, &nonce]);
-        format!("{expires}.{nonce}.{mac}")
-    }
-
-    /// The session of a cookie value, if it is signed by this key and has not
-    /// expired at `now` (Unix seconds).
-    pub(crate) fn session(&self, cookie: &str, now: i64) -> Option<Session> {
-        let mut parts = cookie.split('.');
-        let (expires, nonce, mac) = (parts.next()?, parts.next()?, parts.next()?);
-        if parts.next().is_some() || !equal(&self.mac(&["session", expires, nonce]), mac) {
-            return None;
-        }
-        (expires.parse::<i64>().ok()? > now).then(|| Session {
-            nonce: nonce.to_owned(),
-        })
-    }
-
     /// The CSRF token of a session's forms.
     pub(crate) fn csrf(&self, session: &Session) -> String {
         self.mac(&["csrf", &session.nonce])
-    }
-
-    pub(crate) fn csrf_matches(&self, session: &Session, presented: &str) -> bool {
-        equal(&self.csrf(session), presented)
     }
 
     /// A login form's pair, valid until `expires` (Unix seconds): the cookie
@@ -110,12 +91,11 @@ impl Keys {
     pub(crate) fn message_matches(&self, ok: bool, message: &str, presented: &str) -> bool {
         equal(&self.sign_message(ok, message), presented)
     }
+}
 
-    /// Whether `presented` is the admin token this key was made from, compared
-    /// in constant time (as digests, so the length does not show either).
-    pub(crate) fn is_admin_token(&self, presented: &str) -> bool {
-        equal(&Keys::new(presented).mac(&["token"]), &self.mac(&["token"]))
-    }
+/// Whether a presented token is the expected one, in constant time.
+pub(crate) fn same_token(expected: &str, presented: &str) -> bool {
+    equal(expected, presented)
 }
 
 fn equal(expected: &str, presented: &str) -> bool {
@@ -132,40 +112,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_session_holds_until_it_expires_and_only_with_its_own_signature() {
-        let keys = Keys::new("secret");
-        let cookie = keys.new_session(1_000);
-        let (expires, rest) = cookie.split_once('.').unwrap();
-        let cases: [(String, i64, bool); 8] = [
-            (cookie.clone(), 999, true),
-            (cookie.clone(), 1_000, false),
-            (cookie.clone(), 5_000, false),
-            // Extended by hand: the signature no longer matches.
-            (format!("9{expires}.{rest}"), 999, false),
-            (format!("{cookie}x"), 999, false),
-            (format!("{cookie}.extra"), 999, false),
-            ("".to_owned(), 0, false),
-            ("1.2".to_owned(), 0, false),
-        ];
-        for (value, now, valid) in cases {
-            assert_eq!(keys.session(&value, now).is_some(), valid, "{value} at {now}");
-        }
-        assert!(
-            Keys::new("other").session(&cookie, 999).is_none(),
-            "another token's key"
-        );
-    }
-
-    #[test]
     fn csrf_tokens_belong_to_one_session() {
         let keys = Keys::new("secret");
-        let one = keys.session(&keys.new_session(10), 0).unwrap();
-        let two = keys.session(&keys.new_session(10), 0).unwrap();
+        let one = Session::of_cookie("one");
+        let two = Session::of_cookie("two");
         let token = keys.csrf(&one);
-        assert!(keys.csrf_matches(&one, &token));
-        assert!(!keys.csrf_matches(&two, &token));
-        assert!(!keys.csrf_matches(&one, ""));
-        assert!(!Keys::new("other").csrf_matches(&one, &token));
+        assert!(same_token(&keys.csrf(&one), &token));
+        assert!(!same_token(&keys.csrf(&two), &token));
+        assert!(!same_token(&keys.csrf(&one), ""));
+        assert!(!same_token(&Keys::new("other").csrf(&one), &token));
     }
 
     #[test]
@@ -190,13 +145,5 @@ mod tests {
         assert!(!keys.message_matches(false, "Replayed x: sent.", &signature));
         assert!(!keys.message_matches(true, "Replayed y: sent.", &signature));
         assert!(!Keys::new("other").message_matches(true, "Replayed x: sent.", &signature));
-    }
-
-    #[test]
-    fn only_the_admin_token_logs_in() {
-        let keys = Keys::new("secret");
-        for (presented, accepted) in [("secret", true), ("Secret", false), ("secret ", false), ("", false)] {
-            assert_eq!(keys.is_admin_token(presented), accepted, "{presented:?}");
-        }
     }
 }

@@ -1,0 +1,442 @@
+//! Operators in the console and on the admin API (issue 27 §1): each role
+//! reaches what it may and the server refuses the rest (403 on a forged
+//! request), sessions live in Firestore so a logout, a disabled operator or a
+//! changed role holds on the next request on another instance, idle sessions
+//! end by the service's clock, a wrong password slows its account down
+//! without locking it, and personal API tokens act with their operator's
+//! current role until revoked.
+
+use crate::console::{LoginForm, login_form, session_cookie};
+use crate::export::export_scenarios;
+use crate::helpers::{ADMIN_TOKEN, TestApp, TestOptions, spawn_app_with};
+use std::time::Duration;
+
+const OWNER: &str = "owner@shop.example";
+const EDITOR: &str = "staff@shop.example";
+const VIEWER: &str = "parttime@shop.example";
+const PASSWORD: &str = "correct horse battery staple";
+
+async fn app(test_clock: bool) -> TestApp {
+    spawn_app_with(TestOptions {
+        adjust: export_scenarios,
+        test_clock,
+        ..TestOptions::default()
+    })
+    .await
+}
+
+/// `line-survey operators ARGS` against `app`'s Firestore, `stdin` piped in.
+fn operators(app: &TestApp, args: &[&str], stdin: &str) {
+    let output = crate::operators::operators(&app.project_id, args, stdin);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "operators {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn add_staff(app: &TestApp) {
+    for (email, role) in [(OWNER, "owner"), (EDITOR, "editor"), (VIEWER, "viewer")] {
+        operators(app, &["add", email, "--role", role], &format!("{PASSWORD}\n"));
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a client")
+}
+
+fn form_body(fields: &[(&str, &str)]) -> String {
+    serde_urlencoded::to_string(fields).expect("a form")
+}
+
+/// A password login's response.
+async fn sign_in(address: &str, email: &str, password: &str) -> reqwest::Response {
+    let client = client();
+    let LoginForm { pair, csrf, .. } = login_form(&client, address).await;
+    client
+        .post(format!("{address}/console/login"))
+        .header("Cookie", &pair)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(form_body(&[("email", email), ("password", password), ("csrf", &csrf)]))
+        .send()
+        .await
+        .expect("service reachable")
+}
+
+/// A session cookie (`console_session=...`) for `email`.
+async fn session(address: &str, email: &str) -> String {
+    let response = sign_in(address, email, PASSWORD).await;
+    assert_eq!(response.status(), 303, "{email} signs in");
+    session_cookie(&response).expect("a session cookie")
+}
+
+async fn get(address: &str, path: &str, cookie: &str) -> reqwest::Response {
+    client()
+        .get(format!("{address}{path}"))
+        .header("Cookie", cookie)
+        .send()
+        .await
+        .expect("service reachable")
+}
+
+/// The CSRF token of the session's forms, read from a page.
+async fn csrf_of(address: &str, cookie: &str) -> String {
+    let page = get(address, "/console/tokens", cookie).await;
+    assert_eq!(page.status(), 200);
+    page.text()
+        .await
+        .expect("a page")
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a form's CSRF token")
+        .to_owned()
+}
+
+async fn post(address: &str, path: &str, cookie: &str, fields: &[(&str, &str)]) -> reqwest::Response {
+    client()
+        .post(format!("{address}{path}"))
+        .header("Cookie", cookie)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(form_body(fields))
+        .send()
+        .await
+        .expect("service reachable")
+}
+
+async fn admin_call(method: reqwest::Method, address: &str, path: &str, token: &str) -> u16 {
+    client()
+        .request(method, format!("{address}{path}"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("service reachable")
+        .status()
+        .as_u16()
+}
+
+async fn admin_get(address: &str, path: &str, token: &str) -> u16 {
+    admin_call(reqwest::Method::GET, address, path, token).await
+}
+
+async fn admin_post(address: &str, path: &str, token: &str) -> u16 {
+    admin_call(reqwest::Method::POST, address, path, token).await
+}
+
+const CSV: &str = "/console/scenarios/export/answers.csv";
+/// No such letter: an editor's replay gets through to say so (303 with the
+/// result), a viewer's is refused before.
+const REPLAY: &str = "/console/dead-letters/no-such-letter/replay";
+
+#[tokio::test]
+async fn each_role_reaches_what_it_may_and_the_server_refuses_the_rest() {
+    let app = app(false).await;
+    add_staff(&app);
+
+    // A wrong password and an unknown email get the same answer, and no session.
+    for (email, password) in [
+        (OWNER, "wrong password 123"),
+        ("nobody@shop.example", PASSWORD),
+        ("", ""),
+    ] {
+        let refused = sign_in(&app.address, email, password).await;
+        assert_eq!(refused.status(), 401, "{email}");
+        assert_eq!(session_cookie(&refused), None);
+        let page = refused.text().await.unwrap();
+        assert!(page.contains("Wrong email or password."), "{page}");
+        assert!(!page.contains(email) || email.is_empty(), "the email is not echoed");
+    }
+    // Two wrong passwords slowed the owner's account down; they did not lock it.
+    let owner = session(&app.address, OWNER).await;
+    let editor = session(&app.address, EDITOR).await;
+    let viewer = session(&app.address, VIEWER).await;
+    // Sessions are records under a digest of the cookie, never the cookie itself.
+    let stored = app.firestore.list("console_sessions").await;
+    assert_eq!(stored.len(), 3);
+    for cookie in [&owner, &editor, &viewer] {
+        let value = cookie.split_once('=').unwrap().1;
+        assert!(!serde_json::to_string(&stored).unwrap().contains(value));
+    }
+
+    // Everyone reads every page, and the header says who is signed in.
+    for (cookie, email, role) in [
+        (&owner, OWNER, "owner"),
+        (&editor, EDITOR, "editor"),
+        (&viewer, VIEWER, "viewer"),
+    ] {
+        for path in [
+            "/console",
+            "/console/dead-letters",
+            "/console/campaigns",
+            "/console/users",
+            "/console/sources",
+        ] {
+            let page = get(&app.address, path, cookie).await;
+            assert_eq!(page.status(), 200, "{role} {path}");
+            let body = page.text().await.unwrap();
+            assert!(body.contains(&format!("{email} ({role})")), "{role} {path}");
+        }
+        let answers = get(&app.address, "/console/scenarios/export", cookie)
+            .await
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(
+            answers.contains("id=\"csv\""),
+            role == "owner",
+            "only owners see the CSV link"
+        );
+    }
+
+    // Exports are the owners': a forged request is refused by the server.
+    assert_eq!(get(&app.address, CSV, &owner).await.status(), 200);
+    for cookie in [&editor, &viewer] {
+        assert_eq!(get(&app.address, CSV, cookie).await.status(), 403);
+    }
+    // Sending (a replay) is the editors' and owners'.
+    for (cookie, status) in [(&owner, 303), (&editor, 303), (&viewer, 403)] {
+        let csrf = csrf_of(&app.address, cookie).await;
+        let replay = post(&app.address, REPLAY, cookie, &[("csrf", &csrf)]).await;
+        assert_eq!(replay.status(), status);
+    }
+    // Without the session's CSRF token nobody posts.
+    let forged = post(&app.address, REPLAY, &owner, &[("csrf", "forged")]).await;
+    assert_eq!(forged.status(), 403);
+
+    // The admin token still signs in, as an owner.
+    let client = client();
+    let LoginForm { pair, csrf, .. } = login_form(&client, &app.address).await;
+    let by_token = client
+        .post(format!("{}/console/login", app.address))
+        .header("Cookie", &pair)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(form_body(&[("token", ADMIN_TOKEN), ("csrf", &csrf)]))
+        .send()
+        .await
+        .unwrap();
+    let by_token = session_cookie(&by_token).expect("a session");
+    assert_eq!(get(&app.address, CSV, &by_token).await.status(), 200);
+    let page = get(&app.address, "/console", &by_token).await.text().await.unwrap();
+    assert!(page.contains("ADMIN_TOKEN (owner)"));
+}
+
+#[tokio::test]
+async fn a_logout_a_role_change_and_a_disabled_operator_hold_on_the_next_request_on_another_instance() {
+    let first = app(false).await;
+    let second = spawn_app_with(TestOptions {
+        adjust: export_scenarios,
+        ..first.beside()
+    })
+    .await;
+    add_staff(&first);
+
+    // A session opened on one instance works on the other.
+    let editor = session(&first.address, EDITOR).await;
+    assert_eq!(get(&second.address, "/console", &editor).await.status(), 200);
+    let csrf = csrf_of(&second.address, &editor).await;
+    assert_eq!(
+        post(&second.address, REPLAY, &editor, &[("csrf", &csrf)])
+            .await
+            .status(),
+        303
+    );
+
+    // Made a viewer: the next send on the other instance is refused.
+    operators(&first, &["set-role", EDITOR, "viewer"], "");
+    assert_eq!(
+        post(&second.address, REPLAY, &editor, &[("csrf", &csrf)])
+            .await
+            .status(),
+        403
+    );
+    assert_eq!(
+        get(&second.address, "/console", &editor).await.status(),
+        200,
+        "still reads"
+    );
+
+    // Disabled: the open session is refused on the next click, and the
+    // password no longer signs in.
+    operators(&first, &["disable", EDITOR], "");
+    let refused = get(&second.address, "/console", &editor).await;
+    assert_eq!(refused.status(), 303);
+    assert_eq!(refused.headers()["location"], "/console/login");
+    assert_eq!(sign_in(&first.address, EDITOR, PASSWORD).await.status(), 401);
+
+    // A logout on one instance ends the session on both: the cookie, kept
+    // and sent again, is refused.
+    let owner = session(&first.address, OWNER).await;
+    assert_eq!(get(&second.address, "/console", &owner).await.status(), 200);
+    let csrf = csrf_of(&first.address, &owner).await;
+    let out = post(&first.address, "/console/logout", &owner, &[("csrf", &csrf)]).await;
+    assert_eq!(out.status(), 303);
+    for address in [&first.address, &second.address] {
+        assert_eq!(get(address, "/console", &owner).await.status(), 303, "{address}");
+    }
+    assert_eq!(
+        first.firestore.count("console_sessions").await,
+        1,
+        "only the disabled editor's record is left"
+    );
+}
+
+#[tokio::test]
+async fn an_idle_session_ends_while_an_active_one_lasts_until_its_lifetime() {
+    let app = spawn_app_with(TestOptions {
+        adjust: |config| {
+            export_scenarios(config);
+            config.console_idle = Duration::from_secs(120);
+            config.console_session = Duration::from_secs(600);
+        },
+        test_clock: true,
+        ..TestOptions::default()
+    })
+    .await;
+    add_staff(&app);
+    let active = session(&app.address, VIEWER).await;
+    let idle = session(&app.address, VIEWER).await;
+    // Used every 90 s, one session stays; the other, unused for 180 s, ends.
+    app.advance_clock(Duration::from_secs(90)).await;
+    assert_eq!(get(&app.address, "/console/campaigns", &active).await.status(), 200);
+    app.advance_clock(Duration::from_secs(90)).await;
+    assert_eq!(get(&app.address, "/console/campaigns", &active).await.status(), 200);
+    assert_eq!(
+        get(&app.address, "/console/campaigns", &idle).await.status(),
+        303,
+        "idle"
+    );
+    // Kept busy, the active one still ends at its lifetime.
+    for _ in 0..4 {
+        app.advance_clock(Duration::from_secs(100)).await;
+        assert_eq!(get(&app.address, "/console/campaigns", &active).await.status(), 200);
+    }
+    app.advance_clock(Duration::from_secs(30)).await;
+    assert_eq!(
+        get(&app.address, "/console/campaigns", &active).await.status(),
+        303,
+        "lifetime"
+    );
+}
+
+/// A personal token made on the tokens page: (the token, its record id).
+async fn make_token(address: &str, cookie: &str, role: &str) -> (reqwest::StatusCode, Option<String>) {
+    let csrf = csrf_of(address, cookie).await;
+    let made = post(
+        address,
+        "/console/tokens",
+        cookie,
+        &[("csrf", &csrf), ("label", "集計スクリプト"), ("role", role)],
+    )
+    .await;
+    let status = made.status();
+    let page = made.text().await.unwrap();
+    let token = page
+        .split("id=\"new-token\">")
+        .nth(1)
+        .and_then(|rest| rest.split('<').next())
+        .map(str::to_owned);
+    (status, token)
+}
+
+#[tokio::test]
+async fn personal_api_tokens_act_with_their_operators_current_role_until_revoked() {
+    let app = app(false).await;
+    add_staff(&app);
+    let editor = session(&app.address, EDITOR).await;
+
+    // Not above the operator's own role.
+    let (status, token) = make_token(&app.address, &editor, "owner").await;
+    assert_eq!((status.as_u16(), token), (400, None));
+    let (status, token) = make_token(&app.address, &editor, "editor").await;
+    assert_eq!(status, 200);
+    let token = token.expect("the new token is shown once");
+    assert!(token.starts_with("lsv_") && token.len() == 68, "{token}");
+    // Stored as a digest: the token itself is nowhere in Firestore.
+    let stored = app.firestore.list("api_tokens").await;
+    assert_eq!(stored.len(), 1);
+    assert!(!serde_json::to_string(&stored).unwrap().contains(&token[4..]));
+    let listed = get(&app.address, "/console/tokens", &editor)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        listed.contains(&token[..12]) && !listed.contains(&token),
+        "listed by its prefix only"
+    );
+
+    // The token reads and sends as an editor; exports stay the owners'.
+    assert_eq!(admin_get(&app.address, "/admin/dead-letters", &token).await, 200);
+    assert_eq!(
+        admin_post(&app.address, "/admin/dead-letters/no-such-letter/replay", &token).await,
+        404
+    );
+    assert_eq!(
+        admin_get(&app.address, "/admin/scenarios/export/answers.csv", &token).await,
+        403
+    );
+    assert_eq!(
+        admin_get(&app.address, "/admin/scenarios/export/answers.csv", ADMIN_TOKEN).await,
+        200
+    );
+
+    // The operator made a viewer: the token is bounded by it at once.
+    operators(&app, &["set-role", EDITOR, "viewer"], "");
+    assert_eq!(
+        admin_post(&app.address, "/admin/dead-letters/no-such-letter/replay", &token).await,
+        403
+    );
+    assert_eq!(admin_get(&app.address, "/admin/dead-letters", &token).await, 200);
+
+    // Revoked: refused as an unknown token.
+    let viewer_again = session(&app.address, EDITOR).await;
+    let id = get(&app.address, "/console/tokens", &viewer_again)
+        .await
+        .text()
+        .await
+        .unwrap()
+        .split("data-token=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the token's row")
+        .to_owned();
+    let csrf = csrf_of(&app.address, &viewer_again).await;
+    let revoked = post(
+        &app.address,
+        &format!("/console/tokens/{id}/revoke"),
+        &viewer_again,
+        &[("csrf", &csrf)],
+    )
+    .await;
+    assert_eq!(revoked.status(), 200);
+    assert_eq!(admin_get(&app.address, "/admin/dead-letters", &token).await, 401);
+
+    // Another operator cannot revoke it, nor see it.
+    let owner = session(&app.address, OWNER).await;
+    let csrf = csrf_of(&app.address, &owner).await;
+    let (status, other) = make_token(&app.address, &owner, "viewer").await;
+    assert_eq!(status, 200);
+    let other = other.unwrap();
+    let page = get(&app.address, "/console/tokens", &owner).await.text().await.unwrap();
+    assert!(!page.contains(&token[..12]), "not another operator's tokens");
+    let not_theirs = post(
+        &app.address,
+        &format!("/console/tokens/{id}/revoke"),
+        &owner,
+        &[("csrf", &csrf)],
+    )
+    .await;
+    assert_eq!(not_theirs.status(), 404);
+    // A disabled operator's tokens stop too.
+    assert_eq!(admin_get(&app.address, "/admin/dead-letters", &other).await, 200);
+    operators(&app, &["disable", OWNER], "");
+    assert_eq!(admin_get(&app.address, "/admin/dead-letters", &other).await, 401);
+    // Malformed tokens are unknown, not errors.
+    for bad in ["lsv_", "lsv_../../x", &format!("lsv_{}", "Z".repeat(64))] {
+        assert_eq!(admin_get(&app.address, "/admin/dead-letters", bad).await, 401, "{bad}");
+    }
+}
