@@ -108,6 +108,11 @@ fn monotonic_fields_no_query_uses_are_exempt_from_indexing() {
         ("open_questions", "openedAt"),
         // A kept text is only ever read by id; never index what users type.
         ("message_texts", "text"),
+        // Console sessions: read by id only; lastSeenMs moves at most once a minute each.
+        ("console_sessions", "lastSeenMs"),
+        ("console_sessions", "expiresMs"),
+        ("console_sessions", "createdMs"),
+        ("console_sessions", "expireAt"),
         ("message_texts", "expireAt"),
         // Timers are found by `state` and `wakeAtMs` (a composite index) and
         // listed by `lineUserId`; their other times are never queried.
