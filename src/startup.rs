@@ -296,6 +296,8 @@ impl Application {
                 config.console_idle,
                 config.console_session,
             ),
+            auditor: crate::access::audit::Auditor::new(store.clone(), clock.clone()),
+            audit_report: crate::reports::audit::AuditReport::new(store.clone()),
             timer_cancels: TimerCancels::new(store.clone()),
             store,
             metrics,
@@ -305,6 +307,7 @@ impl Application {
             guesses: crate::http::guesses::Guesses::new(clock.clone()),
             clock: clock.clone(),
         });
+        state.access.warm_up().await;
         let listener = TcpListener::bind((config.host.as_str(), config.port))
             .with_context(|| format!("cannot listen on {}:{}", config.host, config.port))?;
         let port = listener.local_addr()?.port();

@@ -8,6 +8,7 @@
 //! disabled operator or a changed role holds on the next request on every
 //! instance.
 
+pub(crate) mod audit;
 pub(crate) mod rules;
 mod slowdown;
 
@@ -20,6 +21,13 @@ use slowdown::Slowdown;
 use std::sync::OnceLock;
 use std::time::Duration;
 use subtle::ConstantTimeEq;
+
+/// The longest email a login considers (RFC 5321's path limit).
+const MAX_EMAIL_BYTES: usize = 254;
+/// Password checks (Argon2id) running at once, at most.
+const CONCURRENT_HASHES: usize = 4;
+/// Personal API tokens per operator, revoked ones included.
+const MAX_TOKENS: usize = crate::store::MAX_API_TOKENS as usize;
 
 /// What starts a personal API token.
 pub(crate) const API_TOKEN_PREFIX: &str = "lsv_";
@@ -103,6 +111,10 @@ pub(crate) enum AccessError {
     BadLabel,
     #[error("no such token of yours")]
     UnknownToken,
+    #[error("you have {MAX_TOKENS} tokens already: revoke one you no longer use")]
+    TooManyTokens,
+    #[error("too many logins at once; try again in a moment")]
+    Busy,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -115,6 +127,7 @@ pub(crate) struct Access {
     idle: Duration,
     lifetime: Duration,
     slowdown: Slowdown,
+    hashing: tokio::sync::Semaphore,
 }
 
 fn admin_digest(token: &str) -> [u8; 32] {
@@ -166,7 +179,14 @@ impl Access {
             admin_digest: admin_token.map(admin_digest),
             idle,
             lifetime,
+            hashing: tokio::sync::Semaphore::new(CONCURRENT_HASHES),
         }
+    }
+
+    /// Makes the hash an unknown email is checked against now, so the first
+    /// such login does not take longer than the others.
+    pub(crate) async fn warm_up(&self) {
+        let _ = tokio::task::spawn_blocking(decoy_hash).await;
     }
 
     /// Whether `presented` is the `ADMIN_TOKEN`, compared as digests in
@@ -178,27 +198,32 @@ impl Access {
 
     /// A console login with an email and password. Recent failures for the
     /// same email make it wait first (see [`rules::login_delay`]).
-    pub(crate) async fn log_in_with_password(&self, email: &str, password: &str) -> Result<PasswordLogin, StoreError> {
+    pub(crate) async fn log_in_with_password(&self, email: &str, password: &str) -> Result<PasswordLogin, AccessError> {
         let email = normalise_email(email);
-        let wait = self.slowdown.delay(&email);
+        // No email is that long (RFC 5321); refused like a wrong one, without
+        // growing the slowdown's memory or hashing a huge password.
+        if email.is_empty() || email.len() > MAX_EMAIL_BYTES || password.len() > crate::password::MAX_LENGTH * 4 {
+            return Ok(PasswordLogin::Refused);
+        }
+        let wait = self.slowdown.attempt(&email);
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
-        let found = if email.is_empty() {
-            None
-        } else {
-            self.store.operator(&email).await?
-        };
+        let found = self.store.operator(&email).await?;
         let (stored_hash, operator) = match &found {
             Some(found) if !found.doc.disabled => (found.doc.password_hash.clone(), Some(found)),
             _ => (decoy_hash().to_owned(), None),
+        };
+        // Argon2id takes 19 MiB and a core for a moment: a few at a time, and
+        // a flood beyond that is told to come back rather than queued.
+        let Ok(_permit) = self.hashing.try_acquire() else {
+            return Err(AccessError::Busy);
         };
         let password = password.to_owned();
         let matches = tokio::task::spawn_blocking(move || crate::password::verify(&password, &stored_hash))
             .await
             .unwrap_or(false);
         let Some(operator) = operator.filter(|_| matches) else {
-            self.slowdown.failed(&email);
             return Ok(PasswordLogin::Refused);
         };
         self.slowdown.succeeded(&email);
@@ -266,17 +291,19 @@ impl Access {
                 let now = operator.as_ref().map(|(_, doc)| OperatorNow {
                     role: doc.role,
                     disabled: doc.disabled,
+                    password_changed_ms: doc.password_changed_ms,
                 });
                 (OpenedBy::Operator(now), operator)
             }
         };
         let facts = SessionFacts {
+            created_ms: session.doc.created_ms,
             expires_ms: session.doc.expires_ms,
             last_seen_ms: session.doc.last_seen_ms,
             opened_by,
         };
         let now = self.clock.now_ms();
-        match rules::check_session(facts, now, millis(self.idle)) {
+        match rules::check_session(facts, now, millis(self.idle), millis(self.lifetime)) {
             SessionCheck::Ended(because) => {
                 tracing::info!(
                     outcome = "session_ended",
@@ -357,6 +384,9 @@ impl Access {
         };
         if !own_role.allows(role) {
             return Err(AccessError::RoleAboveOperator(own_role.as_str()));
+        }
+        if self.store.api_tokens_of(id).await?.len() >= MAX_TOKENS {
+            return Err(AccessError::TooManyTokens);
         }
         let label = label.trim();
         if label.is_empty() || label.chars().count() > 60 || label.chars().any(char::is_control) {

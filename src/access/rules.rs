@@ -4,13 +4,20 @@
 use crate::values::OperatorRole;
 use std::time::Duration;
 
-/// A session's `lastSeenMs` is moved on at most this often: one write a
-/// minute per open console, whatever it clicks.
+/// A session's `lastSeenMs` is moved on at most this often (one write a
+/// minute per open console, whatever it clicks), and more often only for an
+/// idle limit under four minutes: a quarter of it, so a busy session never
+/// ends idle.
 pub(crate) const TOUCH_EVERY_MS: i64 = 60_000;
+
+fn touch_every(idle_ms: i64) -> i64 {
+    TOUCH_EVERY_MS.min(idle_ms / 4).max(1)
+}
 
 /// What a stored session says, with what is true now of whoever opened it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SessionFacts {
+    pub(crate) created_ms: i64,
     pub(crate) expires_ms: i64,
     pub(crate) last_seen_ms: i64,
     pub(crate) opened_by: OpenedBy,
@@ -29,6 +36,9 @@ pub(crate) enum OpenedBy {
 pub(crate) struct OperatorNow {
     pub(crate) role: OperatorRole,
     pub(crate) disabled: bool,
+    /// When the operator's password was last reset (ms): sessions opened
+    /// before it end.
+    pub(crate) password_changed_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +58,7 @@ pub(crate) enum EndedBecause {
     TokenChanged,
     OperatorGone,
     OperatorDisabled,
+    PasswordChanged,
 }
 
 impl EndedBecause {
@@ -58,13 +69,16 @@ impl EndedBecause {
             EndedBecause::TokenChanged => "token_changed",
             EndedBecause::OperatorGone => "operator_gone",
             EndedBecause::OperatorDisabled => "operator_disabled",
+            EndedBecause::PasswordChanged => "password_changed",
         }
     }
 }
 
-/// Whether a session holds at `now_ms`, with `idle_ms` of inactivity allowed.
-pub(crate) fn check_session(facts: SessionFacts, now_ms: i64, idle_ms: i64) -> SessionCheck {
-    if now_ms >= facts.expires_ms {
+/// Whether a session holds at `now_ms`, with `idle_ms` of inactivity and a
+/// lifetime of `lifetime_ms` allowed (the lifetime as set now: a shorter
+/// setting shortens sessions already open).
+pub(crate) fn check_session(facts: SessionFacts, now_ms: i64, idle_ms: i64, lifetime_ms: i64) -> SessionCheck {
+    if now_ms >= facts.expires_ms.min(facts.created_ms.saturating_add(lifetime_ms)) {
         return SessionCheck::Ended(EndedBecause::Expired);
     }
     if now_ms.saturating_sub(facts.last_seen_ms) >= idle_ms {
@@ -77,11 +91,15 @@ pub(crate) fn check_session(facts: SessionFacts, now_ms: i64, idle_ms: i64) -> S
         OpenedBy::Operator(Some(OperatorNow { disabled: true, .. })) => {
             return SessionCheck::Ended(EndedBecause::OperatorDisabled);
         }
+        OpenedBy::Operator(Some(OperatorNow {
+            password_changed_ms: Some(changed),
+            ..
+        })) if changed > facts.created_ms => return SessionCheck::Ended(EndedBecause::PasswordChanged),
         OpenedBy::Operator(Some(OperatorNow { role, .. })) => role,
     };
     SessionCheck::Valid {
         role,
-        touch: now_ms.saturating_sub(facts.last_seen_ms) >= TOUCH_EVERY_MS,
+        touch: now_ms.saturating_sub(facts.last_seen_ms) >= touch_every(idle_ms),
     }
 }
 
@@ -108,9 +126,14 @@ mod tests {
     use OperatorRole::{Editor, Owner, Viewer};
 
     const IDLE: i64 = 3_600_000;
+    const LIFETIME: i64 = 100_000_000;
 
     fn operator(role: OperatorRole, disabled: bool) -> OpenedBy {
-        OpenedBy::Operator(Some(OperatorNow { role, disabled }))
+        OpenedBy::Operator(Some(OperatorNow {
+            role,
+            disabled,
+            password_changed_ms: None,
+        }))
     }
 
     #[test]
@@ -219,11 +242,62 @@ mod tests {
         ];
         for (expires_ms, last_seen_ms, opened_by, now, expected) in cases {
             let facts = SessionFacts {
+                created_ms: 0,
                 expires_ms,
                 last_seen_ms,
                 opened_by,
             };
-            assert_eq!(check_session(facts, now, IDLE), expected, "{facts:?} at {now}");
+            assert_eq!(
+                check_session(facts, now, IDLE, LIFETIME),
+                expected,
+                "{facts:?} at {now}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_shorter_lifetime_setting_ends_sessions_opened_under_a_longer_one() {
+        let facts = SessionFacts {
+            created_ms: 1_000,
+            expires_ms: 1_000 + LIFETIME,
+            last_seen_ms: 50_000,
+            opened_by: OpenedBy::AdminToken { still_the_token: true },
+        };
+        assert_eq!(
+            check_session(facts, 61_000, IDLE, 60_000),
+            SessionCheck::Ended(EndedBecause::Expired)
+        );
+        assert!(matches!(
+            check_session(facts, 60_999, IDLE, 60_000),
+            SessionCheck::Valid { .. }
+        ));
+    }
+
+    #[test]
+    fn a_busy_session_is_refreshed_before_a_short_idle_limit_ends_it() {
+        // (idle limit, since last seen) -> touched
+        let cases = [
+            (IDLE, 59_999, false),
+            (IDLE, 60_000, true),
+            (60_000, 14_999, false),
+            (60_000, 15_000, true),
+            (120_000, 30_000, true),
+        ];
+        for (idle, since, touched) in cases {
+            let facts = SessionFacts {
+                created_ms: 0,
+                expires_ms: LIFETIME,
+                last_seen_ms: 0,
+                opened_by: OpenedBy::AdminToken { still_the_token: true },
+            };
+            assert_eq!(
+                check_session(facts, since, idle, LIFETIME),
+                SessionCheck::Valid {
+                    role: Owner,
+                    touch: touched
+                },
+                "idle {idle}, {since} ms since"
+            );
         }
     }
 

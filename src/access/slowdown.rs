@@ -1,7 +1,9 @@
-//! Failed password logins per account (the typed email, known or not), in
-//! memory per instance: each makes the next login for that email wait longer
-//! ([`super::rules::login_delay`]), and a success clears them. Nothing locks:
-//! the owner's right password still gets in, only later.
+//! Password logins per account (the typed email, known or not), in memory
+//! per instance: each attempt is counted as it starts and makes the next one
+//! for that email wait longer ([`super::rules::login_delay`]); a success
+//! clears the count. Counting at the start means logins sent in parallel
+//! queue up behind each other instead of all waiting the same short time.
+//! Nothing locks: the owner's right password still gets in, only later.
 
 use super::rules::login_delay;
 use crate::clock::Clock;
@@ -37,16 +39,8 @@ impl Slowdown {
         self.accounts.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// How long a login for `email` waits now.
-    pub(super) fn delay(&self, email: &str) -> Duration {
-        let now = self.clock.now_ms();
-        match self.accounts().get(email) {
-            Some(failures) if now.saturating_sub(failures.last_ms) < WINDOW_MS => login_delay(failures.count),
-            _ => Duration::ZERO,
-        }
-    }
-
-    pub(super) fn failed(&self, email: &str) {
+    /// Counts an attempt for `email` as it starts: how long it waits first.
+    pub(super) fn attempt(&self, email: &str) -> Duration {
         let now = self.clock.now_ms();
         let mut accounts = self.accounts();
         if accounts.len() >= MAX_TRACKED && !accounts.contains_key(email) {
@@ -66,8 +60,10 @@ impl Slowdown {
         if now.saturating_sub(entry.last_ms) >= WINDOW_MS {
             entry.count = 0;
         }
+        let wait = login_delay(entry.count);
         entry.count = entry.count.saturating_add(1);
         entry.last_ms = now;
+        wait
     }
 
     pub(super) fn succeeded(&self, email: &str) {
@@ -80,27 +76,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn failures_slow_one_account_until_a_success_or_the_window_passes() {
+    fn attempts_slow_one_account_until_a_success_or_the_window_passes() {
         let clock = Clock::test();
         let slowdown = Slowdown::new(clock.clone());
-        assert_eq!(slowdown.delay("owner@shop.example"), Duration::ZERO);
-        for _ in 0..3 {
-            slowdown.failed("owner@shop.example");
-        }
-        assert_eq!(slowdown.delay("owner@shop.example"), Duration::from_secs(2));
-        assert_eq!(slowdown.delay("staff@shop.example"), Duration::ZERO, "per account");
-        slowdown.succeeded("owner@shop.example");
-        assert_eq!(slowdown.delay("owner@shop.example"), Duration::ZERO);
-        slowdown.failed("owner@shop.example");
+        let owner = "owner@shop.example";
+        // Attempts sent at once wait longer and longer: they queue up.
+        let waits: Vec<u128> = (0..4).map(|_| slowdown.attempt(owner).as_millis()).collect();
+        assert_eq!(waits, [0, 500, 1_000, 2_000]);
+        assert_eq!(slowdown.attempt("staff@shop.example"), Duration::ZERO, "per account");
+        slowdown.succeeded(owner);
+        assert_eq!(slowdown.attempt(owner), Duration::ZERO, "a success clears the count");
         clock
             .advance(Duration::from_millis(u64::try_from(WINDOW_MS).unwrap()))
             .unwrap();
-        assert_eq!(slowdown.delay("owner@shop.example"), Duration::ZERO, "forgotten");
-        slowdown.failed("owner@shop.example");
-        assert_eq!(
-            slowdown.delay("owner@shop.example"),
-            Duration::from_millis(500),
-            "counted anew"
-        );
+        assert_eq!(slowdown.attempt(owner), Duration::ZERO, "forgotten after the window");
+        assert_eq!(slowdown.attempt(owner), Duration::from_millis(500), "counted anew");
     }
 }

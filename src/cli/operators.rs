@@ -3,6 +3,8 @@
 //! is created this way).
 
 use super::Format;
+use crate::access::audit::{Action, Auditor, Via};
+use crate::clock::Clock;
 use crate::password;
 use crate::store::{OperatorChange, OperatorDoc, OperatorWrite, Store, normalise_email};
 use crate::values::OperatorRole;
@@ -66,12 +68,38 @@ pub(crate) async fn run(
     command: OperatorsCommand,
     stdin: Option<&mut dyn BufRead>,
 ) -> Result<Outcome, OperatorsError> {
+    let auditor = Auditor::new(store.clone(), Clock::system());
+    // Each change's audit entry lands in the change's own commit; then it is
+    // completed with how the command ended.
+    let entry = |name: &'static str, email: &str, summary: Vec<(&'static str, String)>| {
+        let mut all = vec![("email", email.to_owned())];
+        all.extend(summary);
+        auditor.entry(
+            None,
+            Action {
+                via: Via::Cli,
+                name,
+                route: format!(
+                    "line-survey operators {}",
+                    name.trim_start_matches("operator_").replace('_', "-")
+                ),
+                summary: all,
+                touched: vec![crate::store::operator_id(email)],
+            },
+        )
+    };
+    let finish = |entry: crate::store::AuditEntry, outcome: &Outcome, refused_status: u16| {
+        let auditor = auditor.clone();
+        let status = if outcome.success { 200 } else { refused_status };
+        async move { auditor.finish(&entry, status, None).await }
+    };
     match command {
         OperatorsCommand::Add { email, role } => {
             let email = valid_email(&email)?;
             let (password, shown) = password_from(stdin)?;
             let hash = password::hash(&password).map_err(|error| OperatorsError::Invalid(error.to_string()))?;
-            Ok(match store.add_operator(&email, role, hash).await? {
+            let audit = entry("operator_add", &email, vec![("role", role.as_str().to_owned())]);
+            let outcome = match store.add_operator(&email, role, hash, Some(&audit)).await? {
                 OperatorWrite::Done => done(
                     [format!("added {email} as {}", role.as_str())]
                         .into_iter()
@@ -81,7 +109,9 @@ pub(crate) async fn run(
                 OperatorWrite::Exists | OperatorWrite::NotFound => {
                     refused(format!("{email} is an operator already (nothing changed)"))
                 }
-            })
+            };
+            finish(audit, &outcome, 409).await;
+            Ok(outcome)
         }
         OperatorsCommand::List { format } => {
             let operators = store.operators().await?;
@@ -95,22 +125,34 @@ pub(crate) async fn run(
             let role = role
                 .or(role_flag)
                 .ok_or_else(|| OperatorsError::Invalid("set-role needs a role: owner, editor or viewer".into()))?;
-            let written = store.change_operator(&email, &OperatorChange::Role(role)).await?;
-            Ok(changed(written, &email, format!("{email} is now {}", role.as_str())))
+            let audit = entry("operator_set_role", &email, vec![("role", role.as_str().to_owned())]);
+            let written = store
+                .change_operator(&email, &OperatorChange::Role(role), Some(&audit))
+                .await?;
+            let outcome = changed(written, &email, format!("{email} is now {}", role.as_str()));
+            finish(audit, &outcome, 404).await;
+            Ok(outcome)
         }
         OperatorsCommand::Disable { email } => {
             let email = valid_email(&email)?;
-            let written = store.change_operator(&email, &OperatorChange::Disabled).await?;
-            Ok(changed(written, &email, format!("{email} is disabled")))
+            let audit = entry("operator_disable", &email, Vec::new());
+            let written = store
+                .change_operator(&email, &OperatorChange::Disabled, Some(&audit))
+                .await?;
+            let outcome = changed(written, &email, format!("{email} is disabled"));
+            finish(audit, &outcome, 404).await;
+            Ok(outcome)
         }
         OperatorsCommand::ResetPassword { email } => {
             let email = valid_email(&email)?;
             let (password, shown) = password_from(stdin)?;
             let hash = password::hash(&password).map_err(|error| OperatorsError::Invalid(error.to_string()))?;
+            let audit = entry("operator_reset_password", &email, Vec::new());
             let written = store
-                .change_operator(&email, &OperatorChange::PasswordHash(hash))
+                .change_operator(&email, &OperatorChange::PasswordHash(hash), Some(&audit))
                 .await?;
             let mut outcome = changed(written, &email, format!("{email} has a new password"));
+            finish(audit, &outcome, 404).await;
             if outcome.success && shown {
                 outcome.lines.push(one_time_line(&password));
             }

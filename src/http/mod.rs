@@ -55,6 +55,10 @@ pub(crate) struct AppState {
     pub(crate) admin_token: Option<String>,
     /// Logins, console sessions and API tokens: who a request is, as what role.
     pub(crate) access: crate::access::Access,
+    /// The audit log's entries of operators' actions.
+    pub(crate) auditor: crate::access::audit::Auditor,
+    /// The audit log, read by owners.
+    pub(crate) audit_report: crate::reports::audit::AuditReport,
     /// The service's clock: console sessions expire by it, and with
     /// `CLOCK=test` `POST /__clock` moves it.
     pub(crate) clock: crate::clock::Clock,

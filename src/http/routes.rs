@@ -31,6 +31,7 @@ pub(crate) fn main(config: &mut web::ServiceConfig, routes: MainRoutes) {
                 web::post().to(admin::send::send_scenario),
             )
             .route("/admin/dead-letters", web::get().to(admin::dead_letters::list))
+            .route("/admin/audit", web::get().to(admin::audit::list))
             .route("/admin/metrics", web::get().to(admin::metrics))
             .route("/admin/scenarios/{id}/results", web::get().to(admin::results::show))
             .route("/admin/campaigns", web::post().to(admin::campaigns::create))

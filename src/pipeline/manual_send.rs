@@ -109,11 +109,14 @@ impl ManualSender {
     }
 
     /// Sends `scenario` to each of `users` (unique, checked ids), once per key.
+    /// `audit`, the operator's entry in the audit log, is created in the
+    /// commit that records the request.
     pub(crate) async fn send(
         &self,
         idempotency_key: &str,
         scenario: &ScenarioId,
         users: &[LineUserId],
+        audit: Option<&crate::store::AuditEntry>,
     ) -> Result<Vec<(LineUserId, UserSend)>, ManualSendError> {
         self.engine.can_start(scenario).map_err(|error| match error {
             ManualStartError::UnknownScenario => ManualSendError::UnknownScenario(scenario.to_string()),
@@ -127,7 +130,7 @@ impl ManualSender {
             .collect::<Result<Vec<_>, _>>()?;
         match self
             .store
-            .check_request("manual_send", idempotency_key, &request_hash(scenario, users))
+            .check_request("manual_send", idempotency_key, &request_hash(scenario, users), audit)
             .await?
         {
             RequestCheck::Conflict => return Err(ManualSendError::KeyReused),

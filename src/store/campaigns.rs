@@ -372,9 +372,17 @@ const SCAN_PAGE: u32 = 1000;
 impl Store {
     /// Creates the campaign unless one with this id exists; then that one is
     /// returned, for the caller to compare requests.
-    pub(crate) async fn create_campaign(&self, id: &str, doc: &CampaignDoc) -> Result<CampaignCreate, StoreError> {
-        let write = create(self.document_path(CAMPAIGNS, id), doc)?;
-        match self.commit(vec![write]).await {
+    pub(crate) async fn create_campaign(
+        &self,
+        id: &str,
+        doc: &CampaignDoc,
+        audit: Option<&super::AuditEntry>,
+    ) -> Result<CampaignCreate, StoreError> {
+        let mut writes = vec![create(self.document_path(CAMPAIGNS, id), doc)?];
+        if let Some(entry) = audit {
+            writes.push(self.audit_write(entry)?);
+        }
+        match self.commit(writes).await {
             CommitOutcome::Committed(_) => return Ok(CampaignCreate::Created),
             // Created before, or perhaps by this very commit: the record tells.
             CommitOutcome::AlreadyExists | CommitOutcome::Unknown(_) => {}

@@ -33,6 +33,7 @@ pub(crate) mod collections {
     pub(crate) const OPERATORS: &str = "operators";
     pub(crate) const CONSOLE_SESSIONS: &str = "console_sessions";
     pub(crate) const API_TOKENS: &str = "api_tokens";
+    pub(crate) const AUDIT_LOG: &str = "audit_log";
 }
 
 /// `survey_responses/{answerId}`: one user's answer to one survey node.

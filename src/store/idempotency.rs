@@ -30,6 +30,7 @@ impl Store {
         operation: &str,
         key: &str,
         body_hash: &str,
+        audit: Option<&super::AuditEntry>,
     ) -> Result<RequestCheck, StoreError> {
         let id = deterministic_id(&[operation, key]);
         let now = self.now();
@@ -39,8 +40,12 @@ impl Store {
             created_at: now,
             expire_at: later(now, REQUEST_RETENTION),
         };
-        let write = create(self.document_path(ADMIN_REQUESTS, &id), &doc)?;
-        match self.commit(vec![write]).await {
+        // The operator's audit entry lands with the request's record, or not at all.
+        let mut writes = vec![create(self.document_path(ADMIN_REQUESTS, &id), &doc)?];
+        if let Some(entry) = audit {
+            writes.push(self.audit_write(entry)?);
+        }
+        match self.commit(writes).await {
             CommitOutcome::Committed(_) => return Ok(RequestCheck::First),
             // Recorded before, or perhaps by this very commit: the record tells.
             CommitOutcome::AlreadyExists | CommitOutcome::Unknown(_) => {}

@@ -13,6 +13,7 @@
 //! `admin_requests`, `dead_letters`, `open_questions`, `message_texts`, `timers`
 //! `scenario_versions`, `campaigns`, `campaign_chunks` and `result_counters`.
 
+mod audit;
 mod backlog;
 mod campaign_results;
 mod campaigns;
@@ -47,6 +48,7 @@ mod users;
 mod versions;
 mod writes;
 
+pub(crate) use audit::{AuditDoc, AuditEnd, AuditEntry, AuditFilter, MAX_LISTED as MAX_AUDIT_LISTED, audit_touched};
 pub(crate) use backlog::Backlog;
 pub(crate) use campaign_results::CampaignTally;
 #[cfg(test)]
@@ -55,7 +57,7 @@ pub(crate) use campaigns::{
     CampaignChange, CampaignCreate, CampaignDoc, CampaignState, ChunkCounts, ChunkDoc, ChunkEnd, ChunkSent, ChunkState,
     RecipientPart, RecipientRead, UserScan, chunk_id,
 };
-pub(crate) use console_sessions::{ApiTokenDoc, ConsoleSessionDoc, SessionVia};
+pub(crate) use console_sessions::{ApiTokenDoc, ConsoleSessionDoc, MAX_API_TOKENS, SessionVia};
 pub(crate) use docs::{
     AsksDoc, DeadLetterDoc, DeadLetterKind, EntryCounts, InboxDoc, InboxState, LedgerDoc, LedgerState, RouteDoc,
     SplitDoc,
@@ -69,7 +71,7 @@ pub(crate) use lease::{Stored, Swept};
 pub(crate) use ledger::{Attempted, NewAction, Recorded, SettleWrite, Settlement, UserWrite};
 pub(crate) use messages::{MessageKey, UnsendOutcome};
 pub(crate) use notices::NoticeWrite;
-pub(crate) use operators::{OperatorChange, OperatorDoc, OperatorWrite, normalise_email};
+pub(crate) use operators::{OperatorChange, OperatorDoc, OperatorWrite, normalise_email, operator_id};
 pub(crate) use questions::{OpenQuestionDoc, QuestionChange};
 pub(crate) use rich_menus::{BatchTarget, DeployBatch, HeldDeploy, JobTake, MenuLinkJob, RichMenuRecord};
 pub(crate) use sources::{

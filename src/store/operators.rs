@@ -30,6 +30,10 @@ pub(crate) struct OperatorDoc {
     pub(crate) updated_at: FirestoreInstant,
     #[serde(default)]
     pub(crate) disabled: bool,
+    /// When the password was last reset (ms): console sessions opened before
+    /// it end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) password_changed_ms: Option<i64>,
 }
 
 /// A change to one operator.
@@ -67,6 +71,7 @@ impl Store {
         email: &str,
         role: OperatorRole,
         password_hash: String,
+        audit: Option<&super::AuditEntry>,
     ) -> Result<OperatorWrite, StoreError> {
         let now = self.now();
         let doc = OperatorDoc {
@@ -76,9 +81,14 @@ impl Store {
             created_at: now,
             updated_at: now,
             disabled: false,
+            password_changed_ms: None,
         };
-        let write = create(self.document_path(OPERATORS, &operator_id(email)), &doc)?;
-        match self.commit(vec![write]).await {
+        // The audit entry lands with the record, or neither does.
+        let mut writes = vec![create(self.document_path(OPERATORS, &operator_id(email)), &doc)?];
+        if let Some(entry) = audit {
+            writes.push(self.audit_write(entry)?);
+        }
+        match self.commit(writes).await {
             CommitOutcome::Committed(_) => Ok(OperatorWrite::Done),
             CommitOutcome::AlreadyExists | CommitOutcome::Changed => Ok(OperatorWrite::Exists),
             CommitOutcome::Unknown(error) => {
@@ -111,7 +121,15 @@ impl Store {
         let documents = self
             .page_by_id(
                 OPERATORS,
-                &["email", "role", "passwordHash", "createdAt", "updatedAt", "disabled"],
+                &[
+                    "email",
+                    "role",
+                    "passwordHash",
+                    "createdAt",
+                    "updatedAt",
+                    "disabled",
+                    "passwordChangedMs",
+                ],
                 |_| None,
                 None,
                 MAX_OPERATORS,
@@ -131,6 +149,7 @@ impl Store {
         &self,
         email: &str,
         change: &OperatorChange,
+        audit: Option<&super::AuditEntry>,
     ) -> Result<OperatorWrite, StoreError> {
         for _ in 0..3 {
             let Some(found) = self.operator(email).await? else {
@@ -140,15 +159,24 @@ impl Store {
             match change {
                 OperatorChange::Role(role) => doc.role = *role,
                 OperatorChange::Disabled => doc.disabled = true,
-                OperatorChange::PasswordHash(hash) => doc.password_hash.clone_from(hash),
+                OperatorChange::PasswordHash(hash) => {
+                    doc.password_hash.clone_from(hash);
+                    doc.password_changed_ms = Some(self.options.clock.now_ms());
+                }
             }
             doc.updated_at = self.now();
-            let write = expecting(
+            let mut writes = vec![expecting(
                 set(self.document_path(OPERATORS, &found.id), &doc)?,
                 Expect::At(found.version),
-            );
-            match self.commit(vec![write]).await {
+            )];
+            if let Some(entry) = audit {
+                writes.push(self.audit_write(entry)?);
+            }
+            match self.commit(writes).await {
                 CommitOutcome::Committed(_) => return Ok(OperatorWrite::Done),
+                // The entry's id is new to this change: it exists only if an
+                // earlier attempt whose outcome was unknown landed.
+                CommitOutcome::AlreadyExists if audit.is_some() => return Ok(OperatorWrite::Done),
                 CommitOutcome::Changed | CommitOutcome::AlreadyExists => {}
                 // A change is idempotent: doing it again is safe.
                 CommitOutcome::Unknown(_) => {}

@@ -133,6 +133,17 @@ pub(super) fn expecting(write: Write, expect: Expect) -> Write {
     }
 }
 
+/// Makes `write` apply only to a document that exists, at whatever version
+/// (an update that must not create it).
+pub(super) fn only_if_present(write: Write) -> Write {
+    Write {
+        current_document: Some(Precondition {
+            condition_type: Some(ConditionType::Exists(true)),
+        }),
+        ..write
+    }
+}
+
 /// The document a write changes.
 pub(super) fn document_name(write: &Write) -> &str {
     match &write.operation {

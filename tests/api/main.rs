@@ -7,6 +7,7 @@ mod helpers;
 
 mod actions;
 mod admin;
+mod audit;
 mod bad_input;
 mod branch;
 mod campaign_quota;

@@ -7,7 +7,8 @@
 //! - `POST /admin/campaigns/{id}/cancel`: chunks not yet claimed are not sent.
 
 use super::send::idempotency_key;
-use super::{AdminError, ListQuery, require};
+use super::{AdminError, ListQuery, answered, audited, require, route_of};
+use crate::access::audit::{Action, Via};
 use crate::http::AppState;
 use crate::ids::LineUserId;
 use crate::ids::{DocumentHexId, ScenarioId};
@@ -121,24 +122,42 @@ pub(crate) async fn create(
     body: web::Bytes,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
-    require(&request, &state, OperatorRole::Editor).await?;
+    let actor = require(&request, &state, OperatorRole::Editor).await?;
     let (campaign, asked) = parse_body(&body)?;
+    let summary = |extra: Vec<(&'static str, String)>| {
+        let mut summary = vec![
+            ("scenarioId", campaign.scenario_id.to_string()),
+            ("audience", crate::access::audit::json_summary(&campaign.audience)),
+        ];
+        summary.extend(extra);
+        summary
+    };
     if let Asked::Test(users) = &asked {
         let key = request
             .headers()
             .contains_key("idempotency-key")
             .then(|| idempotency_key(&request))
             .transpose()?;
-        let results = state
-            .campaigns
-            .test_send(key.as_deref(), &campaign, users)
-            .await
-            .map_err(admin_error)?;
-        return Ok(HttpResponse::Ok().json(serde_json::json!({
-            "test": true,
-            "scenarioId": campaign.scenario_id.as_str(),
-            "results": results,
-        })));
+        let action = Action {
+            via: Via::Api,
+            name: "campaign_test_send",
+            route: route_of(&request),
+            summary: summary(vec![("users", users.len().to_string())]),
+            touched: users.iter().map(ToString::to_string).collect(),
+        };
+        return audited(&state, &actor, action, async {
+            let results = state
+                .campaigns
+                .test_send(key.as_deref(), &campaign, users)
+                .await
+                .map_err(admin_error)?;
+            Ok(HttpResponse::Ok().json(serde_json::json!({
+                "test": true,
+                "scenarioId": campaign.scenario_id.as_str(),
+                "results": results,
+            })))
+        })
+        .await;
     }
     if matches!(asked, Asked::DryRun) {
         let found = state.campaigns.dry_run(&campaign).await.map_err(admin_error)?;
@@ -164,15 +183,39 @@ pub(crate) async fn create(
         ));
     }
     let key = idempotency_key(&request)?;
-    let id = state.campaigns.create(&key, &campaign).await.map_err(admin_error)?;
-    Ok(HttpResponse::Accepted()
-        .insert_header(("Idempotency-Key", key.as_str()))
-        .insert_header(("Location", format!("/admin/campaigns/{id}")))
-        .json(serde_json::json!({
-            "campaignId": id,
-            "idempotencyKey": key,
-            "scenarioId": campaign.scenario_id.as_str(),
-        })))
+    let mut extra = vec![("idempotencyKey", key.clone())];
+    if let Some(at) = &campaign.send_at {
+        extra.push(("sendAt", at.to_rfc3339()));
+    }
+    let entry = state.auditor.entry(
+        Some(&actor),
+        Action {
+            via: Via::Api,
+            name: if campaign.send_at.is_some() {
+                "campaign_schedule"
+            } else {
+                "campaign_create"
+            },
+            route: route_of(&request),
+            summary: summary(extra),
+            touched: Vec::new(),
+        },
+    );
+    // The entry lands in the campaign's own commit.
+    let created = state.campaigns.create(&key, &campaign, Some(&entry)).await;
+    let result = created.map_err(admin_error).map(|id| {
+        HttpResponse::Accepted()
+            .insert_header(("Idempotency-Key", key.as_str()))
+            .insert_header(("Location", format!("/admin/campaigns/{id}")))
+            .json(serde_json::json!({
+                "campaignId": id,
+                "idempotencyKey": key,
+                "scenarioId": campaign.scenario_id.as_str(),
+            }))
+    });
+    let touched = crate::engine::campaign::campaign_id(&key).map(|id| vec![id]);
+    state.auditor.finish(&entry, answered(&result), touched).await;
+    result
 }
 
 pub(crate) async fn list(
@@ -244,13 +287,23 @@ pub(crate) async fn cancel(
     body: web::Bytes,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
-    require(&request, &state, OperatorRole::Editor).await?;
+    let actor = require(&request, &state, OperatorRole::Editor).await?;
     let id = campaign_id(path.into_inner())?;
     let body = parse_cancel(&body)?;
-    let now = state
-        .campaigns
-        .cancel(&id, body.cancel_timers)
-        .await
-        .map_err(admin_error)?;
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "campaignId": id, "state": now })))
+    let action = Action {
+        via: Via::Api,
+        name: "campaign_cancel",
+        route: route_of(&request),
+        summary: vec![("cancelTimers", body.cancel_timers.to_string())],
+        touched: vec![id.clone()],
+    };
+    audited(&state, &actor, action, async {
+        let now = state
+            .campaigns
+            .cancel(&id, body.cancel_timers)
+            .await
+            .map_err(admin_error)?;
+        Ok(HttpResponse::Ok().json(serde_json::json!({ "campaignId": id, "state": now })))
+    })
+    .await
 }

@@ -1,7 +1,8 @@
 //! `GET /admin/dead-letters` lists what kept failing; `POST
 //! /admin/dead-letters/{id}/replay` runs one again (see `pipeline::replay`).
 
-use super::{AdminError, ListQuery, require};
+use super::{AdminError, ListQuery, audited, require, route_of};
+use crate::access::audit::{Action, Via};
 use crate::http::AppState;
 use crate::pipeline::replay::{ReplayError, Replayed};
 use crate::store::{DeadLetterDoc, Settlement};
@@ -66,43 +67,53 @@ pub(crate) async fn replay(
     state: web::Data<AppState>,
     body: web::Bytes,
 ) -> Result<HttpResponse, AdminError> {
-    require(&request, &state, OperatorRole::Editor).await?;
+    let actor = require(&request, &state, OperatorRole::Editor).await?;
     let id = path.into_inner();
     let asked = replay_request(&body)?;
-    let replayed = state
-        .replayer
-        .replay(&id, asked.force)
-        .await
-        .map_err(|error| match error {
-            ReplayError::UnknownLetter(id) => AdminError::UnknownDeadLetter(id),
-            ReplayError::NotParked(state) => AdminError::Conflict {
-                message: format!("the record is no longer parked: it is {state}"),
-                state,
-            },
-            ReplayError::NeedsForce(risk) => AdminError::NeedsConfirmation {
-                reason: risk.as_str(),
-                message: risk.explain().to_owned(),
-            },
-            ReplayError::NotReplayable(message) => AdminError::Conflict {
-                message: message.to_owned(),
-                state: "failed",
-            },
-            ReplayError::FailedAgain(reason) => {
-                AdminError::Upstream(format!("the replay failed again and was parked: {reason}"))
-            }
-            ReplayError::Pipeline(error) => error.into(),
-        })?;
-    let result = match &replayed {
-        Replayed::Event(processed) => processed.as_str(),
-        Replayed::Outbound(settlement) => settlement.as_str(),
+    let action = Action {
+        via: Via::Api,
+        name: "replay",
+        route: route_of(&request),
+        summary: vec![("force", asked.force.to_string())],
+        touched: vec![id.clone()],
     };
-    tracing::info!(dead_letter.id = %id, outcome = result, "dead letter replayed");
-    match replayed {
-        Replayed::Outbound(Settlement::Failed(reason) | Settlement::Uncertain(reason)) => Err(AdminError::Upstream(
-            format!("LINE did not take the message; it was parked again: {reason}"),
-        )),
-        _ => Ok(HttpResponse::Ok().json(serde_json::json!({ "id": id, "result": result }))),
-    }
+    audited(&state, &actor, action, async {
+        let replayed = state
+            .replayer
+            .replay(&id, asked.force)
+            .await
+            .map_err(|error| match error {
+                ReplayError::UnknownLetter(id) => AdminError::UnknownDeadLetter(id),
+                ReplayError::NotParked(state) => AdminError::Conflict {
+                    message: format!("the record is no longer parked: it is {state}"),
+                    state,
+                },
+                ReplayError::NeedsForce(risk) => AdminError::NeedsConfirmation {
+                    reason: risk.as_str(),
+                    message: risk.explain().to_owned(),
+                },
+                ReplayError::NotReplayable(message) => AdminError::Conflict {
+                    message: message.to_owned(),
+                    state: "failed",
+                },
+                ReplayError::FailedAgain(reason) => {
+                    AdminError::Upstream(format!("the replay failed again and was parked: {reason}"))
+                }
+                ReplayError::Pipeline(error) => error.into(),
+            })?;
+        let result = match &replayed {
+            Replayed::Event(processed) => processed.as_str(),
+            Replayed::Outbound(settlement) => settlement.as_str(),
+        };
+        tracing::info!(dead_letter.id = %id, outcome = result, "dead letter replayed");
+        match replayed {
+            Replayed::Outbound(Settlement::Failed(reason) | Settlement::Uncertain(reason)) => Err(
+                AdminError::Upstream(format!("LINE did not take the message; it was parked again: {reason}")),
+            ),
+            _ => Ok(HttpResponse::Ok().json(serde_json::json!({ "id": id, "result": result }))),
+        }
+    })
+    .await
 }
 
 #[cfg(test)]

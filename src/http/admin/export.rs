@@ -2,7 +2,8 @@
 //! every answer of the scenario as CSV, streamed (see `reports::export`);
 //! formula-like text cells are defused unless `raw=true`.
 
-use super::{AdminError, require};
+use super::{AdminError, audited, require, route_of};
+use crate::access::audit::{Action, Via};
 use crate::http::AppState;
 use crate::reports::export::{Cells, Export, ExportError};
 use crate::values::OperatorRole;
@@ -27,7 +28,7 @@ pub(crate) async fn answers_csv(
     query: web::Query<ExportQuery>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
-    require(&request, &state, OperatorRole::Owner).await?;
+    let actor = require(&request, &state, OperatorRole::Owner).await?;
     let scenario = path.into_inner();
     if let Some(campaign) = &query.campaign
         && crate::ids::DocumentHexId::parse(campaign).is_none()
@@ -36,24 +37,42 @@ pub(crate) async fn answers_csv(
             "campaign {campaign:?} is not a campaign id (40 hex digits)"
         )));
     }
-    let export = state
-        .exporter
-        .start(
-            &scenario,
-            query.from.as_deref(),
-            query.to.as_deref(),
-            query.campaign.as_deref(),
-            if query.raw { Cells::Raw } else { Cells::Safe },
-        )
-        .await
-        .map_err(|error| match error {
-            ExportError::UnknownScenario(id) => AdminError::UnknownScenario(id),
-            ExportError::Store(error) => AdminError::Store(error),
-            error @ ExportError::BadRange(_) => AdminError::BadRequest(error.to_string()),
-            ExportError::Format(error) => AdminError::Internal(error.to_string()),
-        })?;
-    tracing::info!(scenario.id = %scenario, raw = query.raw, outcome = "started", "answers export started");
-    Ok(csv_response(export))
+    let mut summary = vec![("scenarioId", scenario.clone()), ("raw", query.raw.to_string())];
+    for (key, value) in [("from", &query.from), ("to", &query.to), ("campaign", &query.campaign)] {
+        if let Some(value) = value {
+            summary.push((key, value.clone()));
+        }
+    }
+    let action = Action {
+        via: Via::Api,
+        name: "export",
+        route: route_of(&request),
+        summary,
+        touched: Vec::new(),
+    };
+    // The entry is complete once the download starts: a cut-off stream is
+    // the client's to notice (see `csv_response`).
+    audited(&state, &actor, action, async {
+        let export = state
+            .exporter
+            .start(
+                &scenario,
+                query.from.as_deref(),
+                query.to.as_deref(),
+                query.campaign.as_deref(),
+                if query.raw { Cells::Raw } else { Cells::Safe },
+            )
+            .await
+            .map_err(|error| match error {
+                ExportError::UnknownScenario(id) => AdminError::UnknownScenario(id),
+                ExportError::Store(error) => AdminError::Store(error),
+                error @ ExportError::BadRange(_) => AdminError::BadRequest(error.to_string()),
+                ExportError::Format(error) => AdminError::Internal(error.to_string()),
+            })?;
+        tracing::info!(scenario.id = %scenario, raw = query.raw, outcome = "started", "answers export started");
+        Ok(csv_response(export))
+    })
+    .await
 }
 
 /// The streamed CSV download of an export (also the console's).

@@ -2,6 +2,7 @@
 //! timers, and metrics. Off unless `ADMIN_TOKEN` is set; every route checks the
 //! bearer token first, in constant time.
 
+pub(crate) mod audit;
 pub(crate) mod campaigns;
 pub(crate) mod dead_letters;
 pub(crate) mod export;
@@ -16,6 +17,7 @@ pub(crate) mod users;
 
 use super::{AppState, error_body};
 use crate::access::Actor;
+use crate::access::audit::Action;
 use crate::pipeline::PipelineError;
 use crate::store::StoreError;
 use crate::values::OperatorRole;
@@ -177,6 +179,35 @@ fn presented_token(request: &HttpRequest) -> Option<&str> {
         .get(AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(bearer_token)
+}
+
+/// `POST /admin/...`: the method and path asked, as the audit log names a route.
+pub(crate) fn route_of(request: &HttpRequest) -> String {
+    format!("{} {}", request.method(), request.path())
+}
+
+/// Runs `action` with its audit entry: written before it runs (an action
+/// whose entry cannot be written does not run: 503), completed after with the
+/// status answered.
+pub(crate) async fn audited(
+    state: &AppState,
+    actor: &Actor,
+    action: Action<'_>,
+    run: impl std::future::Future<Output = Result<HttpResponse, AdminError>>,
+) -> Result<HttpResponse, AdminError> {
+    let entry = state.auditor.entry(Some(actor), action);
+    state.auditor.begin(&entry).await?;
+    let result = run.await;
+    state.auditor.finish(&entry, answered(&result), None).await;
+    result
+}
+
+/// The status a handler's result answers with.
+pub(crate) fn answered(result: &Result<HttpResponse, AdminError>) -> u16 {
+    match result {
+        Ok(response) => response.status().as_u16(),
+        Err(error) => error.status_code().as_u16(),
+    }
 }
 
 /// `GET /admin/metrics`: events handled and the Firestore round trips they cost,

@@ -3,7 +3,8 @@
 //! run; see `pipeline::rich_menu_links`.
 
 use super::send::idempotency_key;
-use super::{AdminError, require};
+use super::{AdminError, audited, require, route_of};
+use crate::access::audit::{Action, Via};
 use crate::engine::campaign::AudienceRequest;
 use crate::http::AppState;
 use crate::pipeline::rich_menu_links::{LinkError, LinkRequest};
@@ -26,7 +27,7 @@ pub(crate) async fn link(
     path: web::Path<String>,
     body: web::Bytes,
 ) -> Result<HttpResponse, AdminError> {
-    require(&request, &state, OperatorRole::Editor).await?;
+    let actor = require(&request, &state, OperatorRole::Editor).await?;
     let body: LinkBody = if body.is_empty() {
         LinkBody {
             audience: AudienceRequest::default(),
@@ -45,6 +46,23 @@ pub(crate) async fn link(
         dry_run: body.dry_run,
         idempotency_key: idempotency_key(&request)?,
     };
+    if asked.dry_run {
+        return link_now(&state, asked).await;
+    }
+    let action = Action {
+        via: Via::Api,
+        name: "rich_menu_link",
+        route: route_of(&request),
+        summary: vec![
+            ("menu", asked.menu.clone()),
+            ("audience", crate::access::audit::json_summary(&asked.audience)),
+        ],
+        touched: Vec::new(),
+    };
+    audited(&state, &actor, action, link_now(&state, asked)).await
+}
+
+async fn link_now(state: &AppState, asked: LinkRequest) -> Result<HttpResponse, AdminError> {
     let report = state.menu_links.link(asked).await.map_err(|error| match error {
         LinkError::BadMenu(_) | LinkError::Audience(_) => AdminError::BadRequest(error.to_string()),
         LinkError::NotDeployed(_) => AdminError::NotFound(error.to_string()),

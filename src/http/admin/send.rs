@@ -2,7 +2,8 @@
 //! (see `pipeline::manual_send`). The `Idempotency-Key` is generated when absent
 //! and echoed back; reusing one with a different body gets 422.
 
-use super::{AdminError, require};
+use super::{AdminError, answered, require, route_of};
+use crate::access::audit::{Action, Via};
 use crate::http::AppState;
 use crate::ids::{LineUserId, ScenarioId, is_line_user_id};
 use crate::pipeline::manual_send::ManualSendError;
@@ -96,15 +97,42 @@ pub(crate) async fn send_scenario(
     body: web::Bytes,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
-    require(&request, &state, OperatorRole::Editor).await?;
+    let actor = require(&request, &state, OperatorRole::Editor).await?;
     let scenario_raw = path.into_inner();
     let scenario =
         ScenarioId::parse(scenario_raw.clone()).map_err(|_| AdminError::UnknownScenario(scenario_raw.clone()))?;
     let key = idempotency_key(&request)?;
     let users = parse_users(&body)?;
+    let entry = state.auditor.entry(
+        Some(&actor),
+        Action {
+            via: Via::Api,
+            name: "manual_send",
+            route: route_of(&request),
+            summary: vec![
+                ("scenarioId", scenario.to_string()),
+                ("users", users.len().to_string()),
+                ("idempotencyKey", key.clone()),
+            ],
+            touched: users.iter().map(ToString::to_string).collect(),
+        },
+    );
+    let result = send_now(&state, &key, &scenario, &users, &entry).await;
+    state.auditor.finish(&entry, answered(&result), None).await;
+    result
+}
+
+/// The send itself, its audit entry in the request's commit.
+async fn send_now(
+    state: &AppState,
+    key: &str,
+    scenario: &ScenarioId,
+    users: &[LineUserId],
+    entry: &crate::store::AuditEntry,
+) -> Result<HttpResponse, AdminError> {
     let outcomes = state
         .manual_sender
-        .send(&key, &scenario, &users)
+        .send(key, scenario, users, Some(entry))
         .await
         .map_err(|error| match error {
             ManualSendError::UnknownScenario(id) => AdminError::UnknownScenario(id),
@@ -124,7 +152,7 @@ pub(crate) async fn send_scenario(
     let failed = outcomes.iter().filter(|(_, outcome)| !outcome.went_out()).count();
     let response = SendResponse {
         scenario_id: scenario.to_string(),
-        idempotency_key: key.clone(),
+        idempotency_key: key.to_owned(),
         sent: results.len() - failed,
         failed,
         results,
@@ -137,6 +165,6 @@ pub(crate) async fn send_scenario(
         StatusCode::BAD_GATEWAY
     };
     Ok(HttpResponse::build(status)
-        .insert_header(("Idempotency-Key", key.as_str()))
+        .insert_header(("Idempotency-Key", key))
         .json(response))
 }

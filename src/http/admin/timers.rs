@@ -2,7 +2,8 @@
 //! expiries; `DELETE /admin/users/{id}/timers/{timerId}` cancels one that has
 //! not fired.
 
-use super::{AdminError, require};
+use super::{AdminError, audited, require, route_of};
+use crate::access::audit::{Action, Via};
 use crate::http::AppState;
 use crate::ids::{DocumentHexId, LineUserId};
 use crate::pipeline::timer_cancel::TimerCancelError;
@@ -85,13 +86,23 @@ pub(crate) async fn cancel(
     path: web::Path<(String, String)>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
-    require(&request, &state, OperatorRole::Editor).await?;
+    let actor = require(&request, &state, OperatorRole::Editor).await?;
     let (user, timer_id) = path.into_inner();
     let user = user_id(user)?;
     // Anything but a timer id's shape names no timer.
     let id = DocumentHexId::parse(&timer_id).ok_or_else(|| AdminError::UnknownTimer(timer_id.clone()))?;
-    state.timer_cancels.cancel(&user, &id).await.map_err(cancel_error)?;
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "timerId": id.as_str(), "state": "cancelled" })))
+    let action = Action {
+        via: Via::Api,
+        name: "timer_cancel",
+        route: route_of(&request),
+        summary: Vec::new(),
+        touched: vec![user.as_str().to_owned(), id.as_str().to_owned()],
+    };
+    audited(&state, &actor, action, async {
+        state.timer_cancels.cancel(&user, &id).await.map_err(cancel_error)?;
+        Ok(HttpResponse::Ok().json(serde_json::json!({ "timerId": id.as_str(), "state": "cancelled" })))
+    })
+    .await
 }
 
 /// The statuses of today's route: 404, 409 with the timer's state, 503.

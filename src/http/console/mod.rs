@@ -12,6 +12,7 @@ mod session;
 
 use super::AppState;
 use super::admin::export::csv_response;
+use crate::access::audit::{Action, Via};
 use crate::access::{AccessError, Actor, PasswordLogin};
 use crate::ids::LineUserId;
 use crate::pipeline::replay::{ReplayError, Replayed};
@@ -54,6 +55,7 @@ pub(crate) fn routes(config: &mut web::ServiceConfig) {
         .route("/console/campaigns/{id}", web::get().to(campaign))
         .route("/console/sources", web::get().to(sources))
         .route("/console/sources/{id}/qr.png", web::get().to(source_qr))
+        .route("/console/audit", web::get().to(audit))
         .route("/console/tokens", web::get().to(api_tokens))
         .route("/console/tokens", web::post().to(create_api_token))
         .route("/console/tokens/{id}/revoke", web::post().to(revoke_api_token));
@@ -176,6 +178,32 @@ fn forbidden(signed: &Signed, needed: OperatorRole) -> HttpResponse {
             signed.actor.role().as_str()
         )),
     )
+}
+
+/// Writes the audit entry of a console action before it runs; the answer to
+/// give instead when it cannot be written (the action does not run).
+async fn begin_audit(
+    state: &AppState,
+    me: &Signed,
+    request: &HttpRequest,
+    name: &'static str,
+    summary: Vec<(&'static str, String)>,
+    touched: Vec<String>,
+) -> Result<crate::store::AuditEntry, HttpResponse> {
+    let entry = state.auditor.entry(
+        Some(&me.actor),
+        Action {
+            via: Via::Console,
+            name,
+            route: crate::http::admin::route_of(request),
+            summary,
+            touched,
+        },
+    );
+    match state.auditor.begin(&entry).await {
+        Ok(()) => Ok(entry),
+        Err(error) => Err(unavailable(error)),
+    }
 }
 
 fn to_login() -> HttpResponse {
@@ -314,7 +342,17 @@ async fn login(request: HttpRequest, state: web::Data<AppState>, body: web::Byte
         match state.access.log_in_with_password(&form.email, &form.password).await {
             Ok(PasswordLogin::Opened(opened)) => Some(Ok(opened)),
             Ok(PasswordLogin::Refused) => None,
-            Err(error) => Some(Err(error)),
+            Err(AccessError::Store(error)) => Some(Err(error)),
+            Err(error) => {
+                tracing::warn!(error = %error, outcome = "busy", "console login turned away");
+                return login_page(
+                    &request,
+                    &keys,
+                    now,
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    Some(&error.to_string()),
+                );
+            }
         }
     } else if state.access.is_admin_token(&form.token) {
         Some(state.access.log_in_with_admin_token().await)
@@ -548,9 +586,10 @@ struct CsvQuery {
 
 async fn answers_csv(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
     // Exports are the owners' (the answers leave the service).
-    if let Err(response) = signed_in(&request, &state, OperatorRole::Owner).await {
-        return response;
-    }
+    let me = match signed_in(&request, &state, OperatorRole::Owner).await {
+        Ok(me) => me,
+        Err(response) => return response,
+    };
     let Some(query) = query_of::<CsvQuery>(&request) else {
         return unreadable_query();
     };
@@ -559,8 +598,16 @@ async fn answers_csv(request: HttpRequest, state: web::Data<AppState>, path: web
     if campaign.is_some_and(|id| crate::ids::DocumentHexId::parse(id).is_none()) {
         return not_found("No campaign with that id.");
     }
+    let mut summary = vec![("scenarioId", scenario.clone())];
+    if let Some(campaign) = campaign {
+        summary.push(("campaign", campaign.to_owned()));
+    }
+    let entry = match begin_audit(&state, &me, &request, "export", summary, Vec::new()).await {
+        Ok(entry) => entry,
+        Err(response) => return response,
+    };
     // Always defused: the console's download is for opening in a spreadsheet.
-    match state
+    let response = match state
         .exporter
         .start(&scenario, None, None, campaign, crate::reports::export::Cells::Safe)
         .await
@@ -571,7 +618,9 @@ async fn answers_csv(request: HttpRequest, state: web::Data<AppState>, path: web
         }
         Err(ExportError::UnknownScenario(_)) => not_found("No scenario with that id is loaded."),
         Err(error) => unavailable(error),
-    }
+    };
+    state.auditor.finish(&entry, response.status().as_u16(), None).await;
+    response
 }
 
 /// The result of a replay, shown after the redirect; `sig` proves the
@@ -639,6 +688,21 @@ fn confirmation(risk: crate::pipeline::replay::ReplayRisk) -> &'static str {
     }
 }
 
+/// The status the API would answer a replay with, for its audit entry.
+fn replay_status(result: &Result<Replayed, ReplayError>) -> u16 {
+    match result {
+        Ok(Replayed::Outbound(Settlement::Failed(_) | Settlement::Uncertain(_))) => 502,
+        Ok(_) => 200,
+        Err(ReplayError::UnknownLetter(_)) => 404,
+        Err(ReplayError::NotParked(_) | ReplayError::NotReplayable(_) | ReplayError::NeedsForce(_)) => 409,
+        Err(ReplayError::FailedAgain(_)) => 502,
+        Err(ReplayError::Pipeline(crate::pipeline::PipelineError::Store(_))) => 503,
+        Err(ReplayError::Pipeline(crate::pipeline::PipelineError::Contention(_))) => 409,
+        Err(ReplayError::Pipeline(crate::pipeline::PipelineError::InvalidInput(_))) => 400,
+        Err(ReplayError::Pipeline(_)) => 500,
+    }
+}
+
 /// What a replay did, in words, and whether it worked.
 fn replay_outcome(id: &str, result: Result<Replayed, ReplayError>) -> (bool, String) {
     match result {
@@ -672,12 +736,28 @@ async fn replay(
     body: web::Bytes,
 ) -> HttpResponse {
     let form = form(&body);
-    if let Err(response) = signed_post(&request, &state, &form, OperatorRole::Editor).await {
-        return response;
-    }
+    let me = match signed_post(&request, &state, &form, OperatorRole::Editor).await {
+        Ok(me) => me,
+        Err(response) => return response,
+    };
     let id = path.into_inner();
     let force = form.force.as_deref() == Some("true");
+    let entry = match begin_audit(
+        &state,
+        &me,
+        &request,
+        "replay",
+        vec![("force", force.to_string())],
+        vec![id.clone()],
+    )
+    .await
+    {
+        Ok(entry) => entry,
+        Err(response) => return response,
+    };
     let result = state.replayer.replay(&id, force).await;
+    let status = replay_status(&result);
+    state.auditor.finish(&entry, status, None).await;
     let confirm = matches!(result, Err(ReplayError::NeedsForce(_)));
     let (ok, message) = replay_outcome(&id, result);
     tracing::info!(dead_letter.id = %id, outcome = if ok { "replayed" } else { "not_replayed" }, "dead letter replayed from the console");
@@ -834,6 +914,25 @@ async fn tokens_page(
     }
 }
 
+/// `GET /console/audit`: the audit log, for owners.
+async fn audit(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let me = match signed_in(&request, &state, OperatorRole::Owner).await {
+        Ok(me) => me,
+        Err(response) => return response,
+    };
+    let Some(query) = query_of::<crate::reports::audit::AuditQuery>(&request) else {
+        return unreadable_query();
+    };
+    match state.audit_report.list(&query).await {
+        Ok(rows) => html(StatusCode::OK, pages::audit(&me.nav(), &query, Ok(&rows))),
+        Err(crate::reports::audit::AuditError::Store(error)) => unavailable(error),
+        Err(error) => html(
+            StatusCode::BAD_REQUEST,
+            pages::audit(&me.nav(), &query, Err(&error.to_string())),
+        ),
+    }
+}
+
 /// A token change refused: the tokens page saying why (503 for Firestore).
 async fn tokens_refusal(state: &AppState, me: &Signed, status: StatusCode, error: AccessError) -> HttpResponse {
     match error {
@@ -868,13 +967,29 @@ async fn create_api_token(request: HttpRequest, state: web::Data<AppState>, body
         )
         .await;
     };
-    match state.access.create_api_token(&me.actor, &form.label, role).await {
+    let entry = match begin_audit(
+        &state,
+        &me,
+        &request,
+        "api_token_create",
+        vec![("role", role.as_str().to_owned())],
+        Vec::new(),
+    )
+    .await
+    {
+        Ok(entry) => entry,
+        Err(response) => return response,
+    };
+    let response = match state.access.create_api_token(&me.actor, &form.label, role).await {
         Ok(created) => {
+            state.auditor.finish(&entry, 200, Some(vec![created.id.clone()])).await;
             tracing::info!(api_token.id = %created.id, role = role.as_str(), outcome = "created", "personal API token created");
-            tokens_page(&state, &me, StatusCode::OK, Some(&created.token), None).await
+            return tokens_page(&state, &me, StatusCode::OK, Some(&created.token), None).await;
         }
         Err(error) => tokens_refusal(&state, &me, StatusCode::BAD_REQUEST, error).await,
-    }
+    };
+    state.auditor.finish(&entry, response.status().as_u16(), None).await;
+    response
 }
 
 /// `POST /console/tokens/{id}/revoke`: one of the operator's own tokens.
@@ -889,13 +1004,28 @@ async fn revoke_api_token(
         Ok(me) => me,
         Err(response) => return response,
     };
-    match state.access.revoke_api_token(&me.actor, &path).await {
+    let entry = match begin_audit(
+        &state,
+        &me,
+        &request,
+        "api_token_revoke",
+        Vec::new(),
+        vec![path.clone()],
+    )
+    .await
+    {
+        Ok(entry) => entry,
+        Err(response) => return response,
+    };
+    let response = match state.access.revoke_api_token(&me.actor, &path).await {
         Ok(()) => {
             tracing::info!(api_token.id = %path, outcome = "revoked", "personal API token revoked");
             tokens_page(&state, &me, StatusCode::OK, None, Some((true, "The token is revoked."))).await
         }
         Err(error) => tokens_refusal(&state, &me, StatusCode::NOT_FOUND, error).await,
-    }
+    };
+    state.auditor.finish(&entry, response.status().as_u16(), None).await;
+    response
 }
 
 #[cfg(test)]

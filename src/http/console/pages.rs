@@ -71,6 +71,7 @@ fn page(title: &str, nav: Option<&Nav>, body: Markup) -> Markup {
                         a href="/console/campaigns" { "Campaigns" }
                         a href="/console/sources" { "Sources" }
                         a href="/console/tokens" { "API tokens" }
+                        @if nav.may(OperatorRole::Owner) { a href="/console/audit" { "Audit log" } }
                         span id="who" class="who" { (nav.who) " (" (nav.role.as_str()) ")" }
                         form method="post" action="/console/logout" {
                             input type="hidden" name="csrf" value=(nav.csrf);
@@ -187,6 +188,76 @@ pub(crate) fn api_tokens(
                                                         button class="danger" type="submit" { "Revoke" }
                                                     }
                                                 }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// `/console/audit`: the audit log, newest first, with its filters.
+pub(crate) fn audit(
+    nav: &Nav,
+    asked: &crate::reports::audit::AuditQuery,
+    rows: Result<&[crate::reports::audit::AuditRow], &str>,
+) -> Markup {
+    let value = |field: &Option<String>| field.clone().unwrap_or_default();
+    page(
+        "Audit log",
+        Some(nav),
+        html! {
+            section {
+                form method="get" action="/console/audit" id="audit-filter" {
+                    p {
+                        label for="operator" { "Operator" } " "
+                        input type="text" id="operator" name="operator" value=(value(&asked.operator)) placeholder="staff@shop.example";
+                        " "
+                        label for="action" { "Action" } " "
+                        input type="text" id="action" name="action" value=(value(&asked.action)) placeholder="manual_send";
+                    }
+                    p {
+                        label for="from" { "From" } " "
+                        input type="date" id="from" name="from" value=(value(&asked.from));
+                        " "
+                        label for="to" { "To" } " "
+                        input type="date" id="to" name="to" value=(value(&asked.to));
+                        " "
+                        button class="primary" type="submit" { "Filter" }
+                    }
+                    p class="muted" { "Times are Japan time (JST, UTC+9); days are inclusive." }
+                }
+            }
+            section {
+                @match rows {
+                    Err(problem) => { (flash(Some((false, problem)))) }
+                    Ok(rows) => {
+                        @if rows.is_empty() { p id="no-entries" { "No entries." } } @else {
+                            div class="scroll" {
+                                table id="audit" class="rows" {
+                                    tr { th { "When (JST)" } th { "Operator" } th { "Action" } th { "Result" } th { "Route" } th { "Touched" } th { "Summary" } }
+                                    @for row in rows {
+                                        tr data-entry=(row.id) data-action=(row.action) {
+                                            td { (row.at.get(..19).unwrap_or(&row.at).replace('T', " ")) }
+                                            td {
+                                                (row.operator)
+                                                @if let Some(token) = &row.token { br; span class="muted" { "token " (token) "…" } }
+                                                br; span class="muted" { (row.via) }
+                                            }
+                                            td { (row.action) }
+                                            td { (row.result) @if let Some(status) = row.status { " (" (status) ")" } }
+                                            td { code { (row.route) } }
+                                            td {
+                                                @for id in &row.touched { (id) br; }
+                                                @if row.touched_count > row.touched.len() as u64 { span class="muted" { "… " (row.touched_count) " in all" } }
+                                            }
+                                            td {
+                                                @for (key, value) in &row.summary { span class="muted" { (key) } " " (value) br; }
                                             }
                                         }
                                     }

@@ -344,8 +344,15 @@ impl Campaigns {
         Ok(())
     }
 
-    /// Creates the campaign (or finds the one this key created) and returns its id.
-    pub(crate) async fn create(&self, key: &str, request: &CampaignRequest) -> Result<String, CampaignError> {
+    /// Creates the campaign (or finds the one this key created) and returns its
+    /// id. `audit`, the operator's entry in the audit log, is created in the
+    /// campaign's own commit: both land or neither does.
+    pub(crate) async fn create(
+        &self,
+        key: &str,
+        request: &CampaignRequest,
+        audit: Option<&crate::store::AuditEntry>,
+    ) -> Result<String, CampaignError> {
         let id = campaign_id(key).ok_or(CampaignError::BadKey)?;
         // The key first: a retry of a created campaign is the same campaign,
         // even once its send time has passed or its messages used the quota.
@@ -414,7 +421,7 @@ impl Campaigns {
             created_at: self.now(),
             ended_at: None,
         };
-        match self.inner.store.create_campaign(&id, &doc).await? {
+        match self.inner.store.create_campaign(&id, &doc, audit).await? {
             CampaignCreate::Created => {
                 tracing::info!(campaign.id = %id, scenario.id = %request.scenario_id, outcome = "created", "campaign created");
                 self.inner.wake.notify_one();
