@@ -26,6 +26,10 @@ use subtle::ConstantTimeEq;
 const MAX_EMAIL_BYTES: usize = 254;
 /// Password checks (Argon2id) running at once, at most.
 const CONCURRENT_HASHES: usize = 4;
+/// How long a login waits for a free password check before it is told to
+/// come back (a flood of guesses delays real logins; it does not refuse them
+/// at once).
+const HASHING_WAIT: Duration = Duration::from_secs(10);
 /// Personal API tokens per operator, revoked ones included.
 const MAX_TOKENS: usize = crate::store::MAX_API_TOKENS as usize;
 
@@ -214,9 +218,10 @@ impl Access {
             Some(found) if !found.doc.disabled => (found.doc.password_hash.clone(), Some(found)),
             _ => (decoy_hash().to_owned(), None),
         };
-        // Argon2id takes 19 MiB and a core for a moment: a few at a time, and
-        // a flood beyond that is told to come back rather than queued.
-        let Ok(_permit) = self.hashing.try_acquire() else {
+        // Argon2id takes 19 MiB and a core for a moment: a few at a time; a
+        // login waits a while for its turn, and a flood beyond that is told
+        // to come back.
+        let Ok(Ok(_permit)) = tokio::time::timeout(HASHING_WAIT, self.hashing.acquire()).await else {
             return Err(AccessError::Busy);
         };
         let password = password.to_owned();

@@ -88,10 +88,36 @@ pub(crate) async fn run(
             },
         )
     };
-    let finish = |entry: crate::store::AuditEntry, outcome: &Outcome, refused_status: u16| {
+    // How the command ended, for its entry: done, refused (nothing changed),
+    // or failed (Firestore: the change may or may not have landed).
+    let finish = |entry: crate::store::AuditEntry, outcome: Result<&Outcome, &OperatorsError>, refused_status: u16| {
         let auditor = auditor.clone();
-        let status = if outcome.success { 200 } else { refused_status };
+        let status = match outcome {
+            Ok(outcome) if outcome.success => 200,
+            Ok(_) => refused_status,
+            Err(_) => 503,
+        };
         async move { auditor.finish(&entry, status, None).await }
+    };
+    // A change of an existing operator, its entry in the change's commit and
+    // completed with how it ended (also when Firestore failed under it).
+    let change = |email: String, change: OperatorChange, name: &'static str, summary, done_line: String| {
+        let audit = entry(name, &email, summary);
+        let finish = &finish;
+        async move {
+            match store.change_operator(&email, &change, Some(&audit)).await {
+                Ok(written) => {
+                    let outcome = changed(written, &email, done_line);
+                    finish(audit, Ok(&outcome), 404).await;
+                    Ok(outcome)
+                }
+                Err(error) => {
+                    let error = OperatorsError::from(error);
+                    finish(audit, Err(&error), 404).await;
+                    Err(error)
+                }
+            }
+        }
     };
     match command {
         OperatorsCommand::Add { email, role } => {
@@ -99,7 +125,16 @@ pub(crate) async fn run(
             let (password, shown) = password_from(stdin)?;
             let hash = password::hash(&password).map_err(|error| OperatorsError::Invalid(error.to_string()))?;
             let audit = entry("operator_add", &email, vec![("role", role.as_str().to_owned())]);
-            let outcome = match store.add_operator(&email, role, hash, Some(&audit)).await? {
+            let added = store.add_operator(&email, role, hash, Some(&audit)).await;
+            let added = match added {
+                Ok(added) => added,
+                Err(error) => {
+                    let error = OperatorsError::from(error);
+                    finish(audit, Err(&error), 409).await;
+                    return Err(error);
+                }
+            };
+            let outcome = match added {
                 OperatorWrite::Done => done(
                     [format!("added {email} as {}", role.as_str())]
                         .into_iter()
@@ -110,7 +145,7 @@ pub(crate) async fn run(
                     refused(format!("{email} is an operator already (nothing changed)"))
                 }
             };
-            finish(audit, &outcome, 409).await;
+            finish(audit, Ok(&outcome), 409).await;
             Ok(outcome)
         }
         OperatorsCommand::List { format } => {
@@ -125,34 +160,22 @@ pub(crate) async fn run(
             let role = role
                 .or(role_flag)
                 .ok_or_else(|| OperatorsError::Invalid("set-role needs a role: owner, editor or viewer".into()))?;
-            let audit = entry("operator_set_role", &email, vec![("role", role.as_str().to_owned())]);
-            let written = store
-                .change_operator(&email, &OperatorChange::Role(role), Some(&audit))
-                .await?;
-            let outcome = changed(written, &email, format!("{email} is now {}", role.as_str()));
-            finish(audit, &outcome, 404).await;
-            Ok(outcome)
+            let line = format!("{email} is now {}", role.as_str());
+            let summary = vec![("role", role.as_str().to_owned())];
+            change(email, OperatorChange::Role(role), "operator_set_role", summary, line).await
         }
         OperatorsCommand::Disable { email } => {
             let email = valid_email(&email)?;
-            let audit = entry("operator_disable", &email, Vec::new());
-            let written = store
-                .change_operator(&email, &OperatorChange::Disabled, Some(&audit))
-                .await?;
-            let outcome = changed(written, &email, format!("{email} is disabled"));
-            finish(audit, &outcome, 404).await;
-            Ok(outcome)
+            let line = format!("{email} is disabled");
+            change(email, OperatorChange::Disabled, "operator_disable", Vec::new(), line).await
         }
         OperatorsCommand::ResetPassword { email } => {
             let email = valid_email(&email)?;
             let (password, shown) = password_from(stdin)?;
             let hash = password::hash(&password).map_err(|error| OperatorsError::Invalid(error.to_string()))?;
-            let audit = entry("operator_reset_password", &email, Vec::new());
-            let written = store
-                .change_operator(&email, &OperatorChange::PasswordHash(hash), Some(&audit))
-                .await?;
-            let mut outcome = changed(written, &email, format!("{email} has a new password"));
-            finish(audit, &outcome, 404).await;
+            let line = format!("{email} has a new password");
+            let new_hash = OperatorChange::PasswordHash(hash);
+            let mut outcome = change(email, new_hash, "operator_reset_password", Vec::new(), line).await?;
             if outcome.success && shown {
                 outcome.lines.push(one_time_line(&password));
             }

@@ -61,6 +61,41 @@ pub(crate) enum Action {
     },
 }
 
+impl Message {
+    /// What the user sees of this message, in plain text: its text (with its
+    /// buttons' labels), or a card's alternative text. For an operator's
+    /// preview, never for sending.
+    pub(crate) fn preview_text(&self) -> String {
+        let labelled = |text: &str, actions: &mut dyn Iterator<Item = &Action>| {
+            let labels: Vec<&str> = actions.map(Action::label).filter(|label| !label.is_empty()).collect();
+            if labels.is_empty() {
+                text.to_owned()
+            } else {
+                format!("{text} [{}]", labels.join(" / "))
+            }
+        };
+        match self {
+            Message::Text { text, quick_reply } => labelled(
+                text,
+                &mut quick_reply
+                    .iter()
+                    .flat_map(|reply| reply.items.iter().map(|item| &item.action)),
+            ),
+            Message::Template {
+                template: Template::Buttons { title, text, actions },
+                ..
+            } => {
+                let text = match title {
+                    Some(title) => format!("{title}\n{text}"),
+                    None => text.clone(),
+                };
+                labelled(&text, &mut actions.iter())
+            }
+            Message::Flex { alt_text, .. } => alt_text.clone(),
+        }
+    }
+}
+
 impl Action {
     fn label(&self) -> &str {
         match self {

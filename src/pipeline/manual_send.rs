@@ -44,6 +44,13 @@ pub(crate) enum UserSend {
     Failed(String),
 }
 
+/// Why a start could not be decided.
+enum StartFailure {
+    /// The scenario cannot render its start (a defect of the file).
+    Broken(String),
+    Pipeline(super::PipelineError),
+}
+
 /// Decisions of one user's send when the user's record changes under a branch.
 const BRANCH_ROUNDS: usize = 3;
 
@@ -108,6 +115,92 @@ impl ManualSender {
         }
     }
 
+    /// What a send of `scenario` would send `user` now, rendered for them
+    /// (their name, fields and answers in its placeholders, its branches
+    /// decided on their record), as plain text per message: an operator
+    /// checks it before confirming. Nothing is recorded (the display name may
+    /// be cached on the user's record, as any send would).
+    pub(crate) async fn preview(
+        &self,
+        scenario: &ScenarioId,
+        user: &LineUserId,
+    ) -> Result<Vec<String>, ManualSendError> {
+        self.startable(scenario)?;
+        let run = RunId::begun_by("preview");
+        let (decided, _) = match self.start_of(scenario, &run, user).await {
+            Ok(started) => started,
+            Err(StartFailure::Broken(problem)) => {
+                return Err(ManualSendError::BrokenScenario(scenario.to_string(), problem));
+            }
+            Err(StartFailure::Pipeline(error)) => return Err(error.into()),
+        };
+        let mut messages = decided.chain.messages;
+        let step = super::branches::StepSoFar {
+            changes: decided.chain.changes.clone(),
+            answer: None,
+            read: decided.read,
+        };
+        let (values, _) = self
+            .personal
+            .values_for(user, scenario, &messages, &self.engine, &step)
+            .await?;
+        crate::engine::personal::render(&mut messages, values.as_ref());
+        Ok(messages
+            .iter()
+            .map(crate::line::messages::Message::preview_text)
+            .collect())
+    }
+
+    /// Every loaded scenario an operator may send, by id, with its title.
+    pub(crate) fn sendable(&self) -> Vec<(String, String)> {
+        self.engine
+            .scenarios()
+            .iter()
+            .filter(|loaded| self.engine.can_start(&loaded.scenario.id).is_ok())
+            .map(|loaded| {
+                (
+                    loaded.scenario.id.to_string(),
+                    loaded.scenario.title.clone().unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    /// The start of `scenario` for `user` in `run`, its branches decided on
+    /// the user's record, and the version it is pinned to.
+    async fn start_of(
+        &self,
+        scenario: &ScenarioId,
+        run: &RunId,
+        user: &LineUserId,
+    ) -> Result<(super::branches::Decided, u32), StartFailure> {
+        let (rendered, version) = self
+            .engine
+            .manual_start_in_run(scenario, run, user)
+            .map_err(|error| StartFailure::Broken(error.to_string()))?;
+        let decided = super::branches::decide(
+            &self.store,
+            &self.engine,
+            scenario,
+            user,
+            rendered,
+            Some(run),
+            super::branches::StepSoFar::default(),
+        )
+        .await
+        .map_err(StartFailure::Pipeline)?;
+        Ok((decided, version))
+    }
+
+    fn startable(&self, scenario: &ScenarioId) -> Result<(), ManualSendError> {
+        self.engine.can_start(scenario).map_err(|error| match error {
+            ManualStartError::UnknownScenario => ManualSendError::UnknownScenario(scenario.to_string()),
+            ManualStartError::Broken(problem) => {
+                ManualSendError::BrokenScenario(scenario.to_string(), problem.to_string())
+            }
+        })
+    }
+
     /// Sends `scenario` to each of `users` (unique, checked ids), once per key.
     /// `audit`, the operator's entry in the audit log, is created in the
     /// commit that records the request.
@@ -118,12 +211,7 @@ impl ManualSender {
         users: &[LineUserId],
         audit: Option<&crate::store::AuditEntry>,
     ) -> Result<Vec<(LineUserId, UserSend)>, ManualSendError> {
-        self.engine.can_start(scenario).map_err(|error| match error {
-            ManualStartError::UnknownScenario => ManualSendError::UnknownScenario(scenario.to_string()),
-            ManualStartError::Broken(problem) => {
-                ManualSendError::BrokenScenario(scenario.to_string(), problem.to_string())
-            }
-        })?;
+        self.startable(scenario)?;
         let keys = users
             .iter()
             .map(|user| ActionKey::manual(idempotency_key, scenario, user).ok_or(ManualSendError::BadKey))
@@ -134,7 +222,15 @@ impl ManualSender {
             .await?
         {
             RequestCheck::Conflict => return Err(ManualSendError::KeyReused),
-            RequestCheck::First | RequestCheck::Repeat => {}
+            RequestCheck::First => {}
+            // A retry may push what the first call did not: its own audit
+            // entry is written before that (the request's commit carried
+            // only the first call's).
+            RequestCheck::Repeat => {
+                if let Some(entry) = audit {
+                    self.store.begin_audit(entry).await?;
+                }
+            }
         }
         let results = futures::stream::iter(users.iter().zip(keys))
             .map(|(user, key)| async move {
@@ -171,23 +267,10 @@ impl ManualSender {
     async fn try_send_one(&self, key: ActionKey, scenario: &ScenarioId, user: &LineUserId) -> Option<UserSend> {
         // Each send begins a run of its own: its buttons and timers belong to it.
         let run = RunId::begun_by(key.as_str());
-        let (rendered, version) = match self.engine.manual_start_in_run(scenario, &run, user) {
+        let (decided, version) = match self.start_of(scenario, &run, user).await {
             Ok(started) => started,
-            Err(error) => return Some(UserSend::Failed(error.to_string())),
-        };
-        let decided = match super::branches::decide(
-            &self.store,
-            &self.engine,
-            scenario,
-            user,
-            rendered,
-            Some(&run),
-            super::branches::StepSoFar::default(),
-        )
-        .await
-        {
-            Ok(decided) => decided,
-            Err(error) => return Some(UserSend::Failed(format!("{error}; send again"))),
+            Err(StartFailure::Broken(problem)) => return Some(UserSend::Failed(problem)),
+            Err(StartFailure::Pipeline(error)) => return Some(UserSend::Failed(format!("{error}; send again"))),
         };
         let (rendered, user_read, prior) = (decided.chain, decided.user_read, decided.read);
         let now = self.clock.now();

@@ -85,8 +85,16 @@ impl AuditReport {
         if !(1..=crate::store::MAX_AUDIT_LISTED).contains(&limit) {
             return Err(AuditError::BadLimit(crate::store::MAX_AUDIT_LISTED));
         }
+        // Emails are stored as operators are named: trimmed and lower-cased.
+        let operator = present(query.operator.as_deref()).map(|operator| {
+            if operator.contains('@') {
+                crate::store::normalise_email(operator)
+            } else {
+                operator.to_owned()
+            }
+        });
         let filter = AuditFilter {
-            operator: present(query.operator.as_deref()),
+            operator: operator.as_deref(),
             action: present(query.action.as_deref()),
             from_ms: range.from.map(|day| start_of_day_ms(DEFAULT_TIME_ZONE, day)),
             until_ms: range

@@ -132,13 +132,20 @@ impl Store {
             touched: touched.clone(),
             touched_count,
         };
-        let write = only_if_present(merge(self.document_path(AUDIT_LOG, &entry.id), &completed, Vec::new())?);
-        match self.commit(vec![write]).await {
+        let complete = || -> Result<Write, StoreError> {
+            Ok(only_if_present(merge(
+                self.document_path(AUDIT_LOG, &entry.id),
+                &completed,
+                Vec::new(),
+            )?))
+        };
+        match self.commit(vec![complete()?]).await {
             CommitOutcome::Committed(_) | CommitOutcome::AlreadyExists => return Ok(()),
             CommitOutcome::Changed => {}
             CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => return Err(error),
         }
-        // Not there: record it whole.
+        // Not there: record it whole. If a commit still in flight created it
+        // meanwhile (ours finds it there), complete that one instead.
         let mut doc = entry.doc.clone();
         doc.result = end.result.to_owned();
         doc.status = Some(end.status);
@@ -147,11 +154,19 @@ impl Store {
             doc.touched = ids;
             doc.touched_count = count;
         }
-        self.begin_audit(&AuditEntry {
-            id: entry.id.clone(),
-            doc,
-        })
-        .await
+        let whole = create(self.document_path(AUDIT_LOG, &entry.id), &doc)?;
+        match self.commit(vec![whole]).await {
+            CommitOutcome::Committed(_) => Ok(()),
+            CommitOutcome::AlreadyExists | CommitOutcome::Changed => match self.commit(vec![complete()?]).await {
+                CommitOutcome::Committed(_) | CommitOutcome::AlreadyExists | CommitOutcome::Changed => Ok(()),
+                CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
+            },
+            CommitOutcome::Unknown(error) => match self.audit_entry(&entry.id).await? {
+                Some(_) => Ok(()),
+                None => Err(error),
+            },
+            CommitOutcome::Failed(error) => Err(error),
+        }
     }
 
     pub(crate) async fn audit_entry(&self, id: &str) -> Result<Option<AuditDoc>, StoreError> {

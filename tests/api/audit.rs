@@ -151,8 +151,41 @@ async fn every_action_leaves_one_entry_with_who_what_and_the_result() {
         200
     );
 
+    // Cancelled, or done already (an audience of nobody); a menu not deployed
+    // is 404; the sync starts or is running. None of them failed.
+    assert!([200, 409].contains(&cancelled), "{cancelled}");
+    assert_eq!(linked, 404);
+    assert_eq!(synced, 202);
+    // More of the operators command and the console: a role change, a
+    // disabled operator, a revoked token.
+    crate::operator_access::operators(&app, &["set-role", VIEWER, "editor"], "");
+    crate::operator_access::operators(&app, &["disable", VIEWER], "");
+    let tokens_page = get(&app.address, "/console/tokens", &editor)
+        .await
+        .text()
+        .await
+        .unwrap();
+    let token_id = tokens_page
+        .split("data-token=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned();
+    let csrf = csrf_of(&app.address, &editor).await;
+    let revoked = post(
+        &app.address,
+        &format!("/console/tokens/{token_id}/revoke"),
+        &editor,
+        &[("csrf", &csrf)],
+    )
+    .await;
+    assert_eq!(revoked.status(), 200);
+
     let (status, entries) = audit(&app, "", ADMIN_TOKEN).await;
     assert_eq!(status, 200);
+    // No message text: the news scenario's message is nowhere in the log.
+    let stored = serde_json::to_string(&app.firestore.list("audit_log").await).unwrap();
+    assert!(!stored.contains("cafeteria"), "message text in the audit log");
     // Newest first.
     let times: Vec<i64> = entries.iter().map(|entry| entry["atMs"].as_i64().unwrap()).collect();
     assert!(times.windows(2).all(|pair| pair[0] >= pair[1]), "{times:?}");
@@ -164,7 +197,7 @@ async fn every_action_leaves_one_entry_with_who_what_and_the_result() {
         (sent["result"].as_str(), sent["status"].as_u64()),
         (Some("done"), Some(200))
     );
-    assert_eq!(sent["route"], "POST /admin/scenarios/news/send");
+    assert_eq!(sent["route"], "POST /admin/scenarios/{scenario_id}/send");
     assert_eq!(sent["summary"]["scenarioId"], "news");
     assert_eq!(sent["summary"]["users"], "2");
     let mut touched = strings(&sent["touched"]);
@@ -235,6 +268,17 @@ async fn every_action_leaves_one_entry_with_who_what_and_the_result() {
             .iter()
             .all(|entry| entry["operator"] == "cli" && entry["via"] == "cli" && entry["result"] == "done")
     );
+    let role = only(&entries, "operator_set_role");
+    assert_eq!(
+        (role["summary"]["email"].as_str(), role["summary"]["role"].as_str()),
+        (Some(VIEWER), Some("editor"))
+    );
+    assert_eq!(only(&entries, "operator_disable")["result"], "done");
+    let revoke = only(&entries, "api_token_revoke");
+    assert_eq!(
+        (revoke["operator"].as_str(), strings(&revoke["touched"])),
+        (Some(EDITOR), vec![token_id.clone()])
+    );
     // Every entry was completed with its result.
     assert!(entries.iter().all(|entry| entry["result"] != "pending"), "{entries:#?}");
 
@@ -264,6 +308,14 @@ async fn every_action_leaves_one_entry_with_who_what_and_the_result() {
     // Filters: by operator, by action, by days (Tokyo).
     let (_, by_editor) = audit(&app, &format!("?operator={EDITOR}"), ADMIN_TOKEN).await;
     assert!(!by_editor.is_empty() && by_editor.iter().all(|entry| entry["operator"] == EDITOR));
+    let (_, typed) = audit(&app, "?operator=Staff@Shop.Example", ADMIN_TOKEN).await;
+    assert_eq!(typed.len(), by_editor.len(), "an email however typed");
+    let (_, both) = audit(&app, &format!("?operator={EDITOR}&action=replay"), ADMIN_TOKEN).await;
+    assert_eq!(both.len(), 2);
+    let (_, one) = audit(&app, "?limit=1", ADMIN_TOKEN).await;
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0]["id"], sends[0]["id"], "the newest");
+    assert_eq!(audit(&app, "?limit=501", ADMIN_TOKEN).await.0, 400);
     let (_, later) = audit(&app, "?from=2999-01-01", ADMIN_TOKEN).await;
     assert!(later.is_empty());
     let (_, earlier) = audit(&app, "?to=2000-01-01", ADMIN_TOKEN).await;

@@ -113,6 +113,10 @@ fn monotonic_fields_no_query_uses_are_exempt_from_indexing() {
         ("console_sessions", "expiresMs"),
         ("console_sessions", "createdMs"),
         ("console_sessions", "expireAt"),
+        // Audit entries are filtered by operator, action and time only.
+        ("audit_log", "summary"),
+        ("audit_log", "touched"),
+        ("audit_log", "route"),
         ("message_texts", "expireAt"),
         // Timers are found by `state` and `wakeAtMs` (a composite index) and
         // listed by `lineUserId`; their other times are never queried.

@@ -14,7 +14,7 @@ use std::time::Duration;
 pub(crate) const OWNER: &str = "owner@shop.example";
 pub(crate) const EDITOR: &str = "staff@shop.example";
 pub(crate) const VIEWER: &str = "parttime@shop.example";
-const PASSWORD: &str = "correct horse battery staple";
+pub(crate) const PASSWORD: &str = "correct horse battery staple";
 
 async fn app(test_clock: bool) -> TestApp {
     spawn_app_with(TestOptions {

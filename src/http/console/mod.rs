@@ -14,7 +14,8 @@ use super::AppState;
 use super::admin::export::csv_response;
 use crate::access::audit::{Action, Via};
 use crate::access::{AccessError, Actor, PasswordLogin};
-use crate::ids::LineUserId;
+use crate::ids::{LineUserId, ScenarioId};
+use crate::pipeline::manual_send::{ManualSendError, UserSend};
 use crate::pipeline::replay::{ReplayError, Replayed};
 use crate::reports::export::ExportError;
 use crate::reports::results::ResultsError;
@@ -56,6 +57,8 @@ pub(crate) fn routes(config: &mut web::ServiceConfig) {
         .route("/console/sources", web::get().to(sources))
         .route("/console/sources/{id}/qr.png", web::get().to(source_qr))
         .route("/console/audit", web::get().to(audit))
+        .route("/console/users/send", web::get().to(send_form))
+        .route("/console/users/send", web::post().to(send_confirmed))
         .route("/console/tokens", web::get().to(api_tokens))
         .route("/console/tokens", web::post().to(create_api_token))
         .route("/console/tokens/{id}/revoke", web::post().to(revoke_api_token));
@@ -225,6 +228,13 @@ struct Form {
     /// console named the risk.
     #[serde(default)]
     force: Option<String>,
+    /// A manual send's user, scenario and the form's own key.
+    #[serde(default)]
+    user: String,
+    #[serde(default)]
+    scenario: String,
+    #[serde(default)]
+    key: String,
     /// A personal API token's label and role (`/console/tokens`).
     #[serde(default)]
     label: String,
@@ -912,6 +922,131 @@ async fn tokens_page(
         Err(AccessError::NoOperator) => html(status, pages::api_tokens(&me.nav(), None, None, message)),
         Err(error) => unavailable(error),
     }
+}
+
+#[derive(Debug, Deserialize)]
+struct SendQuery {
+    id: Option<String>,
+    scenario: Option<String>,
+}
+
+/// `GET /console/users/send?id=U...[&scenario=ID]`: the scenarios to choose
+/// from, then what the chosen one will send the user, with the confirm form.
+async fn send_form(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let me = match signed_in(&request, &state, OperatorRole::Editor).await {
+        Ok(me) => me,
+        Err(response) => return response,
+    };
+    let Some(query) = query_of::<SendQuery>(&request) else {
+        return unreadable_query();
+    };
+    let Ok(user) = LineUserId::parse_line_shaped(query.id.as_deref().unwrap_or_default().trim()) else {
+        return html(StatusCode::BAD_REQUEST, pages::refused("That is not a LINE user id."));
+    };
+    let Some(scenario) = query.scenario.filter(|scenario| !scenario.is_empty()) else {
+        let scenarios = state.manual_sender.sendable();
+        return html(StatusCode::OK, pages::send_choice(&me.nav(), user.as_str(), &scenarios));
+    };
+    let Ok(scenario) = ScenarioId::parse(scenario) else {
+        return not_found("No scenario with that id is loaded.");
+    };
+    match state.manual_sender.preview(&scenario, &user).await {
+        Ok(messages) => {
+            // This form's own key: a double click or a reload sends once.
+            let key = format!("console-{}", uuid::Uuid::new_v4().simple());
+            html(
+                StatusCode::OK,
+                pages::send_preview(&me.nav(), user.as_str(), scenario.as_str(), &messages, &key),
+            )
+        }
+        Err(ManualSendError::UnknownScenario(_)) => not_found("No scenario with that id is loaded."),
+        Err(ManualSendError::Pipeline(error)) => unavailable(error),
+        Err(error) => html(StatusCode::CONFLICT, pages::refused(&error.to_string())),
+    }
+}
+
+/// A console send's key: made by [`send_form`], so anything else is refused.
+fn is_form_key(key: &str) -> bool {
+    key.strip_prefix("console-")
+        .is_some_and(|rest| rest.len() == 32 && rest.bytes().all(|byte| byte.is_ascii_hexdigit()))
+}
+
+/// `POST /console/users/send`: the confirmed send, once per form.
+async fn send_confirmed(request: HttpRequest, state: web::Data<AppState>, body: web::Bytes) -> HttpResponse {
+    let form = form(&body);
+    let me = match signed_post(&request, &state, &form, OperatorRole::Editor).await {
+        Ok(me) => me,
+        Err(response) => return response,
+    };
+    let (Ok(user), Ok(scenario)) = (
+        LineUserId::parse_line_shaped(form.user.trim()),
+        ScenarioId::parse(form.scenario.clone()),
+    ) else {
+        return html(
+            StatusCode::BAD_REQUEST,
+            pages::refused("That form is not valid: start again from the user's page."),
+        );
+    };
+    if !is_form_key(&form.key) {
+        return html(
+            StatusCode::BAD_REQUEST,
+            pages::refused("That form is not valid: start again from the user's page."),
+        );
+    }
+    let entry = state.auditor.entry(
+        Some(&me.actor),
+        Action {
+            via: Via::Console,
+            name: "manual_send",
+            route: crate::http::admin::route_of(&request),
+            summary: vec![
+                ("scenarioId", scenario.to_string()),
+                ("users", "1".to_owned()),
+                ("idempotencyKey", form.key.clone()),
+            ],
+            touched: vec![user.to_string()],
+        },
+    );
+    // The entry lands with the request's record (see `ManualSender::send`).
+    let sent = state
+        .manual_sender
+        .send(&form.key, &scenario, std::slice::from_ref(&user), Some(&entry))
+        .await;
+    let (status, ok, message) = match &sent {
+        Ok(results) => match results.first().map(|(_, outcome)| outcome) {
+            Some(UserSend::Sent | UserSend::Logged) => (200, true, format!("Sent {scenario} to {user}.")),
+            Some(UserSend::AlreadySent) => (
+                200,
+                true,
+                format!("{scenario} was sent to {user} already by this form: nothing was sent again."),
+            ),
+            Some(outcome) => (
+                502,
+                false,
+                format!(
+                    "{scenario} did not go out yet: {}",
+                    outcome.error().unwrap_or("LINE did not take it")
+                ),
+            ),
+            None => (500, false, "Nothing was sent.".to_owned()),
+        },
+        Err(ManualSendError::UnknownScenario(_)) => (404, false, "No scenario with that id is loaded.".to_owned()),
+        Err(ManualSendError::KeyReused) => (
+            422,
+            false,
+            "This form was used for another send: start again from the user's page.".to_owned(),
+        ),
+        Err(ManualSendError::Pipeline(error)) => (
+            503,
+            false,
+            format!("Firestore did not answer ({error}); send again from this page."),
+        ),
+        Err(error) => (409, false, error.to_string()),
+    };
+    state.auditor.finish(&entry, status, None).await;
+    tracing::info!(scenario.id = %scenario, user.id = %crate::log_ids::logged(user.as_str()), status, "manual send from the console");
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    html(code, pages::send_result(&me.nav(), user.as_str(), (ok, &message)))
 }
 
 /// `GET /console/audit`: the audit log, for owners.

@@ -201,6 +201,69 @@ pub(crate) fn api_tokens(
     )
 }
 
+/// `/console/users/send?id=U...`: the scenarios an operator may send the user.
+pub(crate) fn send_choice(nav: &Nav, user: &str, scenarios: &[(String, String)]) -> Markup {
+    page(
+        "Send a scenario",
+        Some(nav),
+        html! {
+            section {
+                p { "To " code { (user) } }
+                form method="get" action="/console/users/send" id="send-choice" {
+                    input type="hidden" name="id" value=(user);
+                    p {
+                        label for="scenario" { "Scenario" } br;
+                        select id="scenario" name="scenario" {
+                            @for (id, title) in scenarios {
+                                option value=(id) { (id) @if !title.is_empty() { " — " (title) } }
+                            }
+                        }
+                    }
+                    button class="primary" type="submit" id="preview" { "Preview" }
+                }
+            }
+        },
+    )
+}
+
+/// The confirmation of a send: what the user will get, rendered for them,
+/// and the form that sends it once (its `key` is this form's own).
+pub(crate) fn send_preview(nav: &Nav, user: &str, scenario: &str, messages: &[String], key: &str) -> Markup {
+    page(
+        "Send a scenario",
+        Some(nav),
+        html! {
+            section {
+                p { "This sends " strong { (scenario) } " to " code { (user) } " now, by push, whether or not they answered it before. They will get:" }
+                ol id="preview-messages" {
+                    @for message in messages { li style="white-space:pre-wrap" { (message) } }
+                }
+                form method="post" action="/console/users/send" {
+                    input type="hidden" name="csrf" value=(nav.csrf);
+                    input type="hidden" name="user" value=(user);
+                    input type="hidden" name="scenario" value=(scenario);
+                    input type="hidden" name="key" value=(key);
+                    button class="primary" type="submit" id="confirm-send" { "Send" }
+                    " "
+                    a href={ "/console/users?id=" (segment(user)) } { "Cancel" }
+                }
+            }
+        },
+    )
+}
+
+/// A send's result.
+pub(crate) fn send_result(nav: &Nav, user: &str, result: (bool, &str)) -> Markup {
+    page(
+        "Send a scenario",
+        Some(nav),
+        html! {
+            (flash(Some(result)))
+            section { a id="back-to-user" href={ "/console/users?id=" (segment(user)) } { "Back to the user" } }
+        },
+    )
+}
+
 /// `/console/audit`: the audit log, newest first, with its filters.
 pub(crate) fn audit(
     nav: &Nav,
@@ -509,6 +572,9 @@ pub(crate) fn user(nav: &Nav, query: &str, story: Option<&serde_json::Value>, er
                     h2 { (story["userId"].as_str().unwrap_or_default()) }
                     p id="log-hash" class="muted" {
                         "In the log: " code { (story["userIdHash"].as_str().unwrap_or_default()) }
+                    }
+                    @if nav.may(OperatorRole::Editor) {
+                        p { a id="send-scenario" href={ "/console/users/send?id=" (segment(story["userId"].as_str().unwrap_or_default())) } { "Send a scenario to this user" } }
                     }
                     p class="muted" {
                         @match story["user"]["following"].as_bool() {
