@@ -298,6 +298,7 @@ impl Application {
             ),
             auditor: crate::access::audit::Auditor::new(store.clone(), clock.clone()),
             audit_report: crate::reports::audit::AuditReport::new(store.clone()),
+            user_edits: crate::pipeline::hand_edits::UserEdits::new(store.clone()),
             timer_cancels: TimerCancels::new(store.clone()),
             store,
             metrics,

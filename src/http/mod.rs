@@ -43,6 +43,8 @@ pub(crate) struct AppState {
     pub(crate) exporter: Exporter,
     pub(crate) timelines: Timelines,
     pub(crate) user_profiles: crate::reports::users::UserProfiles,
+    /// Operators' changes of a user's tags and fields by hand.
+    pub(crate) user_edits: crate::pipeline::hand_edits::UserEdits,
     /// Operators' cancels of users' timers.
     pub(crate) timer_cancels: TimerCancels,
     /// Read-only uses: dead-letter lists and batch counts.

@@ -25,6 +25,7 @@ mod effects;
 mod export;
 mod follower_sync;
 mod guards;
+mod hand_edits;
 pub(crate) use guards::ScenarioProgress;
 mod idempotency;
 mod inbox;
@@ -65,6 +66,7 @@ pub(crate) use docs::{
 pub(crate) use effects::{AnswerRecord, CampaignMark, Effect, EffectWrites, RunRecord, StartRecord};
 pub(crate) use export::{AnswerPage, EXPORT_PAGE, ListedAnswer};
 pub(crate) use follower_sync::{FollowerSyncDoc, FollowerSyncState, Following, PageCounts, SyncProgress, SyncStart};
+pub(crate) use hand_edits::HandEditWrite;
 pub(crate) use idempotency::RequestCheck;
 pub(crate) use inbox::{Claim, INBOX_RETENTION, InboxKey, NewEvent};
 pub(crate) use lease::{Stored, Swept};

@@ -27,6 +27,7 @@ mod faults;
 mod followers;
 mod guards;
 mod guesses;
+mod hand_edits;
 mod inbox;
 mod indexes;
 mod logs;

@@ -15,6 +15,7 @@ use super::admin::export::csv_response;
 use crate::access::audit::{Action, Via};
 use crate::access::{AccessError, Actor, PasswordLogin};
 use crate::ids::{LineUserId, ScenarioId};
+use crate::pipeline::hand_edits::HandEdited;
 use crate::pipeline::manual_send::{ManualSendError, UserSend};
 use crate::pipeline::replay::{ReplayError, Replayed};
 use crate::reports::export::ExportError;
@@ -59,6 +60,7 @@ pub(crate) fn routes(config: &mut web::ServiceConfig) {
         .route("/console/audit", web::get().to(audit))
         .route("/console/users/send", web::get().to(send_form))
         .route("/console/users/send", web::post().to(send_confirmed))
+        .route("/console/users/edit", web::post().to(edit_user))
         .route("/console/tokens", web::get().to(api_tokens))
         .route("/console/tokens", web::post().to(create_api_token))
         .route("/console/tokens/{id}/revoke", web::post().to(revoke_api_token));
@@ -235,6 +237,17 @@ struct Form {
     scenario: String,
     #[serde(default)]
     key: String,
+    /// A change of the user's tags or fields by hand.
+    #[serde(default)]
+    op: String,
+    #[serde(default)]
+    tag: String,
+    #[serde(default)]
+    field: String,
+    #[serde(default)]
+    value: String,
+    #[serde(default)]
+    kind: String,
     /// A personal API token's label and role (`/console/tokens`).
     #[serde(default)]
     label: String,
@@ -818,6 +831,9 @@ async fn users(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse
             // The scenarios answered and started come from the user's record.
             story["answered"] = profile["answered"].clone();
             story["started"] = profile["started"].clone();
+            story["fields"] = profile["fields"].clone();
+            story["known"] =
+                serde_json::Value::Bool(profile["firstSeenAt"].is_string() || profile["following"].is_boolean());
             html(StatusCode::OK, pages::user(&nav, asked, Some(&story), None))
         }
         (Err(error), _) | (_, Err(error)) => unavailable(error),
@@ -1047,6 +1063,53 @@ async fn send_confirmed(request: HttpRequest, state: web::Data<AppState>, body: 
     tracing::info!(scenario.id = %scenario, user.id = %crate::log_ids::logged(user.as_str()), status, "manual send from the console");
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
     html(code, pages::send_result(&me.nav(), user.as_str(), (ok, &message)))
+}
+
+/// `POST /console/users/edit`: a tag added or removed, a field set or
+/// removed, by hand (editors); back to the user's page when done.
+async fn edit_user(request: HttpRequest, state: web::Data<AppState>, body: web::Bytes) -> HttpResponse {
+    let form = form(&body);
+    let me = match signed_post(&request, &state, &form, OperatorRole::Editor).await {
+        Ok(me) => me,
+        Err(response) => return response,
+    };
+    let Ok(user) = LineUserId::parse_line_shaped(form.user.trim()) else {
+        return html(StatusCode::BAD_REQUEST, pages::refused("That is not a LINE user id."));
+    };
+    let asked = crate::engine::hand_edit::HandEditForm {
+        op: &form.op,
+        tag: &form.tag,
+        field: &form.field,
+        value: &form.value,
+        kind: &form.kind,
+    };
+    let edit = match crate::engine::hand_edit::HandEdit::parse(&asked) {
+        Ok(edit) => edit,
+        Err(problem) => return html(StatusCode::BAD_REQUEST, pages::refused(&problem.to_string())),
+    };
+    let (kind, name) = edit.subject();
+    // The entry lands in the change's own commit (not before it).
+    let entry = state.auditor.entry(
+        Some(&me.actor),
+        Action {
+            via: Via::Console,
+            name: edit.action(),
+            route: crate::http::admin::route_of(&request),
+            summary: vec![(kind, name.to_owned())],
+            touched: vec![user.to_string()],
+        },
+    );
+    let result = state.user_edits.apply(&user, &edit, &entry).await;
+    let (status, response) = match result {
+        Ok(HandEdited::Done) => (303, see_other(&format!("/console/users?id={}", user.as_str()))),
+        Ok(HandEdited::UnknownUser) => (404, not_found("The service has no record of that user.")),
+        Ok(HandEdited::Refused(problem)) => (409, html(StatusCode::CONFLICT, pages::refused(&problem.to_string()))),
+        Err(crate::pipeline::PipelineError::Store(error)) => (503, unavailable(error)),
+        Err(error) => (409, html(StatusCode::CONFLICT, pages::refused(&error.to_string()))),
+    };
+    state.auditor.finish(&entry, status, None).await;
+    tracing::info!(user.id = %crate::log_ids::logged(user.as_str()), action = edit.action(), status, "user changed by hand from the console");
+    response
 }
 
 /// `GET /console/audit`: the audit log, for owners.

@@ -201,6 +201,108 @@ pub(crate) fn api_tokens(
     )
 }
 
+/// A field's value as shown: texts as typed, numbers and yes/no in words.
+fn field_text(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(text) => text.clone(),
+        serde_json::Value::Bool(true) => "yes".to_owned(),
+        serde_json::Value::Bool(false) => "no".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// A user's tags and fields, and for editors the forms that change them by
+/// hand (each change is audited as theirs).
+fn tags_and_fields(nav: &Nav, story: &serde_json::Value) -> Markup {
+    let user = story["userId"].as_str().unwrap_or_default();
+    let tags: Vec<&str> = story["user"]["tags"]
+        .as_array()
+        .map(|tags| tags.iter().filter_map(serde_json::Value::as_str).collect())
+        .unwrap_or_default();
+    let fields: Vec<(&String, &serde_json::Value)> = story["fields"]
+        .as_object()
+        .map(|fields| fields.iter().collect())
+        .unwrap_or_default();
+    let editor = nav.may(OperatorRole::Editor);
+    let hidden = |op: &str| {
+        html! {
+            input type="hidden" name="csrf" value=(nav.csrf);
+            input type="hidden" name="user" value=(user);
+            input type="hidden" name="op" value=(op);
+        }
+    };
+    html! {
+        section id="tags-and-fields" {
+            h2 { "Tags and fields" }
+            div class="scroll" {
+                table id="user-tags" {
+                    tr { th { "Tag" } th {} }
+                    @for tag in &tags {
+                        tr data-tag=(tag) {
+                            td { (tag) }
+                            td {
+                                @if editor {
+                                    form method="post" action="/console/users/edit" {
+                                        (hidden("remove_tag"))
+                                        input type="hidden" name="tag" value=(tag);
+                                        button class="danger" type="submit" { "Remove" }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                table id="user-fields" {
+                    tr { th { "Field" } th { "Value" } th {} }
+                    @for (name, value) in &fields {
+                        tr data-field=(name) {
+                            td { (name) }
+                            td { (field_text(value)) }
+                            td {
+                                @if editor {
+                                    form method="post" action="/console/users/edit" {
+                                        (hidden("remove_field"))
+                                        input type="hidden" name="field" value=(name);
+                                        button class="danger" type="submit" { "Remove" }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            @if editor && story["known"].as_bool() == Some(true) {
+                form method="post" action="/console/users/edit" id="add-tag" {
+                    (hidden("add_tag"))
+                    label for="new-tag" { "Add a tag" } " "
+                    input type="text" id="new-tag" name="tag" maxlength="100" required;
+                    " "
+                    button class="primary" type="submit" { "Add" }
+                }
+                form method="post" action="/console/users/edit" id="set-field" {
+                    (hidden("set_field"))
+                    p {
+                        label for="field-name" { "Field" } " "
+                        input type="text" id="field-name" name="field" maxlength="40" pattern="[a-z][a-z0-9_]{0,39}" required;
+                        " "
+                        label for="field-value" { "Value" } " "
+                        input type="text" id="field-value" name="value" maxlength="500";
+                        " "
+                        select name="kind" id="field-kind" {
+                            option value="text" { "text" }
+                            option value="number" { "number" }
+                            option value="yes_no" { "yes / no" }
+                        }
+                        " "
+                        button class="primary" type="submit" { "Set" }
+                    }
+                }
+                p class="muted" { "Changes by hand are recorded in the audit log as yours." }
+            }
+        }
+    }
+}
+
 /// `/console/users/send?id=U...`: the scenarios an operator may send the user.
 pub(crate) fn send_choice(nav: &Nav, user: &str, scenarios: &[(String, String)]) -> Markup {
     page(
@@ -576,6 +678,7 @@ pub(crate) fn user(nav: &Nav, query: &str, story: Option<&serde_json::Value>, er
                     @if nav.may(OperatorRole::Editor) {
                         p { a id="send-scenario" href={ "/console/users/send?id=" (segment(story["userId"].as_str().unwrap_or_default())) } { "Send a scenario to this user" } }
                     }
+                    (tags_and_fields(nav, story))
                     p class="muted" {
                         @match story["user"]["following"].as_bool() {
                             Some(true) => "Following",

@@ -216,7 +216,13 @@ pub async fn spawn_app_with(options: TestOptions) -> TestApp {
     tokio::spawn(application.run_until_stopped());
     TestApp {
         address,
-        http: reqwest::Client::new(),
+        // Idle connections are dropped before the service's keep-alive (5 s)
+        // closes them: a request sent on one just as the service closes it
+        // fails with "IncompleteMessage".
+        http: reqwest::Client::builder()
+            .pool_idle_timeout(Duration::from_secs(3))
+            .build()
+            .expect("an HTTP client"),
         line,
         firestore: FirestoreRest::new(&emulator_host(), &project_id),
         project_id,

@@ -1,0 +1,200 @@
+//! Tags and fields of one user changed by hand in the console (issue 27 §3):
+//! editors add and remove tags and set and remove fields from the user's
+//! page; each change lands with its audit entry (the field's name, never its
+//! value); viewers cannot; bad input and unknown users change nothing; many
+//! tags added at once all stay.
+
+use crate::helpers::{events, spawn_app};
+use crate::operator_access::{EDITOR, VIEWER, add_staff, csrf_of, get, post, session};
+
+fn field<'a>(user: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    &user["fields"]["fields"]["mapValue"]["fields"][name]
+}
+
+#[tokio::test]
+async fn an_editor_changes_a_users_tags_and_fields_by_hand_and_each_change_is_audited() {
+    let app = spawn_app().await;
+    add_staff(&app);
+    let user = events::new_user();
+    app.deliver(&events::follow(&user)).await;
+    assert!(
+        app.firestore.get("users", &user).await.is_some(),
+        "the follow records the user"
+    );
+    let editor = session(&app.address, EDITOR).await;
+    let page = get(&app.address, &format!("/console/users?id={user}"), &editor)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("id=\"add-tag\"") && page.contains("id=\"set-field\""));
+    let csrf = csrf_of(&app.address, &editor).await;
+    let edit = |fields: Vec<(&'static str, String)>| {
+        let (csrf, editor, address, user) = (csrf.clone(), editor.clone(), app.address.clone(), user.clone());
+        async move {
+            let mut form: Vec<(&str, String)> = vec![("csrf", csrf), ("user", user)];
+            form.extend(fields);
+            let form: Vec<(&str, &str)> = form.iter().map(|(key, value)| (*key, value.as_str())).collect();
+            post(&address, "/console/users/edit", &editor, &form).await
+        }
+    };
+    for change in [
+        vec![("op", "add_tag".to_owned()), ("tag", " 常連さん ".to_owned())],
+        vec![
+            ("op", "set_field".to_owned()),
+            ("field", "plan".to_owned()),
+            ("value", "gold".to_owned()),
+            ("kind", "text".to_owned()),
+        ],
+        vec![
+            ("op", "set_field".to_owned()),
+            ("field", "age".to_owned()),
+            ("value", "30".to_owned()),
+            ("kind", "number".to_owned()),
+        ],
+    ] {
+        let response = edit(change).await;
+        assert_eq!(response.status(), 303);
+        assert_eq!(
+            response.headers()["location"],
+            format!("/console/users?id={user}").as_str()
+        );
+    }
+    assert!(app.user_tags(&user).await.contains(&"常連さん".to_owned()));
+    let record = app.firestore.get("users", &user).await.unwrap();
+    assert_eq!(
+        record["fields"]["fields"]["mapValue"]["fields"]["plan"]["stringValue"],
+        "gold"
+    );
+    assert_eq!(
+        record["fields"]["fields"]["mapValue"]["fields"]["age"]["integerValue"],
+        "30"
+    );
+    let page = get(&app.address, &format!("/console/users?id={user}"), &editor)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("data-tag=\"常連さん\"") && page.contains("data-field=\"plan\""));
+
+    // Removed again.
+    assert_eq!(
+        edit(vec![("op", "remove_tag".to_owned()), ("tag", "常連さん".to_owned())])
+            .await
+            .status(),
+        303
+    );
+    assert_eq!(
+        edit(vec![("op", "remove_field".to_owned()), ("field", "plan".to_owned())])
+            .await
+            .status(),
+        303
+    );
+    assert!(!app.user_tags(&user).await.contains(&"常連さん".to_owned()));
+    let record = app.firestore.get("users", &user).await.unwrap();
+    assert!(field(&record, "plan").is_null(), "{record}");
+    assert_eq!(field(&record, "age")["integerValue"], "30", "the other field stays");
+
+    // Bad input, an unknown user and a viewer change nothing.
+    let before = app.firestore.get("users", &user).await.unwrap()["fields"].clone();
+    for (change, status) in [
+        (
+            vec![
+                ("op", "set_field".to_owned()),
+                ("field", "Bad Name".to_owned()),
+                ("value", "x".to_owned()),
+                ("kind", "text".to_owned()),
+            ],
+            400,
+        ),
+        (
+            vec![
+                ("op", "set_field".to_owned()),
+                ("field", "age".to_owned()),
+                ("value", "many".to_owned()),
+                ("kind", "number".to_owned()),
+            ],
+            400,
+        ),
+        (vec![("op", "add_tag".to_owned()), ("tag", "   ".to_owned())], 400),
+        (vec![("op", "drop".to_owned())], 400),
+    ] {
+        assert_eq!(edit(change).await.status(), status);
+    }
+    let stranger = events::new_user();
+    let csrf_now = csrf_of(&app.address, &editor).await;
+    let unknown = post(
+        &app.address,
+        "/console/users/edit",
+        &editor,
+        &[
+            ("csrf", &csrf_now),
+            ("user", &stranger),
+            ("op", "add_tag"),
+            ("tag", "x"),
+        ],
+    )
+    .await;
+    assert_eq!(unknown.status(), 404);
+    assert!(
+        app.firestore.get("users", &stranger).await.is_none(),
+        "no record made up"
+    );
+    let viewer = session(&app.address, VIEWER).await;
+    let viewer_csrf = csrf_of(&app.address, &viewer).await;
+    let refused = post(
+        &app.address,
+        "/console/users/edit",
+        &viewer,
+        &[("csrf", &viewer_csrf), ("user", &user), ("op", "add_tag"), ("tag", "x")],
+    )
+    .await;
+    assert_eq!(refused.status(), 403);
+    let viewer_page = get(&app.address, &format!("/console/users?id={user}"), &viewer)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(!viewer_page.contains("id=\"add-tag\""), "no forms for a viewer");
+    let after = app.firestore.get("users", &user).await.unwrap()["fields"].clone();
+    assert_eq!((&after["tags"], &after["fields"]), (&before["tags"], &before["fields"]));
+
+    // Ten tags added at once, with the user's own events going on: all stay.
+    let tags: Vec<String> = (0..10).map(|i| format!("tag{i}")).collect();
+    let adds = tags
+        .iter()
+        .map(|tag| edit(vec![("op", "add_tag".to_owned()), ("tag", tag.clone())]));
+    let event = events::text(&user, "news");
+    let (responses, _) = tokio::join!(futures::future::join_all(adds), app.deliver(&event));
+    assert!(responses.iter().all(|response| response.status() == 303));
+    let now = app.user_tags(&user).await;
+    assert!(tags.iter().all(|tag| now.contains(tag)), "{now:?}");
+
+    // Audited as the editor's, by name, never by value.
+    let entries = app.firestore.list("audit_log").await;
+    let of = |action: &str| {
+        entries
+            .iter()
+            .filter(|entry| entry["fields"]["action"]["stringValue"] == action)
+            .count()
+    };
+    // One per change tried: 1 + 10 tags and the unknown user's (refused,
+    // 404); bad input and the viewer were refused before any action.
+    assert_eq!(
+        (of("tag_add"), of("tag_remove"), of("field_set"), of("field_remove")),
+        (12, 1, 2, 1)
+    );
+    let unknown_entry = entries
+        .iter()
+        .find(|entry| entry["fields"]["touched"]["arrayValue"]["values"][0]["stringValue"] == stranger.as_str())
+        .expect("the unknown user's entry");
+    assert_eq!(unknown_entry["fields"]["status"]["integerValue"], "404");
+    let stored = serde_json::to_string(&entries).unwrap();
+    assert!(!stored.contains("gold"), "a field's value is not in the audit log");
+    assert!(
+        entries
+            .iter()
+            .filter(|entry| entry["fields"]["action"]["stringValue"] == "tag_add")
+            .all(|entry| entry["fields"]["operator"]["stringValue"] == EDITOR)
+    );
+}
