@@ -17,6 +17,7 @@ mod campaigns;
 mod cli;
 mod clock;
 mod console;
+mod console_campaigns;
 mod console_send;
 mod contract;
 mod delivery;

@@ -61,6 +61,8 @@ pub(crate) fn routes(config: &mut web::ServiceConfig) {
         .route("/console/users/send", web::get().to(send_form))
         .route("/console/users/send", web::post().to(send_confirmed))
         .route("/console/users/edit", web::post().to(edit_user))
+        .route("/console/campaigns/{id}/cancel", web::get().to(cancel_form))
+        .route("/console/campaigns/{id}/cancel", web::post().to(cancel_confirmed))
         .route("/console/tokens", web::get().to(api_tokens))
         .route("/console/tokens", web::post().to(create_api_token))
         .route("/console/tokens/{id}/revoke", web::post().to(revoke_api_token));
@@ -237,6 +239,9 @@ struct Form {
     scenario: String,
     #[serde(default)]
     key: String,
+    /// A campaign cancel's "also cancel the timers" box.
+    #[serde(default)]
+    timers: Option<String>,
     /// A change of the user's tags or fields by hand.
     #[serde(default)]
     op: String,
@@ -1110,6 +1115,73 @@ async fn edit_user(request: HttpRequest, state: web::Data<AppState>, body: web::
     state.auditor.finish(&entry, status, None).await;
     tracing::info!(user.id = %crate::log_ids::logged(user.as_str()), action = edit.action(), status, "user changed by hand from the console");
     response
+}
+
+/// `GET /console/campaigns/{id}/cancel`: what a cancel stops, and its form.
+async fn cancel_form(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
+    let me = match signed_in(&request, &state, OperatorRole::Editor).await {
+        Ok(me) => me,
+        Err(response) => return response,
+    };
+    let id = path.into_inner();
+    if crate::ids::DocumentHexId::parse(&id).is_none() {
+        return not_found("No campaign with that id.");
+    }
+    match state.campaigns.status(&id).await {
+        Ok(Some(status)) => html(StatusCode::OK, pages::campaign_cancel(&me.nav(), &status)),
+        Ok(None) => not_found("No campaign with that id."),
+        Err(error) => unavailable(error),
+    }
+}
+
+/// `POST /console/campaigns/{id}/cancel`: the confirmed cancel (audited).
+async fn cancel_confirmed(
+    request: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> HttpResponse {
+    let form = form(&body);
+    let me = match signed_post(&request, &state, &form, OperatorRole::Editor).await {
+        Ok(me) => me,
+        Err(response) => return response,
+    };
+    let id = path.into_inner();
+    if crate::ids::DocumentHexId::parse(&id).is_none() {
+        return not_found("No campaign with that id.");
+    }
+    let timers = form.timers.as_deref() == Some("true");
+    let entry = match begin_audit(
+        &state,
+        &me,
+        &request,
+        "campaign_cancel",
+        vec![("cancelTimers", timers.to_string())],
+        vec![id.clone()],
+    )
+    .await
+    {
+        Ok(entry) => entry,
+        Err(response) => return response,
+    };
+    let (status, ok, message) = match state.campaigns.cancel(&id, timers).await {
+        Ok(now) => (200, true, format!("The campaign is {now}.")),
+        Err(crate::pipeline::campaigns::CampaignError::UnknownCampaign(_)) => {
+            (404, false, "No campaign with that id.".to_owned())
+        }
+        Err(crate::pipeline::campaigns::CampaignError::Finished(state)) => (
+            409,
+            false,
+            format!("The campaign is {state}: there is nothing left to cancel."),
+        ),
+        Err(crate::pipeline::campaigns::CampaignError::Pipeline(crate::pipeline::PipelineError::Store(error))) => {
+            (503, false, format!("Firestore did not answer ({error}); try again."))
+        }
+        Err(error) => (409, false, error.to_string()),
+    };
+    state.auditor.finish(&entry, status, None).await;
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    html(code, pages::campaign_cancelled(&me.nav(), &id, (ok, &message)))
 }
 
 /// `GET /console/audit`: the audit log, for owners.

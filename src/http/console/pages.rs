@@ -366,6 +366,52 @@ pub(crate) fn send_result(nav: &Nav, user: &str, result: (bool, &str)) -> Markup
     )
 }
 
+/// The confirmation of a campaign's cancel: what will stop, and the form.
+pub(crate) fn campaign_cancel(nav: &Nav, status: &CampaignStatus) -> Markup {
+    let left = status.pending;
+    page(
+        "Cancel a campaign",
+        Some(nav),
+        html! {
+            section {
+                p {
+                    "Campaign " strong { (status.scenario_id) } " (" (status.state) "): "
+                    (status.sent) " sent, " (left) " not sent yet."
+                }
+                @if status.state == "done" {
+                    p { "Everything went out. Cancelling stops the reminders, expiries and steps its recipients have not got yet." }
+                } @else {
+                    p { "Cancelling stops what has not been sent yet. What was sent stays sent." }
+                }
+                form method="post" action={ "/console/campaigns/" (segment(&status.campaign_id)) "/cancel" } {
+                    input type="hidden" name="csrf" value=(nav.csrf);
+                    p {
+                        label {
+                            input type="checkbox" name="timers" value="true" checked[status.state == "done"];
+                            " Also cancel the recipients' reminders, expiries and steps not sent yet"
+                        }
+                    }
+                    button class="danger" type="submit" id="confirm-cancel" { "Cancel the campaign" }
+                    " "
+                    a href={ "/console/campaigns/" (segment(&status.campaign_id)) } { "Keep it" }
+                }
+            }
+        },
+    )
+}
+
+/// A campaign cancel's result.
+pub(crate) fn campaign_cancelled(nav: &Nav, campaign: &str, result: (bool, &str)) -> Markup {
+    page(
+        "Cancel a campaign",
+        Some(nav),
+        html! {
+            (flash(Some(result)))
+            section { a id="back-to-campaign" href={ "/console/campaigns/" (segment(campaign)) } { "Back to the campaign" } }
+        },
+    )
+}
+
 /// `/console/audit`: the audit log, newest first, with its filters.
 pub(crate) fn audit(
     nav: &Nav,
@@ -815,8 +861,17 @@ pub(crate) fn campaign(
         Some(nav),
         html! {
             section {
-                p { (status.scenario_id) " · " (status.state) br; span class="muted" { (status.campaign_id) } }
+                p { (status.scenario_id) " · " span id="campaign-state" { (status.state) } br; span class="muted" { (status.campaign_id) } }
                 @if let Some(starts) = &status.starts_at { p { "Starts at " (starts) } }
+                @if nav.may(OperatorRole::Editor) {
+                    p {
+                        @if matches!(status.state, "scheduled" | "planning" | "sending") {
+                            a id="cancel-campaign" href={ "/console/campaigns/" (segment(&status.campaign_id)) "/cancel" } { "Cancel this campaign" }
+                        } @else if status.state == "done" {
+                            a id="cancel-campaign" href={ "/console/campaigns/" (segment(&status.campaign_id)) "/cancel" } { "Cancel its reminders and steps not sent yet" }
+                        }
+                    }
+                }
                 div class="scroll" {
                     table {
                         @for (name, value) in figures {
