@@ -852,6 +852,9 @@ async fn two_decisions_of_one_user_racing_on_two_instances_end_on_the_newest() {
     app.line.delay_rich_menu_links_randomly(0.0, std::time::Duration::ZERO);
     app.line.fail_rich_menu_links_randomly(0.2);
     post_all("tab", "yes").await;
+    // Every link entry sent: each one's last call was answered, and a late
+    // link is answered only once it took effect (checked below), so none is
+    // left to land; the wait says so.
     links_sent(&app).await;
     crate::helpers::wait_until(std::time::Duration::from_secs(10), || {
         app.line.rich_menu_links_in_flight() == 0
@@ -873,6 +876,44 @@ async fn two_decisions_of_one_user_racing_on_two_instances_end_on_the_newest() {
             "two decisions"
         );
     }
+}
+
+/// The stand-in's late links behave as LINE's: a link that reached LINE late
+/// has taken effect by the time its answer comes back, so whatever the
+/// caller does on that answer comes after it. The racing test above needs
+/// this: the service answers a late link by linking the newest menu again,
+/// and were the answer let go before the late link landed, that corrective
+/// link could land first and leave the user on the older menu.
+#[tokio::test]
+async fn a_late_link_has_taken_effect_when_its_answer_comes() {
+    use crate::helpers::line_stand_in::ACCESS_TOKEN;
+    let app = spawn_app().await;
+    deploy::deploy(&app.project_id, &app.line, &deploy::menu_dir());
+    let member = app.line.rich_menu_aliases()["member"].clone();
+    let users: Vec<String> = (0..200).map(|_| events::new_user()).collect();
+    app.line
+        .delay_rich_menu_links_randomly(1.0, std::time::Duration::from_millis(300));
+
+    let seen = futures::future::join_all(users.iter().map(|user| {
+        let (app, member) = (&app, &member);
+        async move {
+            let answer = app
+                .http
+                .post(format!("{}/v2/bot/user/{user}/richmenu/{member}", app.line.uri()))
+                .bearer_auth(ACCESS_TOKEN)
+                .send()
+                .await
+                .expect("the stand-in answers");
+            assert_eq!(answer.status(), 200);
+            // What LINE holds the moment its answer is in.
+            app.line.user_rich_menu(user)
+        }
+    }))
+    .await;
+
+    let early = seen.iter().filter(|seen| seen.as_ref() != Some(&member)).count();
+    assert_eq!(early, 0, "links answered before they took effect");
+    assert_eq!(app.line.rich_menu_links_in_flight(), 0);
 }
 
 #[tokio::test]

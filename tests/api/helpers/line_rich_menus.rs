@@ -100,7 +100,9 @@
 //! nothing; `AcceptThenFail` carries the call out, then answers 500 (an error
 //! of LINE's own, a 400 say, stays as it was); `AcceptSlowly(d)` carries it out
 //! and answers after `d`. Each per-user link and unlink call can also fail at
-//! random ([`LineStandIn::fail_rich_menu_links_randomly`]: 500, no effect).
+//! random ([`LineStandIn::fail_rich_menu_links_randomly`]: 500, no effect), or
+//! reach LINE late ([`LineStandIn::delay_rich_menu_links_randomly`]: the link
+//! takes effect after the delay, and its answer leaves only after that).
 //! Queued faults come first. A call is recorded when it arrives, with its
 //! outcome, before a slow answer is let go: a test that waits for it
 //! ([`LineStandIn::wait_for_rich_menu_call`]) can kill the caller while the
@@ -309,11 +311,11 @@ pub(super) struct RichMenuState {
     create_refusals: VecDeque<(String, String)>,
     random_link_failures: f64,
     /// Share of per-user link calls that reach LINE late: the link takes
-    /// effect (and is answered) only after this long, as a request held up
-    /// on its way would.
+    /// effect only after this long, as a request held up on its way would,
+    /// and is answered after that.
     late_links: (f64, Duration),
-    /// Late links not landed yet.
-    late_links_in_flight: usize,
+    /// Late links not landed yet, in the order they land.
+    pending_links: VecDeque<LateLink>,
     rate_limits: bool,
 }
 
@@ -335,15 +337,41 @@ impl Default for RichMenuState {
             create_refusals: VecDeque::new(),
             random_link_failures: 0.0,
             late_links: (0.0, Duration::ZERO),
-            late_links_in_flight: 0,
+            pending_links: VecDeque::new(),
             rate_limits: true,
         }
     }
 }
 
+/// A link call that reached LINE late: it takes effect at `lands`.
+struct LateLink {
+    lands: Instant,
+    user: String,
+    menu: String,
+}
+
+/// The stand-in's state, with every late link due by now landed: whoever
+/// looks (a test, or a call that came after a late link's answer) sees them.
 fn lock(state: &Mutex<RichMenuState>) -> MutexGuard<'_, RichMenuState> {
     // One test panicking must not hide what the stand-in saw.
-    state.lock().unwrap_or_else(PoisonError::into_inner)
+    let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
+    state.land_late_links(Instant::now());
+    state
+}
+
+impl RichMenuState {
+    /// Lands the late links due by `now`, in the order they are due (a menu
+    /// deleted meanwhile links nothing, as LINE would refuse it).
+    fn land_late_links(&mut self, now: Instant) {
+        while self.pending_links.front().is_some_and(|late| late.lands <= now) {
+            let Some(LateLink { user, menu, .. }) = self.pending_links.pop_front() else {
+                break;
+            };
+            if self.menu(&menu).is_some() {
+                self.links.insert(user, menu);
+            }
+        }
+    }
 }
 
 /// Mounts the endpoints on `server`, ahead of the stand-in's catch-all POST.
@@ -1434,21 +1462,20 @@ impl Respond for RichMenuResponder {
                             && random_unit() < late_share
                             && let (Some(user), Some(menu)) = (user, incoming.target.menu.clone())
                         {
-                            // Not yet: the link lands after `late_by`.
+                            // Not yet: the link lands after `late_by`, and
+                            // its answer leaves after that (the delay starts
+                            // once this returns), as LINE answers a call only
+                            // once it is done. It lands on the first look at
+                            // the state from then on ([`lock`]): a call made
+                            // on the answer comes after it, however late a
+                            // timer or a thread would have woken.
                             match before {
                                 Some(before) => state.links.insert(user.clone(), before),
                                 None => state.links.remove(&user),
                             };
-                            state.late_links_in_flight += 1;
-                            let cell = self.state.clone();
-                            std::thread::spawn(move || {
-                                std::thread::sleep(late_by);
-                                let mut state = lock(&cell);
-                                if state.menu(&menu).is_some() {
-                                    state.links.insert(user, menu);
-                                }
-                                state.late_links_in_flight -= 1;
-                            });
+                            let lands = Instant::now() + late_by;
+                            let slot = state.pending_links.partition_point(|late| late.lands <= lands);
+                            state.pending_links.insert(slot, LateLink { lands, user, menu });
                             delay = late_by;
                         }
                         match carried_out {
@@ -1685,8 +1712,10 @@ impl LineStandIn {
     }
 
     /// From now on each per-user link call, with probability `share`, takes
-    /// effect (and is answered) only after `by`: a request that reached LINE
-    /// late, after calls made later than it.
+    /// effect only after `by`: a request that reached LINE late, after calls
+    /// made later than it. It is answered once it took effect, as LINE
+    /// answers: the caller, and any call it makes on that answer, finds the
+    /// link in place.
     pub fn delay_rich_menu_links_randomly(&self, share: f64, by: Duration) {
         assert!((0.0..=1.0).contains(&share));
         self.rich_menu_state().late_links = (share, by);
@@ -1695,7 +1724,7 @@ impl LineStandIn {
     /// Late link calls (see [`Self::delay_rich_menu_links_randomly`]) that
     /// have not taken effect yet.
     pub fn rich_menu_links_in_flight(&self) -> usize {
-        self.rich_menu_state().late_links_in_flight
+        self.rich_menu_state().pending_links.len()
     }
 
     /// The progress poll on which each batch accepted from now on completes
