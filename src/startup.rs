@@ -299,6 +299,8 @@ impl Application {
             auditor: crate::access::audit::Auditor::new(store.clone(), clock.clone()),
             audit_report: crate::reports::audit::AuditReport::new(store.clone()),
             user_edits: crate::pipeline::hand_edits::UserEdits::new(store.clone()),
+            user_data: crate::reports::user_data::UserDataReport::new(store.clone()),
+            user_erasure: crate::pipeline::user_data::UserErasure::new(store.clone()),
             timer_cancels: TimerCancels::new(store.clone()),
             store,
             metrics,

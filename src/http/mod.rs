@@ -45,6 +45,9 @@ pub(crate) struct AppState {
     pub(crate) user_profiles: crate::reports::users::UserProfiles,
     /// Operators' changes of a user's tags and fields by hand.
     pub(crate) user_edits: crate::pipeline::hand_edits::UserEdits,
+    /// One user's data, exported and erased by owners.
+    pub(crate) user_data: crate::reports::user_data::UserDataReport,
+    pub(crate) user_erasure: crate::pipeline::user_data::UserErasure,
     /// Operators' cancels of users' timers.
     pub(crate) timer_cancels: TimerCancels,
     /// Read-only uses: dead-letter lists and batch counts.

@@ -45,6 +45,7 @@ pub(crate) mod timer_cancel;
 mod timer_pace;
 mod timers;
 mod typed;
+pub(crate) mod user_data;
 mod versions;
 mod work;
 mod worker;

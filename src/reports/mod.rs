@@ -20,4 +20,5 @@ pub(crate) mod results;
 pub(crate) mod scrape;
 pub(crate) mod sources;
 pub(crate) mod timeline;
+pub(crate) mod user_data;
 pub(crate) mod users;

@@ -275,7 +275,7 @@ pub(super) fn rfc3339_ms(ms: i64) -> String {
         .unwrap_or_default()
 }
 
-pub(super) fn time(at: &FirestoreInstant) -> String {
+pub(crate) fn time(at: &FirestoreInstant) -> String {
     rfc3339_ms(at.as_millisecond())
 }
 

@@ -16,15 +16,6 @@ use crate::ids::deterministic_id;
 use gcloud_sdk::google::firestore::v1::Write;
 use std::time::Duration;
 
-fn expecting_existing(mut write: Write) -> Write {
-    write.current_document = Some(gcloud_sdk::google::firestore::v1::Precondition {
-        condition_type: Some(gcloud_sdk::google::firestore::v1::precondition::ConditionType::Exists(
-            true,
-        )),
-    });
-    write
-}
-
 /// As long as inbox records: a redelivery of the message must still meet it.
 const MARK_RETENTION: Duration = Duration::from_secs(8 * 24 * 60 * 60);
 
@@ -120,7 +111,7 @@ impl Store {
             Vec::new(),
         )?;
         // Only an existing answer: never create a stub.
-        let write = expecting_existing(write);
+        let write = super::writes::only_if_present(write);
         match self.commit(vec![write]).await {
             CommitOutcome::Committed(_) | CommitOutcome::Changed | CommitOutcome::AlreadyExists => Ok(()),
             CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),

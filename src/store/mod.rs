@@ -44,6 +44,7 @@ mod settler;
 mod sources;
 mod timeline;
 mod timers;
+mod user_data;
 mod user_state;
 mod users;
 mod versions;
@@ -82,6 +83,7 @@ pub(crate) use sources::{
 };
 pub(crate) use timeline::{UserAnswer, UserEvent, UserMarker, UserMessage, UserRecord};
 pub(crate) use timers::{ContextRequest, FiringWrites, TimerContext, TimerDoc, TimerEnd, TimerState, still_held};
+pub(crate) use user_data::ANSWER_PAGE;
 pub(crate) use versions::VersionCheck;
 
 pub(crate) use writes::{CommitOutcome, Expect};

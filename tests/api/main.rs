@@ -52,3 +52,4 @@ mod split;
 mod steps;
 mod timeline;
 mod typed;
+mod user_data;

@@ -61,6 +61,9 @@ pub(crate) fn routes(config: &mut web::ServiceConfig) {
         .route("/console/users/send", web::get().to(send_form))
         .route("/console/users/send", web::post().to(send_confirmed))
         .route("/console/users/edit", web::post().to(edit_user))
+        .route("/console/users/data", web::get().to(user_data))
+        .route("/console/users/erase", web::get().to(erase_form))
+        .route("/console/users/erase", web::post().to(erase_confirmed))
         .route("/console/campaigns/{id}/cancel", web::get().to(cancel_form))
         .route("/console/campaigns/{id}/cancel", web::post().to(cancel_confirmed))
         .route("/console/tokens", web::get().to(api_tokens))
@@ -1182,6 +1185,143 @@ async fn cancel_confirmed(
     state.auditor.finish(&entry, status, None).await;
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
     html(code, pages::campaign_cancelled(&me.nav(), &id, (ok, &message)))
+}
+
+/// The user a page's `?id=` names, or the answer to give instead (boxed:
+/// a response is large beside a user id).
+fn user_of_query(request: &HttpRequest) -> Result<LineUserId, Box<HttpResponse>> {
+    let Some(query) = query_of::<UserQuery>(request) else {
+        return Err(Box::new(unreadable_query()));
+    };
+    LineUserId::parse_line_shaped(query.id.as_deref().unwrap_or_default().trim()).map_err(|_| {
+        Box::new(html(
+            StatusCode::BAD_REQUEST,
+            pages::refused("That is not a LINE user id."),
+        ))
+    })
+}
+
+/// `GET /console/users/data?id=U...`: everything stored of one user, as a
+/// JSON download (owners; audited).
+async fn user_data(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let me = match signed_in(&request, &state, OperatorRole::Owner).await {
+        Ok(me) => me,
+        Err(response) => return response,
+    };
+    let user = match user_of_query(&request) {
+        Ok(user) => user,
+        Err(response) => return *response,
+    };
+    let entry = match begin_audit(
+        &state,
+        &me,
+        &request,
+        "user_data_export",
+        Vec::new(),
+        vec![user.to_string()],
+    )
+    .await
+    {
+        Ok(entry) => entry,
+        Err(response) => return response,
+    };
+    let gathered = async {
+        let (profile, timeline, answers, name) = tokio::join!(
+            state.user_profiles.user(&user),
+            state.timelines.user(&user, TIMELINE_ENTRIES),
+            state.user_data.answers(&user),
+            state.user_data.display_name(&user),
+        );
+        Ok::<_, crate::store::StoreError>((profile?, timeline?, answers?, name?))
+    };
+    let response = match gathered.await {
+        Ok((None, _, (answers, _), _)) if answers.is_empty() => not_found("The service has no record of that user."),
+        Ok((profile, timeline, (answers, capped), name)) => {
+            let body = serde_json::json!({
+                "userId": user.as_str(),
+                "exportedAt": crate::reports::audit::tokyo(state.clock.now_ms()),
+                "displayName": name,
+                "profile": profile,
+                "answers": answers,
+                "answersCapped": capped,
+                "timeline": timeline,
+            });
+            HttpResponse::Ok()
+                .content_type("application/json; charset=utf-8")
+                .insert_header((CACHE_CONTROL, "no-store"))
+                .insert_header(("X-Content-Type-Options", "nosniff"))
+                .insert_header((
+                    "Content-Disposition",
+                    format!("attachment; filename=\"user-{}.json\"", user.as_str()),
+                ))
+                .body(body.to_string())
+        }
+        Err(error) => unavailable(error),
+    };
+    state.auditor.finish(&entry, response.status().as_u16(), None).await;
+    response
+}
+
+/// `GET /console/users/erase?id=U...`: what an erasure removes and keeps, and
+/// its form (owners).
+async fn erase_form(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let me = match signed_in(&request, &state, OperatorRole::Owner).await {
+        Ok(me) => me,
+        Err(response) => return response,
+    };
+    match user_of_query(&request) {
+        Ok(user) => html(StatusCode::OK, pages::erase_confirm(&me.nav(), user.as_str())),
+        Err(response) => *response,
+    }
+}
+
+/// `POST /console/users/erase`: the confirmed erasure (owners; audited).
+async fn erase_confirmed(request: HttpRequest, state: web::Data<AppState>, body: web::Bytes) -> HttpResponse {
+    let form = form(&body);
+    let me = match signed_post(&request, &state, &form, OperatorRole::Owner).await {
+        Ok(me) => me,
+        Err(response) => return response,
+    };
+    let Ok(user) = LineUserId::parse_line_shaped(form.user.trim()) else {
+        return html(StatusCode::BAD_REQUEST, pages::refused("That is not a LINE user id."));
+    };
+    let entry = match begin_audit(
+        &state,
+        &me,
+        &request,
+        "user_data_erase",
+        Vec::new(),
+        vec![user.to_string()],
+    )
+    .await
+    {
+        Ok(entry) => entry,
+        Err(response) => return response,
+    };
+    let (status, result) = match state.user_erasure.erase(&user).await {
+        Ok(redacted) => (
+            200,
+            (
+                true,
+                format!("Erased: {redacted} answers' values, the fields, the name and the open question of {user}."),
+            ),
+        ),
+        Err(crate::pipeline::PipelineError::Store(error)) => (
+            503,
+            (
+                false,
+                format!("Firestore did not answer ({error}); erase again: what was done stays done."),
+            ),
+        ),
+        Err(error) => (500, (false, error.to_string())),
+    };
+    state.auditor.finish(&entry, status, None).await;
+    tracing::info!(user.id = %crate::log_ids::logged(user.as_str()), status, "user data erased from the console");
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    html(
+        code,
+        pages::send_result(&me.nav(), user.as_str(), (result.0, &result.1)),
+    )
 }
 
 /// `GET /console/audit`: the audit log, for owners.

@@ -354,6 +354,32 @@ pub(crate) fn send_preview(nav: &Nav, user: &str, scenario: &str, messages: &[St
     )
 }
 
+/// The confirmation of an erasure: what goes, what stays.
+pub(crate) fn erase_confirm(nav: &Nav, user: &str) -> Markup {
+    page(
+        "Erase a user's personal data",
+        Some(nav),
+        html! {
+            section {
+                p { "This erases the personal data stored of " code { (user) } ":" }
+                ul {
+                    li { "the value of every answer (typed text, numbers, dates, choices): the answers stay as empty records, so counts stay" }
+                    li { "every field, and the cached display name" }
+                    li { "the open question, if any" }
+                }
+                p { "It keeps the user id, tags, follow state and times, the messages the bot sent (scenario text only), and the audit log. It cannot be undone. Download the data first if the user asked for it." }
+                form method="post" action="/console/users/erase" {
+                    input type="hidden" name="csrf" value=(nav.csrf);
+                    input type="hidden" name="user" value=(user);
+                    button class="danger" type="submit" id="confirm-erase" { "Erase" }
+                    " "
+                    a href={ "/console/users?id=" (segment(user)) } { "Keep it" }
+                }
+            }
+        },
+    )
+}
+
 /// A send's result.
 pub(crate) fn send_result(nav: &Nav, user: &str, result: (bool, &str)) -> Markup {
     page(
@@ -725,6 +751,13 @@ pub(crate) fn user(nav: &Nav, query: &str, story: Option<&serde_json::Value>, er
                         p { a id="send-scenario" href={ "/console/users/send?id=" (segment(story["userId"].as_str().unwrap_or_default())) } { "Send a scenario to this user" } }
                     }
                     (tags_and_fields(nav, story))
+                    @if nav.may(OperatorRole::Owner) {
+                        p {
+                            a id="user-data" href={ "/console/users/data?id=" (segment(story["userId"].as_str().unwrap_or_default())) } { "Download this user's data (JSON)" }
+                            " · "
+                            a id="erase-user" href={ "/console/users/erase?id=" (segment(story["userId"].as_str().unwrap_or_default())) } { "Erase this user's personal data" }
+                        }
+                    }
                     p class="muted" {
                         @match story["user"]["following"].as_bool() {
                             Some(true) => "Following",
