@@ -21,13 +21,16 @@ impl UserErasure {
         let mut redacted = 0u64;
         let mut after: Option<String> = None;
         loop {
-            let page = self.store.answers_of_user(user.as_str(), after.as_deref()).await?;
+            let page = self
+                .store
+                .answer_values_of_user(user.as_str(), after.as_deref())
+                .await?;
             let full = page.len() >= usize::try_from(ANSWER_PAGE).unwrap_or(usize::MAX);
-            after = page.last().map(|answer| answer.id.clone());
+            after = page.last().map(|(id, _)| id.clone());
             let holding: Vec<String> = page
                 .into_iter()
-                .filter(|answer| answer.doc.value.is_some())
-                .map(|answer| answer.id)
+                .filter(|(_, holds_value)| *holds_value)
+                .map(|(id, _)| id)
                 .collect();
             self.store.redact_answers(&holding).await?;
             redacted += u64::try_from(holding.len()).unwrap_or(u64::MAX);

@@ -28,11 +28,21 @@ impl UserDataReport {
         loop {
             let page = self.store.answers_of_user(user.as_str(), after.as_deref()).await?;
             let full = page.len() >= usize::try_from(ANSWER_PAGE).unwrap_or(usize::MAX);
-            after = page.last().map(|answer| answer.id.clone());
+            after = page.last().map(|answer| match answer {
+                Ok(answer) => answer.id.clone(),
+                Err(id) => id.clone(),
+            });
             for answer in page {
                 if answers.len() >= MAX_EXPORTED_ANSWERS {
                     return Ok((answers, true));
                 }
+                let answer = match answer {
+                    Ok(answer) => answer,
+                    Err(id) => {
+                        answers.push(json!({ "answerId": id, "unreadable": true }));
+                        continue;
+                    }
+                };
                 let doc = answer.doc;
                 answers.push(json!({
                     "answerId": answer.id,

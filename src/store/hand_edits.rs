@@ -57,9 +57,13 @@ impl Store {
             CommitOutcome::Changed => Ok(HandEditWrite::Moved),
             // The entry's id is new to this change: there only if it landed.
             CommitOutcome::AlreadyExists => Ok(HandEditWrite::Done),
-            CommitOutcome::Unknown(error) => match self.audit_entry(&audit.id).await? {
-                Some(_) => Ok(HandEditWrite::Done),
-                None => Err(error),
+            // Landed or not: the entry tells, once it is fenced. Creating it
+            // now makes a late landing of the change's commit impossible (its
+            // create of the entry would fail, and with it the whole commit):
+            // if ours is created, the change did not land.
+            CommitOutcome::Unknown(error) => match self.commit(vec![self.audit_write(audit)?]).await {
+                CommitOutcome::AlreadyExists => Ok(HandEditWrite::Done),
+                _ => Err(error),
             },
             CommitOutcome::Failed(error) => Err(error),
         }

@@ -67,7 +67,7 @@ pub(super) fn swept<T: DeserializeOwned>(document: Document) -> Swept<T> {
     }
 }
 
-pub(super) fn document_id(name: &str) -> &str {
+pub(crate) fn document_id(name: &str) -> &str {
     name.rsplit('/').next().unwrap_or_default()
 }
 

@@ -13,12 +13,13 @@ use serde::Serialize;
 pub(crate) const ANSWER_PAGE: u32 = 200;
 
 impl Store {
-    /// A page of `user`'s answers (all fields), after the answer `after`.
+    /// A page of `user`'s answers (all fields), after the answer `after`;
+    /// the id alone of one that cannot be decoded.
     pub(crate) async fn answers_of_user(
         &self,
         user: &str,
         after: Option<&str>,
-    ) -> Result<Vec<Stored<AnswerDoc>>, StoreError> {
+    ) -> Result<Vec<Result<Stored<AnswerDoc>, String>>, StoreError> {
         let documents = self
             .page_by_id(
                 SURVEY_RESPONSES,
@@ -41,7 +42,41 @@ impl Store {
                 ANSWER_PAGE,
             )
             .await?;
-        documents.into_iter().map(Stored::decode).collect()
+        // An answer that cannot be read (an old bot's) is named by its id,
+        // not allowed to hide the others.
+        Ok(documents
+            .into_iter()
+            .map(|document| {
+                let id = super::lease::document_id(&document.name).to_owned();
+                Stored::decode(document).map_err(|_| id)
+            })
+            .collect())
+    }
+
+    /// A page of `user`'s answers as the erasure needs them: each id, and
+    /// whether it still holds a value. Read without decoding the rest, so a
+    /// malformed answer (an old bot's) does not stop an erasure.
+    pub(crate) async fn answer_values_of_user(
+        &self,
+        user: &str,
+        after: Option<&str>,
+    ) -> Result<Vec<(String, bool)>, StoreError> {
+        let documents = self
+            .page_by_id(
+                SURVEY_RESPONSES,
+                &["lineUserId", "value"],
+                |q| q.for_all([q.field("lineUserId").eq(user)]),
+                after,
+                ANSWER_PAGE,
+            )
+            .await?;
+        Ok(documents
+            .into_iter()
+            .map(|document| {
+                let holds_value = document.fields.contains_key("value");
+                (super::lease::document_id(&document.name).to_owned(), holds_value)
+            })
+            .collect())
     }
 
     /// Redacts answers by id (the value removed, `redacted` set), in one
@@ -69,6 +104,8 @@ impl Store {
             CommitOutcome::Committed(_) => Ok(()),
             // One answer was deleted meanwhile (it aborted the commit): each
             // on its own, then.
+            // A single answer gone: nothing left to redact.
+            CommitOutcome::Changed | CommitOutcome::AlreadyExists if ids.len() == 1 => Ok(()),
             CommitOutcome::Changed | CommitOutcome::AlreadyExists => {
                 for id in ids {
                     Box::pin(self.redact_answers(std::slice::from_ref(id))).await?;

@@ -117,13 +117,46 @@ async fn an_editor_sends_a_scenario_to_one_user_once_however_often_the_form_is_s
     assert_eq!(refused.status(), 400);
     assert_eq!(pushes(), 1);
 
+    // LINE failing for a moment: the send is recorded and retried by the
+    // service, and the page says not to send it again.
+    let later = events::new_user();
+    app.line
+        .fail_next_pushes([crate::helpers::line_stand_in::Fault::RateLimit { retry_after_secs: 1 }]);
+    let preview = get(
+        &app.address,
+        &format!("/console/users/send?id={later}&scenario=news"),
+        &editor,
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
+    let queued = client
+        .post(format!("{}/console/users/send", app.address))
+        .header("Cookie", &editor)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(serde_urlencoded::to_string(confirm_fields(&preview)).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(queued.status(), 202);
+    assert!(queued.text().await.unwrap().contains("do not send it again"));
+    let later_pushes = || {
+        app.line
+            .accepted()
+            .into_iter()
+            .filter(|call| call.to() == Some(later.as_str()))
+            .count()
+    };
+    crate::helpers::wait_until(std::time::Duration::from_secs(30), || later_pushes() == 1).await;
+
     // Audited: one entry per submission, by the editor, via the console.
     let entries = app.firestore.list("audit_log").await;
     let sends: Vec<_> = entries
         .iter()
         .filter(|entry| entry["fields"]["action"]["stringValue"] == "manual_send")
         .collect();
-    assert_eq!(sends.len(), 4);
+    assert_eq!(sends.len(), 5, "three at once, one resent, one queued");
     assert!(
         sends
             .iter()

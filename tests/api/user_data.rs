@@ -28,6 +28,14 @@ async fn an_owner_exports_a_users_data_and_erases_it_leaving_no_typed_answer_fie
             .await;
         app.deliver(&text(who, typed)).await;
     }
+    // An answer an old bot stored under a random id, in a shape this service
+    // cannot read: it must not stop the export or the erasure.
+    app.firestore
+        .create_with_random_id(
+            "survey_responses",
+            &[("lineUserId", user.as_str()), ("value", "旧ボットの回答 田中")],
+        )
+        .await;
     // A field set by hand and a cached display name.
     let owner = session(&app.address, OWNER).await;
     let csrf = csrf_of(&app.address, &owner).await;
@@ -77,7 +85,14 @@ async fn an_owner_exports_a_users_data_and_erases_it_leaving_no_typed_answer_fie
         .iter()
         .map(|answer| &answer["value"])
         .collect();
-    assert_eq!(values.len(), 2, "{data}");
+    assert_eq!(values.len(), 3, "{data}");
+    let unreadable = data["answers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|answer| answer["unreadable"] == true)
+        .count();
+    assert_eq!(unreadable, 1, "the old bot's answer is named, not hidden");
     assert!(values.contains(&&json!("good")) && values.contains(&&json!(typed)));
     assert!(!data["timeline"]["entries"].as_array().unwrap().is_empty());
 
@@ -103,13 +118,13 @@ async fn an_owner_exports_a_users_data_and_erases_it_leaving_no_typed_answer_fie
     )
     .await;
     assert_eq!(erased.status(), 200);
-    assert!(erased.text().await.unwrap().contains("Erased: 2 answers"));
+    assert!(erased.text().await.unwrap().contains("Erased: 3 answers"));
 
     // No document of the user holds the typed answer, a field or the name.
     let dump = app.firestore.dump().await;
     let of_user: Vec<&str> = dump.lines().filter(|line| line.contains(user.as_str())).collect();
     for line in &of_user {
-        for secret in [typed, "090-1234-5678", "田中 太郎"] {
+        for secret in [typed, "090-1234-5678", "田中 太郎", "旧ボットの回答"] {
             assert!(!line.contains(secret), "{secret} is still in {line}");
         }
     }
@@ -119,7 +134,7 @@ async fn an_owner_exports_a_users_data_and_erases_it_leaving_no_typed_answer_fie
     // The other user is untouched; the answers and counts stay.
     assert!(dump.contains(typed), "the other user's answer stays");
     let answers = app.firestore.list("survey_responses").await;
-    assert_eq!(answers.len(), 4, "answers stay as records");
+    assert_eq!(answers.len(), 5, "answers stay as records");
     let results = crate::helpers::admin_json(&app.address, "/admin/scenarios/export/results").await;
     assert_eq!(results["nodes"][0]["answered"], 2, "counts stay");
 

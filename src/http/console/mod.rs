@@ -1044,11 +1044,20 @@ async fn send_confirmed(request: HttpRequest, state: web::Data<AppState>, body: 
                 true,
                 format!("{scenario} was sent to {user} already by this form: nothing was sent again."),
             ),
+            // Recorded, and retried by the service until LINE takes it: a new
+            // send would be a second message.
+            Some(UserSend::RetryLater(_)) => (
+                202,
+                true,
+                format!(
+                    "{scenario} is recorded for {user} and will be sent as soon as LINE takes it: do not send it again."
+                ),
+            ),
             Some(outcome) => (
                 502,
                 false,
                 format!(
-                    "{scenario} did not go out yet: {}",
+                    "{scenario} did not go out: {}",
                     outcome.error().unwrap_or("LINE did not take it")
                 ),
             ),
