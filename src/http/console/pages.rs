@@ -807,10 +807,10 @@ pub(crate) fn user(nav: &Nav, query: &str, story: Option<&serde_json::Value>, er
                     }
                     div class="scroll" {
                         table {
-                            tr { th { "When (UTC)" } th { "What" } th { "Details" } }
+                            tr { th { "When (JST)" } th { "What" } th { "Details" } }
                             @for entry in story["entries"].as_array().map(Vec::as_slice).unwrap_or_default() {
                                 tr data-entry=(entry["type"].as_str().unwrap_or_default()) {
-                                    td { (entry["at"].as_str().unwrap_or_default()) }
+                                    td { (time_of_text(entry["at"].as_str().unwrap_or_default())) }
                                     td { (entry["type"].as_str().unwrap_or_default()) }
                                     td { (details(entry)) }
                                 }
@@ -895,7 +895,7 @@ pub(crate) fn campaign(
         html! {
             section {
                 p { (status.scenario_id) " · " span id="campaign-state" { (status.state) } br; span class="muted" { (status.campaign_id) } }
-                @if let Some(starts) = &status.starts_at { p { "Starts at " (starts) } }
+                @if let Some(starts) = &status.starts_at { p { "Starts at " (time_of_text(starts)) } }
                 @if nav.may(OperatorRole::Editor) {
                     p {
                         @if matches!(status.state, "scheduled" | "planning" | "sending") {
@@ -1109,9 +1109,19 @@ fn segment(text: &str) -> String {
     percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
+/// An RFC 3339 instant (the API's) as [`time`] shows it; anything else as is.
+fn time_of_text(at: &str) -> String {
+    chrono::DateTime::parse_from_rfc3339(at).map_or_else(|_| at.to_owned(), |at| time(at.timestamp_millis()))
+}
+
+/// An instant as operators in Japan read it: Japan time, the zone shown.
 fn time(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
-        .map(|at| at.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .map(|at| {
+            at.with_timezone(&crate::scenario::DEFAULT_TIME_ZONE)
+                .format("%Y-%m-%d %H:%M:%S JST")
+                .to_string()
+        })
         .unwrap_or_default()
 }
 
@@ -1146,6 +1156,13 @@ mod tests {
         ] {
             assert_eq!(segment(id), encoded);
         }
+    }
+
+    #[test]
+    fn times_show_in_japan_time_with_the_zone() {
+        assert_eq!(time(0), "1970-01-01 09:00:00 JST");
+        assert_eq!(time_of_text("2026-12-01T15:30:00.000Z"), "2026-12-02 00:30:00 JST");
+        assert_eq!(time_of_text("not a time"), "not a time");
     }
 
     #[test]
