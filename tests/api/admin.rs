@@ -123,6 +123,21 @@ async fn a_missing_or_wrong_token_is_refused_and_sends_nothing() {
         assert_eq!(response.status(), 401, "token {token:?}");
     }
     assert!(app.line.calls().is_empty());
+    // A malformed query gets 401 before anything reads it; with the token, 400.
+    let user_path = format!("/admin/users/{user}/timers?all=maybe");
+    let paths = [
+        "/admin/dead-letters?limit=many",
+        "/admin/campaigns?limit=-1",
+        "/admin/scenarios/lunch/answers.csv?raw=maybe",
+        "/admin/scenarios/lunch/results?from=a&from=b",
+        "/admin/audit?limit=x",
+        user_path.as_str(),
+    ];
+    for path in paths {
+        let stranger = app.http.get(format!("{}{path}", app.address)).send().await.unwrap();
+        assert_eq!(stranger.status(), 401, "{path}");
+        assert_eq!(app.get_admin(path).await.status(), 400, "{path}");
+    }
 }
 
 #[tokio::test]

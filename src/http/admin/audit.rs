@@ -10,8 +10,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 pub(crate) async fn list(request: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, AdminError> {
     require(&request, &state, OperatorRole::Owner).await?;
     // Read only once the caller is known to be an owner.
-    let query = web::Query::<AuditQuery>::from_query(request.query_string())
-        .map_err(|error| AdminError::BadRequest(format!("the query could not be read: {error}")))?;
+    let query: AuditQuery = super::query_of(&request)?;
     let entries = state.audit_report.list(&query).await.map_err(|error| match error {
         AuditError::Store(error) => AdminError::Store(error),
         error => AdminError::BadRequest(error.to_string()),

@@ -218,12 +218,10 @@ pub(crate) async fn create(
     result
 }
 
-pub(crate) async fn list(
-    request: HttpRequest,
-    query: web::Query<ListQuery>,
-    state: web::Data<AppState>,
-) -> Result<HttpResponse, AdminError> {
+pub(crate) async fn list(request: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, AdminError> {
     require(&request, &state, OperatorRole::Viewer).await?;
+    // Read only once the caller is known: a stranger learns nothing of it.
+    let query: ListQuery = super::query_of(&request)?;
     let limit = query.limit();
     let campaigns = state.campaigns.list(limit).await?;
     Ok(HttpResponse::Ok().json(serde_json::json!({ "campaigns": campaigns })))

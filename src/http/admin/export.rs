@@ -25,10 +25,11 @@ pub(crate) struct ExportQuery {
 pub(crate) async fn answers_csv(
     request: HttpRequest,
     path: web::Path<String>,
-    query: web::Query<ExportQuery>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
     let actor = require(&request, &state, OperatorRole::Owner).await?;
+    // Read only once the caller is known: a stranger learns nothing of it.
+    let query: ExportQuery = super::query_of(&request)?;
     let scenario = path.into_inner();
     if let Some(campaign) = &query.campaign
         && crate::ids::DocumentHexId::parse(campaign).is_none()

@@ -151,6 +151,14 @@ impl From<PipelineError> for AdminError {
     }
 }
 
+/// A route's query, read after its `require`: before the token check a
+/// malformed query would be answered (400) to anyone, uncounted.
+pub(crate) fn query_of<T: serde::de::DeserializeOwned>(request: &HttpRequest) -> Result<T, AdminError> {
+    actix_web::web::Query::<T>::from_query(request.query_string())
+        .map(actix_web::web::Query::into_inner)
+        .map_err(|error| AdminError::BadRequest(format!("the query could not be read: {error}")))
+}
+
 /// `?limit=N` of the admin lists: 1 to 100, 100 when absent.
 #[derive(Debug, serde::Deserialize)]
 pub(crate) struct ListQuery {

@@ -20,9 +20,10 @@ pub(crate) async fn show(
     request: HttpRequest,
     state: web::Data<AppState>,
     path: web::Path<String>,
-    query: web::Query<RangeQuery>,
 ) -> Result<HttpResponse, AdminError> {
     require(&request, &state, OperatorRole::Viewer).await?;
+    // Read only once the caller is known: a stranger learns nothing of it.
+    let query: RangeQuery = super::query_of(&request)?;
     // A bad dimension is refused before anything is read.
     if let Some(by) = &query.by {
         crate::engine::crosstab::CrossBy::parse(by).map_err(|problem| AdminError::BadRequest(problem.to_string()))?;

@@ -29,12 +29,10 @@ fn report(state: &AppState) -> Result<&crate::reports::sources::SourcesReport, A
     })
 }
 
-pub(crate) async fn list(
-    request: HttpRequest,
-    state: web::Data<AppState>,
-    query: web::Query<RangeQuery>,
-) -> Result<HttpResponse, AdminError> {
+pub(crate) async fn list(request: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, AdminError> {
     require(&request, &state, OperatorRole::Viewer).await?;
+    // Read only once the caller is known: a stranger learns nothing of it.
+    let query: RangeQuery = super::query_of(&request)?;
     let rows = report(&state)?
         .list(query.from.as_deref(), query.to.as_deref())
         .await

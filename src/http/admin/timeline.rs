@@ -29,10 +29,11 @@ fn entries(limit: Option<&str>) -> Result<usize, AdminError> {
 pub(crate) async fn show(
     request: HttpRequest,
     path: web::Path<String>,
-    query: web::Query<TimelineQuery>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
     require(&request, &state, OperatorRole::Viewer).await?;
+    // Read only once the caller is known: a stranger learns nothing of it.
+    let query: TimelineQuery = super::query_of(&request)?;
     let user =
         LineUserId::parse_line_shaped(path.into_inner()).map_err(|shape| AdminError::BadRequest(shape.to_owned()))?;
     let limit = entries(query.limit.as_deref())?;

@@ -66,10 +66,11 @@ fn user_id(raw: String) -> Result<LineUserId, AdminError> {
 pub(crate) async fn list(
     request: HttpRequest,
     path: web::Path<String>,
-    query: web::Query<ListQuery>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AdminError> {
     require(&request, &state, OperatorRole::Viewer).await?;
+    // Read only once the caller is known: a stranger learns nothing of it.
+    let query: ListQuery = super::query_of(&request)?;
     let user = user_id(path.into_inner())?;
     let timers: Vec<Listed> = state
         .store
