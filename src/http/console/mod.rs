@@ -7,6 +7,17 @@
 //! needs on each request: pages redirect to the login without a session,
 //! and answer 403 when the role is too small.
 
+/// The value of a check that passed, or the answer it gave instead (the
+/// login, a 403, a 503): every handler starts with one or more.
+macro_rules! or_answer {
+    ($check:expr) => {
+        match $check {
+            Ok(value) => value,
+            Err(response) => return response,
+        }
+    };
+}
+
 pub(crate) mod pages;
 mod session;
 
@@ -493,10 +504,7 @@ fn home_range(days: Option<&str>) -> Option<Option<u32>> {
 }
 
 async fn scenarios(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    let me = match signed_in(&request, &state, OperatorRole::Viewer).await {
-        Ok(me) => me,
-        Err(response) => return response,
-    };
+    let me = or_answer!(signed_in(&request, &state, OperatorRole::Viewer).await);
     let Some(query) = query_of::<RangeQuery>(&request) else {
         return unreadable_query();
     };
@@ -535,10 +543,7 @@ struct PageQuery {
 }
 
 async fn answers(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
-    let me = match signed_in(&request, &state, OperatorRole::Viewer).await {
-        Ok(me) => me,
-        Err(response) => return response,
-    };
+    let me = or_answer!(signed_in(&request, &state, OperatorRole::Viewer).await);
     let Some(query) = query_of::<PageQuery>(&request) else {
         return unreadable_query();
     };
@@ -567,10 +572,7 @@ struct CrossTabQuery {
 /// A scenario's answers cross-tabulated: `?by=source` (the default),
 /// `variant`, `tag:{tag}` or `field:{name}`, over `from`..`to` when given.
 async fn cross_tab(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
-    let me = match signed_in(&request, &state, OperatorRole::Viewer).await {
-        Ok(me) => me,
-        Err(response) => return response,
-    };
+    let me = or_answer!(signed_in(&request, &state, OperatorRole::Viewer).await);
     let Some(query) = query_of::<CrossTabQuery>(&request) else {
         return unreadable_query();
     };
@@ -617,10 +619,7 @@ struct CsvQuery {
 
 async fn answers_csv(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
     // Exports are the owners' (the answers leave the service).
-    let me = match signed_in(&request, &state, OperatorRole::Owner).await {
-        Ok(me) => me,
-        Err(response) => return response,
-    };
+    let me = or_answer!(signed_in(&request, &state, OperatorRole::Owner).await);
     let Some(query) = query_of::<CsvQuery>(&request) else {
         return unreadable_query();
     };
@@ -633,10 +632,7 @@ async fn answers_csv(request: HttpRequest, state: web::Data<AppState>, path: web
     if let Some(campaign) = campaign {
         summary.push(("campaign", campaign.to_owned()));
     }
-    let entry = match begin_audit(&state, &me, &request, "export", summary, Vec::new()).await {
-        Ok(entry) => entry,
-        Err(response) => return response,
-    };
+    let entry = or_answer!(begin_audit(&state, &me, &request, "export", summary, Vec::new()).await);
     // Always defused: the console's download is for opening in a spreadsheet.
     let response = match state
         .exporter
@@ -667,10 +663,7 @@ struct ReplayedQuery {
 }
 
 async fn dead_letters(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    let me = match signed_in(&request, &state, OperatorRole::Viewer).await {
-        Ok(me) => me,
-        Err(response) => return response,
-    };
+    let me = or_answer!(signed_in(&request, &state, OperatorRole::Viewer).await);
     let Some(query) = query_of::<ReplayedQuery>(&request) else {
         return unreadable_query();
     };
@@ -767,25 +760,20 @@ async fn replay(
     body: web::Bytes,
 ) -> HttpResponse {
     let form = form(&body);
-    let me = match signed_post(&request, &state, &form, OperatorRole::Editor).await {
-        Ok(me) => me,
-        Err(response) => return response,
-    };
+    let me = or_answer!(signed_post(&request, &state, &form, OperatorRole::Editor).await);
     let id = path.into_inner();
     let force = form.force.as_deref() == Some("true");
-    let entry = match begin_audit(
-        &state,
-        &me,
-        &request,
-        "replay",
-        vec![("force", force.to_string())],
-        vec![id.clone()],
-    )
-    .await
-    {
-        Ok(entry) => entry,
-        Err(response) => return response,
-    };
+    let entry = or_answer!(
+        begin_audit(
+            &state,
+            &me,
+            &request,
+            "replay",
+            vec![("force", force.to_string())],
+            vec![id.clone()],
+        )
+        .await
+    );
     let result = state.replayer.replay(&id, force).await;
     let status = replay_status(&result);
     state.auditor.finish(&entry, status, None).await;
@@ -810,10 +798,7 @@ struct UserQuery {
 }
 
 async fn users(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    let me = match signed_in(&request, &state, OperatorRole::Viewer).await {
-        Ok(me) => me,
-        Err(response) => return response,
-    };
+    let me = or_answer!(signed_in(&request, &state, OperatorRole::Viewer).await);
     let Some(query) = query_of::<UserQuery>(&request) else {
         return unreadable_query();
     };
@@ -849,10 +834,7 @@ async fn users(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse
 }
 
 async fn sources(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    let me = match signed_in(&request, &state, OperatorRole::Viewer).await {
-        Ok(me) => me,
-        Err(response) => return response,
-    };
+    let me = or_answer!(signed_in(&request, &state, OperatorRole::Viewer).await);
     let nav = me.nav();
     let Some(report) = &state.sources_report else {
         return html(StatusCode::OK, pages::sources(&nav, None));
@@ -894,10 +876,7 @@ async fn source_qr(request: HttpRequest, state: web::Data<AppState>, path: web::
 }
 
 async fn campaigns(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    let me = match signed_in(&request, &state, OperatorRole::Viewer).await {
-        Ok(me) => me,
-        Err(response) => return response,
-    };
+    let me = or_answer!(signed_in(&request, &state, OperatorRole::Viewer).await);
     match state.campaigns.list(LISTED).await {
         Ok(all) => html(StatusCode::OK, pages::campaigns(&me.nav(), &all)),
         Err(error) => unavailable(error),
@@ -905,10 +884,7 @@ async fn campaigns(request: HttpRequest, state: web::Data<AppState>) -> HttpResp
 }
 
 async fn campaign(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
-    let me = match signed_in(&request, &state, OperatorRole::Viewer).await {
-        Ok(me) => me,
-        Err(response) => return response,
-    };
+    let me = or_answer!(signed_in(&request, &state, OperatorRole::Viewer).await);
     let id = path.into_inner();
     if crate::ids::DocumentHexId::parse(&id).is_none() {
         return not_found("No campaign with that id.");
@@ -957,10 +933,7 @@ struct SendQuery {
 /// `GET /console/users/send?id=U...[&scenario=ID]`: the scenarios to choose
 /// from, then what the chosen one will send the user, with the confirm form.
 async fn send_form(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    let me = match signed_in(&request, &state, OperatorRole::Editor).await {
-        Ok(me) => me,
-        Err(response) => return response,
-    };
+    let me = or_answer!(signed_in(&request, &state, OperatorRole::Editor).await);
     let Some(query) = query_of::<SendQuery>(&request) else {
         return unreadable_query();
     };
@@ -998,10 +971,7 @@ fn is_form_key(key: &str) -> bool {
 /// `POST /console/users/send`: the confirmed send, once per form.
 async fn send_confirmed(request: HttpRequest, state: web::Data<AppState>, body: web::Bytes) -> HttpResponse {
     let form = form(&body);
-    let me = match signed_post(&request, &state, &form, OperatorRole::Editor).await {
-        Ok(me) => me,
-        Err(response) => return response,
-    };
+    let me = or_answer!(signed_post(&request, &state, &form, OperatorRole::Editor).await);
     let (Ok(user), Ok(scenario)) = (
         LineUserId::parse_line_shaped(form.user.trim()),
         ScenarioId::parse(form.scenario.clone()),
@@ -1086,10 +1056,7 @@ async fn send_confirmed(request: HttpRequest, state: web::Data<AppState>, body: 
 /// removed, by hand (editors); back to the user's page when done.
 async fn edit_user(request: HttpRequest, state: web::Data<AppState>, body: web::Bytes) -> HttpResponse {
     let form = form(&body);
-    let me = match signed_post(&request, &state, &form, OperatorRole::Editor).await {
-        Ok(me) => me,
-        Err(response) => return response,
-    };
+    let me = or_answer!(signed_post(&request, &state, &form, OperatorRole::Editor).await);
     let Ok(user) = LineUserId::parse_line_shaped(form.user.trim()) else {
         return html(StatusCode::BAD_REQUEST, pages::refused("That is not a LINE user id."));
     };
@@ -1131,10 +1098,7 @@ async fn edit_user(request: HttpRequest, state: web::Data<AppState>, body: web::
 
 /// `GET /console/campaigns/{id}/cancel`: what a cancel stops, and its form.
 async fn cancel_form(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
-    let me = match signed_in(&request, &state, OperatorRole::Editor).await {
-        Ok(me) => me,
-        Err(response) => return response,
-    };
+    let me = or_answer!(signed_in(&request, &state, OperatorRole::Editor).await);
     let id = path.into_inner();
     if crate::ids::DocumentHexId::parse(&id).is_none() {
         return not_found("No campaign with that id.");
@@ -1154,28 +1118,23 @@ async fn cancel_confirmed(
     body: web::Bytes,
 ) -> HttpResponse {
     let form = form(&body);
-    let me = match signed_post(&request, &state, &form, OperatorRole::Editor).await {
-        Ok(me) => me,
-        Err(response) => return response,
-    };
+    let me = or_answer!(signed_post(&request, &state, &form, OperatorRole::Editor).await);
     let id = path.into_inner();
     if crate::ids::DocumentHexId::parse(&id).is_none() {
         return not_found("No campaign with that id.");
     }
     let timers = form.timers.as_deref() == Some("true");
-    let entry = match begin_audit(
-        &state,
-        &me,
-        &request,
-        "campaign_cancel",
-        vec![("cancelTimers", timers.to_string())],
-        vec![id.clone()],
-    )
-    .await
-    {
-        Ok(entry) => entry,
-        Err(response) => return response,
-    };
+    let entry = or_answer!(
+        begin_audit(
+            &state,
+            &me,
+            &request,
+            "campaign_cancel",
+            vec![("cancelTimers", timers.to_string())],
+            vec![id.clone()],
+        )
+        .await
+    );
     let (status, ok, message) = match state.campaigns.cancel(&id, timers).await {
         Ok(now) => (200, true, format!("The campaign is {now}.")),
         Err(crate::pipeline::campaigns::CampaignError::UnknownCampaign(_)) => {
@@ -1213,27 +1172,22 @@ fn user_of_query(request: &HttpRequest) -> Result<LineUserId, Box<HttpResponse>>
 /// `GET /console/users/data?id=U...`: everything stored of one user, as a
 /// JSON download (owners; audited).
 async fn user_data(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    let me = match signed_in(&request, &state, OperatorRole::Owner).await {
-        Ok(me) => me,
-        Err(response) => return response,
-    };
+    let me = or_answer!(signed_in(&request, &state, OperatorRole::Owner).await);
     let user = match user_of_query(&request) {
         Ok(user) => user,
         Err(response) => return *response,
     };
-    let entry = match begin_audit(
-        &state,
-        &me,
-        &request,
-        "user_data_export",
-        Vec::new(),
-        vec![user.to_string()],
-    )
-    .await
-    {
-        Ok(entry) => entry,
-        Err(response) => return response,
-    };
+    let entry = or_answer!(
+        begin_audit(
+            &state,
+            &me,
+            &request,
+            "user_data_export",
+            Vec::new(),
+            vec![user.to_string()],
+        )
+        .await
+    );
     let gathered = async {
         let (profile, timeline, answers, name) = tokio::join!(
             state.user_profiles.user(&user),
@@ -1274,10 +1228,7 @@ async fn user_data(request: HttpRequest, state: web::Data<AppState>) -> HttpResp
 /// `GET /console/users/erase?id=U...`: what an erasure removes and keeps, and
 /// its form (owners).
 async fn erase_form(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    let me = match signed_in(&request, &state, OperatorRole::Owner).await {
-        Ok(me) => me,
-        Err(response) => return response,
-    };
+    let me = or_answer!(signed_in(&request, &state, OperatorRole::Owner).await);
     match user_of_query(&request) {
         Ok(user) => html(StatusCode::OK, pages::erase_confirm(&me.nav(), user.as_str())),
         Err(response) => *response,
@@ -1287,26 +1238,21 @@ async fn erase_form(request: HttpRequest, state: web::Data<AppState>) -> HttpRes
 /// `POST /console/users/erase`: the confirmed erasure (owners; audited).
 async fn erase_confirmed(request: HttpRequest, state: web::Data<AppState>, body: web::Bytes) -> HttpResponse {
     let form = form(&body);
-    let me = match signed_post(&request, &state, &form, OperatorRole::Owner).await {
-        Ok(me) => me,
-        Err(response) => return response,
-    };
+    let me = or_answer!(signed_post(&request, &state, &form, OperatorRole::Owner).await);
     let Ok(user) = LineUserId::parse_line_shaped(form.user.trim()) else {
         return html(StatusCode::BAD_REQUEST, pages::refused("That is not a LINE user id."));
     };
-    let entry = match begin_audit(
-        &state,
-        &me,
-        &request,
-        "user_data_erase",
-        Vec::new(),
-        vec![user.to_string()],
-    )
-    .await
-    {
-        Ok(entry) => entry,
-        Err(response) => return response,
-    };
+    let entry = or_answer!(
+        begin_audit(
+            &state,
+            &me,
+            &request,
+            "user_data_erase",
+            Vec::new(),
+            vec![user.to_string()],
+        )
+        .await
+    );
     let (status, result) = match state.user_erasure.erase(&user).await {
         Ok(redacted) => (
             200,
@@ -1335,10 +1281,7 @@ async fn erase_confirmed(request: HttpRequest, state: web::Data<AppState>, body:
 
 /// `GET /console/audit`: the audit log, for owners.
 async fn audit(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    let me = match signed_in(&request, &state, OperatorRole::Owner).await {
-        Ok(me) => me,
-        Err(response) => return response,
-    };
+    let me = or_answer!(signed_in(&request, &state, OperatorRole::Owner).await);
     let Some(query) = query_of::<crate::reports::audit::AuditQuery>(&request) else {
         return unreadable_query();
     };
@@ -1372,10 +1315,7 @@ async fn api_tokens(request: HttpRequest, state: web::Data<AppState>) -> HttpRes
 /// operator's), shown once on the page this answers with.
 async fn create_api_token(request: HttpRequest, state: web::Data<AppState>, body: web::Bytes) -> HttpResponse {
     let form = form(&body);
-    let me = match signed_post(&request, &state, &form, OperatorRole::Viewer).await {
-        Ok(me) => me,
-        Err(response) => return response,
-    };
+    let me = or_answer!(signed_post(&request, &state, &form, OperatorRole::Viewer).await);
     let Ok(role) = form.role.parse::<OperatorRole>() else {
         return tokens_page(
             &state,
@@ -1386,19 +1326,17 @@ async fn create_api_token(request: HttpRequest, state: web::Data<AppState>, body
         )
         .await;
     };
-    let entry = match begin_audit(
-        &state,
-        &me,
-        &request,
-        "api_token_create",
-        vec![("role", role.as_str().to_owned())],
-        Vec::new(),
-    )
-    .await
-    {
-        Ok(entry) => entry,
-        Err(response) => return response,
-    };
+    let entry = or_answer!(
+        begin_audit(
+            &state,
+            &me,
+            &request,
+            "api_token_create",
+            vec![("role", role.as_str().to_owned())],
+            Vec::new(),
+        )
+        .await
+    );
     let response = match state.access.create_api_token(&me.actor, &form.label, role).await {
         Ok(created) => {
             state.auditor.finish(&entry, 200, Some(vec![created.id.clone()])).await;
@@ -1419,23 +1357,18 @@ async fn revoke_api_token(
     body: web::Bytes,
 ) -> HttpResponse {
     let form = form(&body);
-    let me = match signed_post(&request, &state, &form, OperatorRole::Viewer).await {
-        Ok(me) => me,
-        Err(response) => return response,
-    };
-    let entry = match begin_audit(
-        &state,
-        &me,
-        &request,
-        "api_token_revoke",
-        Vec::new(),
-        vec![path.clone()],
-    )
-    .await
-    {
-        Ok(entry) => entry,
-        Err(response) => return response,
-    };
+    let me = or_answer!(signed_post(&request, &state, &form, OperatorRole::Viewer).await);
+    let entry = or_answer!(
+        begin_audit(
+            &state,
+            &me,
+            &request,
+            "api_token_revoke",
+            Vec::new(),
+            vec![path.clone()],
+        )
+        .await
+    );
     let response = match state.access.revoke_api_token(&me.actor, &path).await {
         Ok(()) => {
             tracing::info!(api_token.id = %path, outcome = "revoked", "personal API token revoked");
