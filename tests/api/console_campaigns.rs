@@ -95,3 +95,275 @@ async fn an_editor_cancels_a_scheduled_campaign_after_a_confirmation() {
                 && entry["fields"]["touched"]["arrayValue"]["values"][0]["stringValue"] == id.as_str())
     );
 }
+
+/// The hidden fields of the confirm form on a campaign preview, unescaped.
+fn confirm_fields(page: &str) -> Vec<(String, String)> {
+    let unescape = |value: &str| {
+        value
+            .replace("&quot;", "\"")
+            .replace("&#39;", "'")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&amp;", "&")
+    };
+    let form = page
+        .split("action=\"/console/campaigns/new\"")
+        .nth(1)
+        .unwrap_or_default();
+    form.split("<input type=\"hidden\" ")
+        .skip(1)
+        .filter_map(|input| {
+            let name = input.split("name=\"").nth(1)?.split('"').next()?;
+            let value = input.split("value=\"").nth(1)?.split('"').next()?;
+            Some((name.to_owned(), unescape(value)))
+        })
+        .collect()
+}
+
+/// The users LINE delivered campaign `id` to, sorted (each once: a second
+/// delivery to a user fails the test).
+async fn recipients_of(app: &crate::helpers::TestApp, id: &str) -> Vec<String> {
+    let campaign = app
+        .firestore
+        .get("campaigns", id)
+        .await
+        .expect("the campaign is stored");
+    let unit = crate::helpers::firestore_rest::string_field(&campaign, "aggregationUnit").expect("a unit");
+    let mut users: Vec<String> = app
+        .line
+        .accepted()
+        .into_iter()
+        .filter(|call| call.is_multicast() && call.body["customAggregationUnits"] == json!([unit]))
+        .flat_map(|call| call.recipients())
+        .collect();
+    users.sort();
+    let before = users.len();
+    users.dedup();
+    assert_eq!(users.len(), before, "a user got campaign {id} twice");
+    users
+}
+
+/// What the console's builder sends for the audience the API test uses:
+/// users tagged `unsatisfied`, first seen on 2026-09-21 or before, who did
+/// not answer `news`.
+const BUILDER_FIELDS: [(&str, &str); 4] = [
+    ("scenario", "lunch"),
+    ("tags_any", "unsatisfied"),
+    ("first_seen_to", "2026-09-21"),
+    ("not_answered", "news"),
+];
+
+fn api_twin() -> serde_json::Value {
+    json!({
+        "scenarioId": "lunch",
+        "audience": {"tags": {"anyOf": ["unsatisfied"]}, "firstSeenTo": "2026-09-21", "notAnswered": ["news"]},
+    })
+}
+
+/// Users 0 to 39 (see `campaigns::seed_users`): even ones tagged, user 0
+/// unfollowed; users 0 to 19 first seen on the 21st. The audience is the
+/// even users 2 to 18: nine.
+fn expected_audience(users: &[String]) -> Vec<String> {
+    let mut expected: Vec<String> = (2..20).step_by(2).map(|i| users[i].clone()).collect();
+    expected.sort();
+    expected
+}
+
+/// Sends the builder's audience through the API too; once both are done,
+/// each reached exactly the expected users.
+async fn same_recipients_as_the_api(app: &crate::helpers::TestApp, console_id: &str, users: &[String]) {
+    let api_id = crate::campaigns::start_campaign(&app.address, &api_twin(), "api-twin").await;
+    for id in [console_id, &api_id] {
+        crate::campaigns::wait_for_state(&app.address, id, "done", std::time::Duration::from_secs(60)).await;
+    }
+    let from_console = recipients_of(app, console_id).await;
+    assert_eq!(from_console, expected_audience(users));
+    assert_eq!(from_console, recipients_of(app, &api_id).await);
+}
+
+#[tokio::test]
+async fn a_campaign_built_in_the_console_reaches_who_the_same_api_request_reaches() {
+    let app = spawn_app().await;
+    add_staff(&app);
+    let users = crate::campaigns::seed_users(&app.firestore, 40, |i| i % 2 == 0, |i| i == 0).await;
+    let query = |extra: &[(&str, &str)]| {
+        let mut pairs: Vec<(&str, &str)> = BUILDER_FIELDS.to_vec();
+        pairs.extend_from_slice(extra);
+        serde_urlencoded::to_string(&pairs).unwrap()
+    };
+
+    // A viewer can neither open the builder nor post it.
+    let viewer = session(&app.address, VIEWER).await;
+    assert_eq!(get(&app.address, "/console/campaigns/new", &viewer).await.status(), 403);
+    let viewer_csrf = csrf_of(&app.address, &viewer).await;
+    let forged = post(
+        &app.address,
+        "/console/campaigns/new",
+        &viewer,
+        &[
+            ("csrf", &viewer_csrf),
+            ("scenario", "lunch"),
+            ("key", "console-0123456789abcdef0123456789abcdef"),
+        ],
+    )
+    .await;
+    assert_eq!(forged.status(), 403);
+
+    let editor = session(&app.address, EDITOR).await;
+    let list = get(&app.address, "/console/campaigns", &editor)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(list.contains("id=\"new-campaign\""));
+    let builder = get(&app.address, "/console/campaigns/new", &editor).await;
+    assert_eq!(builder.status(), 200);
+    assert!(builder.text().await.unwrap().contains("id=\"campaign-builder\""));
+
+    // A wrong line: 400, the problem named, the values kept, nothing stored.
+    let wrong = get(
+        &app.address,
+        &format!(
+            "/console/campaigns/new?{}",
+            query(&[("preview", "1"), ("fields", "age > 3")])
+        ),
+        &editor,
+    )
+    .await;
+    assert_eq!(wrong.status(), 400);
+    let wrong = wrong.text().await.unwrap();
+    assert!(wrong.contains("Field condition &quot;age &gt; 3&quot;") && wrong.contains("value=\"unsatisfied\""));
+    // An unknown tag-free scenario: the dry run's refusal, 400.
+    let unknown = get(&app.address, "/console/campaigns/new?preview=1&scenario=nope", &editor).await;
+    assert_eq!(unknown.status(), 400);
+
+    // The preview: the count and the sample of the dry run.
+    let preview = get(
+        &app.address,
+        &format!("/console/campaigns/new?{}", query(&[("preview", "1")])),
+        &editor,
+    )
+    .await;
+    assert_eq!(preview.status(), 200);
+    let preview = preview.text().await.unwrap();
+    assert!(
+        preview.contains("<strong id=\"audience-count\">9</strong>"),
+        "{preview}"
+    );
+    assert!(
+        app.firestore.list("campaigns").await.is_empty(),
+        "a preview creates nothing"
+    );
+    let fields = confirm_fields(&preview);
+    let key = fields
+        .iter()
+        .find(|(name, _)| name == "key")
+        .expect("a form key")
+        .1
+        .clone();
+    assert!(
+        fields
+            .iter()
+            .any(|(name, value)| name == "tags_any" && value == "unsatisfied")
+    );
+
+    // The confirm form sent three times at once: one campaign.
+    let body: Vec<(&str, &str)> = fields
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_str()))
+        .collect();
+    let sends = (0..3).map(|_| post(&app.address, "/console/campaigns/new", &editor, &body));
+    let answers = futures::future::join_all(sends).await;
+    let locations: Vec<String> = answers
+        .iter()
+        .map(|answer| {
+            assert_eq!(answer.status(), 303);
+            answer.headers()["location"].to_str().unwrap().to_owned()
+        })
+        .collect();
+    assert!(locations.iter().all(|location| *location == locations[0]));
+    let console_id = locations[0]
+        .strip_prefix("/console/campaigns/")
+        .and_then(|rest| rest.strip_suffix("?created=1"))
+        .expect("the campaign's page")
+        .to_owned();
+    assert_eq!(app.firestore.list("campaigns").await.len(), 1);
+    let page = get(&app.address, &locations[0], &editor).await.text().await.unwrap();
+    assert!(page.contains("The campaign is created"));
+
+    // The same audience through the API.
+    same_recipients_as_the_api(&app, &console_id, &users).await;
+
+    // Audited: an entry per submission (three), each the editor's, in the
+    // console, naming the one campaign and the form's key.
+    let entries = app.firestore.list("audit_log").await;
+    let creates: Vec<_> = entries
+        .iter()
+        .filter(|entry| {
+            entry["fields"]["action"]["stringValue"] == "campaign_create"
+                && entry["fields"]["via"]["stringValue"] == "console"
+        })
+        .collect();
+    assert_eq!(creates.len(), 3, "{creates:?}");
+    for entry in creates {
+        assert_eq!(entry["fields"]["operator"]["stringValue"], EDITOR);
+        assert_eq!(entry["fields"]["status"]["integerValue"], "303");
+        assert_eq!(
+            entry["fields"]["touched"]["arrayValue"]["values"][0]["stringValue"],
+            console_id.as_str()
+        );
+        assert_eq!(
+            entry["fields"]["summary"]["mapValue"]["fields"]["idempotencyKey"]["stringValue"],
+            key.as_str()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_campaign_built_in_a_real_browser_reaches_who_the_api_reaches_once() {
+    let Some(browser) = crate::helpers::browser::Browser::start().await else {
+        return;
+    };
+    let app = spawn_app().await;
+    add_staff(&app);
+    let users = crate::campaigns::seed_users(&app.firestore, 40, |i| i % 2 == 0, |i| i == 0).await;
+    browser.goto(&format!("{}/console/login", app.address)).await;
+    browser.fill("#email", EDITOR).await;
+    browser.fill("#password", crate::operator_access::PASSWORD).await;
+    browser.click("#sign-in").await;
+    assert_eq!(browser.wait_for_path("/console").await, "/console");
+    browser.goto(&format!("{}/console/campaigns", app.address)).await;
+    browser.click("#new-campaign").await;
+    browser.wait_for("#campaign-builder").await;
+    browser
+        .run("document.querySelector('#scenario').value = 'lunch'; document.querySelector('#first_seen_to').value = '2026-09-21'; return true")
+        .await;
+    browser.fill("#tags_any", "unsatisfied").await;
+    browser.fill("#not_answered", "news").await;
+    browser.screenshot("campaign-builder").await;
+    browser.click("#preview").await;
+    browser.wait_for("#confirm-campaign").await;
+    browser.screenshot("campaign-preview").await;
+    assert_eq!(browser.text_of("#audience-count").await, "9");
+    browser
+        .run("const button = document.querySelector('#confirm-campaign'); button.click(); button.click(); return true")
+        .await;
+    browser.wait_for("#campaign-state").await;
+    browser.screenshot("campaign-created").await;
+    let path = browser.path().await;
+    let console_id = path
+        .strip_prefix("/console/campaigns/")
+        .expect("the campaign's page")
+        .to_owned();
+    // A reload of the page it landed on changes nothing.
+    browser.run("location.reload(); return true").await;
+    browser.wait_for("#campaign-state").await;
+    assert_eq!(
+        app.firestore.list("campaigns").await.len(),
+        1,
+        "one campaign from the double click"
+    );
+
+    same_recipients_as_the_api(&app, &console_id, &users).await;
+    browser.client.clone().close().await.expect("the browser closes");
+}

@@ -191,11 +191,7 @@ pub(crate) async fn create(
         Some(&actor),
         Action {
             via: Via::Api,
-            name: if campaign.send_at.is_some() {
-                "campaign_schedule"
-            } else {
-                "campaign_create"
-            },
+            name: campaign.audit_action(),
             route: route_of(&request),
             summary: summary(extra),
             touched: Vec::new(),

@@ -18,6 +18,7 @@ macro_rules! or_answer {
     };
 }
 
+mod campaign_form;
 pub(crate) mod pages;
 mod session;
 
@@ -65,6 +66,9 @@ pub(crate) fn routes(config: &mut web::ServiceConfig) {
         .route("/console/dead-letters/{id}/replay", web::post().to(replay))
         .route("/console/users", web::get().to(users))
         .route("/console/campaigns", web::get().to(campaigns))
+        // Before `{id}`, which would take `new` for an id.
+        .route("/console/campaigns/new", web::get().to(campaign_builder))
+        .route("/console/campaigns/new", web::post().to(campaign_confirmed))
         .route("/console/campaigns/{id}", web::get().to(campaign))
         .route("/console/sources", web::get().to(sources))
         .route("/console/sources/{id}/qr.png", web::get().to(source_qr))
@@ -903,10 +907,159 @@ async fn campaign(request: HttpRequest, state: web::Data<AppState>, path: web::P
             sent: status.sent,
         })
         .await;
+    // `?created=1`: the builder's confirmed form landed here.
+    let created = request.query_string().split('&').any(|pair| pair == "created=1");
     match counted {
-        Ok(results) => html(StatusCode::OK, pages::campaign(&me.nav(), &status, &results)),
+        Ok(results) => html(StatusCode::OK, pages::campaign(&me.nav(), &status, &results, created)),
         Err(error) => unavailable(error),
     }
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct BuilderStep {
+    /// Present on the builder's "Preview" (the dry run).
+    #[serde(default)]
+    preview: Option<String>,
+}
+
+/// `GET /console/campaigns/new`: the campaign builder (editors); with
+/// `preview`, the dry run of what its fields ask for (count, sample, quota,
+/// start) and the confirm form, which carries the form's own key.
+async fn campaign_builder(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let me = or_answer!(signed_in(&request, &state, OperatorRole::Editor).await);
+    let (Some(asked), Some(step)) = (
+        query_of::<campaign_form::CampaignForm>(&request),
+        query_of::<BuilderStep>(&request),
+    ) else {
+        return unreadable_query();
+    };
+    let scenarios = state.manual_sender.sendable();
+    let builder = |status: StatusCode, problem: Option<&str>| {
+        html(status, pages::campaign_builder(&me.nav(), &scenarios, &asked, problem))
+    };
+    if step.preview.is_none() {
+        return builder(StatusCode::OK, None);
+    }
+    let campaign = match asked.request() {
+        Ok(campaign) => campaign,
+        Err(problem) => return builder(StatusCode::BAD_REQUEST, Some(&problem.to_string())),
+    };
+    match state.campaigns.dry_run(&campaign).await {
+        Ok(found) => {
+            // This form's own key: a double click or a reload creates one campaign.
+            let key = format!("console-{}", uuid::Uuid::new_v4().simple());
+            let again = serde_urlencoded::to_string(&asked).unwrap_or_default();
+            html(
+                StatusCode::OK,
+                pages::campaign_preview(&me.nav(), &campaign, &asked, &found, &key, &again),
+            )
+        }
+        Err(error) => {
+            let (status, message) = campaign_refusal(error);
+            builder(status, Some(&message))
+        }
+    }
+}
+
+/// A campaign the pipeline refused, as the console answers it.
+fn campaign_refusal(error: crate::pipeline::campaigns::CampaignError) -> (StatusCode, String) {
+    use crate::pipeline::campaigns::{CampaignError, CampaignStartError};
+    match error {
+        CampaignError::Scenario(CampaignStartError::Broken(..)) => {
+            tracing::error!(error = %error, outcome = "defect", "a campaign's scenario does not render");
+            (StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
+        }
+        CampaignError::Audience(_)
+        | CampaignError::Scenario(_)
+        | CampaignError::SendAt(_)
+        | CampaignError::BadRate(_)
+        | CampaignError::BadKey => (StatusCode::BAD_REQUEST, error.to_string()),
+        CampaignError::KeyReused => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "This form was used for another campaign: start again from the builder.".to_owned(),
+        ),
+        CampaignError::OverQuota(figures) => (
+            StatusCode::CONFLICT,
+            format!(
+                "The campaign would send {} messages and the month's quota has {} left. Choose fewer users, or tick \"Send even beyond the month's quota\".",
+                figures.messages,
+                figures.remaining.unwrap_or(0)
+            ),
+        ),
+        CampaignError::QuotaUnknown(_) => (StatusCode::BAD_GATEWAY, error.to_string()),
+        CampaignError::UnknownCampaign(_) | CampaignError::Finished(_) => (StatusCode::CONFLICT, error.to_string()),
+        CampaignError::Pipeline(crate::pipeline::PipelineError::Store(error)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("Firestore did not answer ({error}); try again."),
+        ),
+        CampaignError::Pipeline(crate::pipeline::PipelineError::Contention(message)) => {
+            (StatusCode::CONFLICT, format!("{message}; try again."))
+        }
+        CampaignError::Pipeline(crate::pipeline::PipelineError::InvalidInput(message)) => {
+            (StatusCode::BAD_REQUEST, message)
+        }
+        CampaignError::Pipeline(error) => {
+            tracing::error!(error = %error, outcome = "defect", "a campaign could not be created");
+            (StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
+        }
+    }
+}
+
+/// `POST /console/campaigns/new`: the confirmed campaign, created once per
+/// form (its key is the campaign's `Idempotency-Key`), audited in the
+/// campaign's own commit; then its page, where progress shows.
+async fn campaign_confirmed(request: HttpRequest, state: web::Data<AppState>, body: web::Bytes) -> HttpResponse {
+    let form = form(&body);
+    let me = or_answer!(signed_post(&request, &state, &form, OperatorRole::Editor).await);
+    let invalid = || {
+        html(
+            StatusCode::BAD_REQUEST,
+            pages::refused("That form is not valid: start again from the campaign builder."),
+        )
+    };
+    let Ok(asked) = serde_urlencoded::from_bytes::<campaign_form::CampaignForm>(&body) else {
+        return invalid();
+    };
+    let Ok(campaign) = asked.request() else {
+        return invalid();
+    };
+    if !is_form_key(&form.key) {
+        return invalid();
+    }
+    let mut summary = vec![
+        ("scenarioId", campaign.scenario_id.to_string()),
+        ("audience", crate::access::audit::json_summary(&campaign.audience)),
+        ("idempotencyKey", form.key.clone()),
+    ];
+    if let Some(at) = &campaign.send_at {
+        summary.push(("sendAt", at.to_rfc3339()));
+    }
+    let entry = state.auditor.entry(
+        Some(&me.actor),
+        Action {
+            via: Via::Console,
+            name: campaign.audit_action(),
+            route: crate::http::admin::route_of(&request),
+            summary,
+            touched: Vec::new(),
+        },
+    );
+    // The entry lands in the campaign's own commit.
+    let created = state.campaigns.create(&form.key, &campaign, Some(&entry)).await;
+    let (status, response) = match created {
+        Ok(id) => (303, see_other(&format!("/console/campaigns/{id}?created=1"))),
+        Err(error) => {
+            let (status, message) = campaign_refusal(error);
+            (
+                status.as_u16(),
+                html(status, pages::campaign_refused(&me.nav(), &message)),
+            )
+        }
+    };
+    let touched = crate::engine::campaign::campaign_id(&form.key).map(|id| vec![id]);
+    state.auditor.finish(&entry, status, touched).await;
+    tracing::info!(scenario.id = %campaign.scenario_id, status, "campaign from the console");
+    response
 }
 
 /// The tokens page for `me`, with a token just made or a message.

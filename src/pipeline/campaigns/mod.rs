@@ -70,6 +70,18 @@ pub(crate) struct CampaignRequest {
     pub(crate) allow_over_quota: bool,
 }
 
+impl CampaignRequest {
+    /// The audit log's name for creating it: a campaign with a send time is
+    /// scheduled, one without is created to go now.
+    pub(crate) fn audit_action(&self) -> &'static str {
+        if self.send_at.is_some() {
+            "campaign_schedule"
+        } else {
+            "campaign_create"
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CampaignError {
     #[error(transparent)]
