@@ -329,21 +329,27 @@ impl LineClient {
             409 if retry_key.is_some() => Ok(Delivered::AlreadyAccepted),
             429 => {
                 let retry_after = retry_after(&response);
-                let reason = line_error_message(response).await;
+                let refusal = line_refusal(response).await;
                 // LINE answers 429 too when the month's message quota is used
                 // up: that lasts until next month, so it is a refusal.
-                if reason.to_ascii_lowercase().contains("monthly limit") {
-                    Err(SendError::Rejected { status, reason })
+                if refusal.message.to_ascii_lowercase().contains("monthly limit") {
+                    Err(SendError::Rejected {
+                        status,
+                        reason: refusal.reason,
+                    })
                 } else {
                     Err(SendError::RateLimited { retry_after })
                 }
             }
             400..=499 => {
-                let reason = line_error_message(response).await;
-                if status == 400 && retry_key.is_none() && reason.eq_ignore_ascii_case("Invalid reply token") {
+                let refusal = line_refusal(response).await;
+                if status == 400 && retry_key.is_none() && refusal.message.eq_ignore_ascii_case("Invalid reply token") {
                     Err(SendError::InvalidReplyToken)
                 } else {
-                    Err(SendError::Rejected { status, reason })
+                    Err(SendError::Rejected {
+                        status,
+                        reason: refusal.reason,
+                    })
                 }
             }
             _ => Err(SendError::ServerError { status }),
@@ -351,17 +357,81 @@ impl LineClient {
     }
 }
 
-/// LINE's error body is `{"message": "...", "details": [...]}`; its message names
-/// the problem (never our message text), so it is safe to log.
+/// LINE's error body: `{"message": "...", "details": [{"message", "property"}]}`.
+#[derive(Debug, Default, serde::Deserialize)]
+struct LineErrorBody {
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    details: Vec<LineErrorDetail>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct LineErrorDetail {
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    property: Option<String>,
+}
+
+/// What LINE said when it refused a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LineRefusal {
+    /// LINE's top-level `message` alone, which the checks for a monthly
+    /// limit or an invalid reply token read.
+    message: String,
+    /// The message with its `details` (which property, what is wrong; e.g.
+    /// `to: The user hasn't added the LINE Official Account as a friend`),
+    /// kept as the failure's reason so an operator sees it.
+    reason: String,
+}
+
+/// Details kept of one refusal, and characters of each part: LINE names the
+/// problem and the property (never our message text), so it is safe to log,
+/// and bounded so a long answer cannot fill a record.
+const KEPT_DETAILS: usize = 5;
+const KEPT_CHARS: usize = 200;
+
+fn bounded(text: &str) -> String {
+    text.chars().filter(|c| !c.is_control()).take(KEPT_CHARS).collect()
+}
+
+fn refusal_of(body: &[u8]) -> LineRefusal {
+    let parsed: LineErrorBody = serde_json::from_slice(body).unwrap_or_default();
+    let message = parsed
+        .message
+        .as_deref()
+        .map_or_else(|| "no error message".to_owned(), bounded);
+    let details: Vec<String> = parsed
+        .details
+        .iter()
+        .take(KEPT_DETAILS)
+        .filter_map(|detail| match (detail.property.as_deref(), detail.message.as_deref()) {
+            (Some(property), Some(text)) => Some(format!("{}: {}", bounded(property), bounded(text))),
+            (None, Some(text)) => Some(bounded(text)),
+            (Some(property), None) => Some(bounded(property)),
+            (None, None) => None,
+        })
+        .collect();
+    let mut reason = message.clone();
+    if !details.is_empty() {
+        reason.push_str(" (");
+        reason.push_str(&details.join("; "));
+        if parsed.details.len() > KEPT_DETAILS {
+            reason.push_str(&format!("; and {} more", parsed.details.len() - KEPT_DETAILS));
+        }
+        reason.push(')');
+    }
+    LineRefusal { message, reason }
+}
+
+async fn line_refusal(response: reqwest::Response) -> LineRefusal {
+    refusal_of(&response.bytes().await.unwrap_or_default())
+}
+
+/// The reason of a refusal: LINE's message with its details.
 async fn line_error_message(response: reqwest::Response) -> String {
-    #[derive(serde::Deserialize)]
-    struct LineError {
-        message: String,
-    }
-    match response.json::<LineError>().await {
-        Ok(error) => error.message,
-        Err(_) => "no error message".to_owned(),
-    }
+    line_refusal(response).await.reason
 }
 
 /// The HTTP client of LINE's endpoints: rustls with the process's ring
@@ -407,4 +477,51 @@ pub(super) fn retry_after(response: &reqwest::Response) -> Option<Duration> {
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.trim().parse::<u64>().ok())
         .map(|seconds| Duration::from_secs(seconds.min(3600)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_keeps_lines_details_bounded() {
+        let many: Vec<serde_json::Value> = (0..7)
+            .map(|i| serde_json::json!({"message": "May not be empty", "property": format!("messages[{i}].text")}))
+            .collect();
+        let cases: Vec<(Vec<u8>, &str, String)> = vec![
+            (br#"{"message":"Invalid reply token"}"#.to_vec(), "Invalid reply token", "Invalid reply token".into()),
+            (
+                br#"{"message":"Failed to send messages","details":[{"message":"The user hasn't added the LINE Official Account as a friend.","property":"to"}]}"#.to_vec(),
+                "Failed to send messages",
+                "Failed to send messages (to: The user hasn't added the LINE Official Account as a friend.)".into(),
+            ),
+            (
+                br#"{"message":"The request body has 2 error(s)","details":[{"message":"May not be empty","property":"messages[0].text"},{"message":"Must be one of the following values: [text]"}]}"#.to_vec(),
+                "The request body has 2 error(s)",
+                "The request body has 2 error(s) (messages[0].text: May not be empty; Must be one of the following values: [text])".into(),
+            ),
+            (
+                serde_json::to_vec(&serde_json::json!({"message": "The request body has 7 error(s)", "details": many})).unwrap(),
+                "The request body has 7 error(s)",
+                format!(
+                    "The request body has 7 error(s) ({}; and 2 more)",
+                    (0..5).map(|i| format!("messages[{i}].text: May not be empty")).collect::<Vec<_>>().join("; ")
+                ),
+            ),
+            (b"<html>bad gateway</html>".to_vec(), "no error message", "no error message".into()),
+            (br#"{"details":[{}]}"#.to_vec(), "no error message", "no error message".into()),
+            (
+                br#"{"message":"a\nb"}"#.to_vec(),
+                "ab",
+                "ab".into(),
+            ),
+        ];
+        for (body, message, reason) in cases {
+            let refusal = refusal_of(&body);
+            assert_eq!(refusal.message, message, "{}", String::from_utf8_lossy(&body));
+            assert_eq!(refusal.reason, reason, "{}", String::from_utf8_lossy(&body));
+        }
+        let long = serde_json::json!({"message": "x".repeat(1000), "details": [{"message": "y".repeat(1000), "property": "z".repeat(1000)}]});
+        assert!(refusal_of(&serde_json::to_vec(&long).unwrap()).reason.chars().count() <= KEPT_CHARS * 3 + 10);
+    }
 }

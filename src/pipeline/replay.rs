@@ -123,6 +123,14 @@ fn replay_risk(
     }
 }
 
+/// A dead letter as its confirmation shows it.
+#[derive(Debug)]
+pub(crate) struct LetterLook {
+    pub(crate) letter: crate::store::DeadLetterDoc,
+    /// Why a replay now may deliver it twice (a replay then needs `force`).
+    pub(crate) risk: Option<ReplayRisk>,
+}
+
 /// How long a replay waits for its batched marks before it answers.
 const FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(3);
 
@@ -134,6 +142,42 @@ impl Replayer {
             store,
             clock,
         }
+    }
+
+    /// What replaying the parked message of `doc` risks now.
+    fn risk_of(&self, doc: &crate::store::LedgerDoc) -> Option<ReplayRisk> {
+        replay_risk(
+            // Once a reply's outcome was unknown it stays so (a forced replay
+            // that failed again was pushed, and is still a possible second copy).
+            doc.reply_outcome_unknown || (doc.route == RouteDoc::Reply && doc.state == LedgerState::Uncertain),
+            doc.route == RouteDoc::Push,
+            doc.attempts,
+            doc.created_at.as_millisecond(),
+            self.clock.now_ms(),
+        )
+    }
+
+    /// A dead letter and what replaying it now would risk, for the
+    /// operator's confirmation; reads only. `None`: no such letter.
+    pub(crate) async fn look(&self, letter_id: &str) -> Result<Option<LetterLook>, ReplayError> {
+        if !is_letter_id(letter_id) {
+            return Ok(None);
+        }
+        let Some(letter) = self.store.dead_letter(letter_id).await? else {
+            return Ok(None);
+        };
+        let risk = match letter.doc.kind {
+            DeadLetterKind::Outbound | DeadLetterKind::UncertainReply => self
+                .store
+                .outbound(&letter.doc.target_id)
+                .await?
+                .and_then(|record| self.risk_of(&record.doc)),
+            DeadLetterKind::Event | DeadLetterKind::CampaignChunk => None,
+        };
+        Ok(Some(LetterLook {
+            letter: letter.doc,
+            risk,
+        }))
     }
 
     /// Replays a dead letter. `force`: the operator read why a message's replay
@@ -235,16 +279,7 @@ impl Replayer {
         if !matches!(record.doc.state, LedgerState::Failed | LedgerState::Uncertain) {
             return Err(ReplayError::NotParked(record.doc.state.as_str()));
         }
-        let risk = replay_risk(
-            // Once a reply's outcome was unknown it stays so (a forced replay
-            // that failed again was pushed, and is still a possible second copy).
-            record.doc.reply_outcome_unknown
-                || (record.doc.route == RouteDoc::Reply && record.doc.state == LedgerState::Uncertain),
-            record.doc.route == RouteDoc::Push,
-            record.doc.attempts,
-            record.doc.created_at.as_millisecond(),
-            self.clock.now_ms(),
-        );
+        let risk = self.risk_of(&record.doc);
         if let Some(risk) = risk {
             if !force {
                 return Err(ReplayError::NeedsForce(risk));

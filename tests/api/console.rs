@@ -275,17 +275,28 @@ async fn the_console_in_a_real_browser() {
     browser.goto(&format!("{}/console/dead-letters", app.address)).await;
     browser.screenshot("dead-letters").await;
     assert!(browser.fits_width().await, "the dead letters page fits a phone");
-    browser.click(&format!("tr[data-letter='{letter}'] button")).await;
+    browser.click(&format!("tr[data-letter='{letter}'] a.replay")).await;
+    // First a confirmation: nothing goes out before it is pressed.
+    browser.wait_for("#confirm-replay").await;
+    browser.screenshot("dead-letter-replay-confirm").await;
+    assert!(
+        browser
+            .text_of("#replay-does")
+            .await
+            .contains("sends the parked message")
+    );
+    assert_eq!(browser.count("#replay-risk").await, 0);
+    assert_eq!(
+        app.firestore.count("dead_letters").await,
+        1,
+        "nothing replayed before the confirmation"
+    );
+    browser.click("#confirm-replay").await;
     let result = browser.text_of("#flash").await;
     assert!(result.contains("Replayed") && result.contains("sent"), "{result}");
     browser.screenshot("dead-letter-replayed").await;
     assert_eq!(app.firestore.count("dead_letters").await, 0);
-    let pushes = app
-        .line
-        .accepted()
-        .into_iter()
-        .filter(|call| call.to() == Some(parked.as_str()))
-        .count();
+    let pushes = pushes_to(&app, &parked);
     assert_eq!(pushes, 1, "the parked message went out once");
 
     // One user's timeline, found by the search.
@@ -499,13 +510,7 @@ async fn a_replay_that_may_send_twice_asks_for_a_confirmation_first() {
     );
     app.deliver(&late).await;
     let letter = crate::helpers::firestore_rest::document_id(&app.firestore.list("dead_letters").await[0]);
-    let pushes = || {
-        app.line
-            .accepted()
-            .into_iter()
-            .filter(|call| call.to() == Some(parked.as_str()))
-            .count()
-    };
+    let pushes = || pushes_to(&app, &parked);
     // A day later LINE no longer remembers the push's retry key.
     app.advance_clock(Duration::from_secs(23 * 3600 + 60)).await;
 
@@ -516,14 +521,29 @@ async fn a_replay_that_may_send_twice_asks_for_a_confirmation_first() {
         0,
         "no confirmation before it is asked for"
     );
-    browser.click(&format!("tr[data-letter='{letter}'] button")).await;
-    let warning = browser.text_of("#flash").await;
-    assert!(
-        warning.contains("not replayed") && warning.contains("23 hours"),
-        "{warning}"
-    );
+    browser.click(&format!("tr[data-letter='{letter}'] a.replay")).await;
+    // The confirmation names the risk and offers only "Replay anyway".
+    browser.wait_for("#replay-anyway").await;
+    let warning = browser.text_of("#replay-risk").await;
+    assert!(warning.contains("23 hours"), "{warning}");
+    assert_eq!(browser.count("#confirm-replay").await, 0);
     browser.screenshot("dead-letter-confirm").await;
     assert_eq!(pushes(), 0, "nothing went out without the confirmation");
+    assert_eq!(app.firestore.count("dead_letters").await, 1);
+    // A replay posted without the force (a form from before the day passed)
+    // is still refused, and the list then offers "Replay anyway" itself.
+    let csrf = browser
+        .run("return document.querySelector('input[name=csrf]').value")
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    browser
+        .run(&format!(
+            "return fetch('/console/dead-letters/{letter}/replay', {{method: 'POST', headers: {{'Content-Type': 'application/x-www-form-urlencoded'}}, body: 'csrf={csrf}'}}).then(r => r.status)"
+        ))
+        .await;
+    assert_eq!(pushes(), 0, "a replay without the force sends nothing");
     assert_eq!(app.firestore.count("dead_letters").await, 1);
 
     browser.click("#replay-anyway").await;
@@ -541,6 +561,91 @@ async fn a_replay_that_may_send_twice_asks_for_a_confirmation_first() {
     assert!(result.contains("Replayed") && result.contains("sent"), "{result}");
     assert_eq!(pushes(), 1, "sent once, by the operator's choice");
     assert_eq!(app.firestore.count("dead_letters").await, 0);
+}
+
+#[tokio::test]
+async fn a_dead_letter_keeps_lines_details_and_is_replayed_only_after_its_confirmation() {
+    let app = app().await;
+    let parked = events::new_user();
+    app.deliver(&text(&parked, "export")).await;
+    // LINE's documented shape: a message and a detail naming the property.
+    app.line.fail_next_pushes([Fault::RefuseWith(
+        400,
+        json!({"message": "Failed to send messages", "details": [
+            {"message": "The user hasn't added the LINE Official Account as a friend.", "property": "to"}
+        ]}),
+    )]);
+    let late = events::with_timestamp(
+        &postback(&parked, &events::answer_data("export", "rating", "good")),
+        chrono::Utc::now().timestamp_millis() - 120_000,
+    );
+    app.deliver(&late).await;
+    let letters = app.firestore.list("dead_letters").await;
+    let letter = crate::helpers::firestore_rest::document_id(&letters[0]);
+    let reason = string_field(&letters[0], "reason").unwrap_or_default();
+    assert!(
+        reason.contains("Failed to send messages (to: The user hasn't added the LINE Official Account as a friend.)"),
+        "{reason}"
+    );
+
+    let cookie = console_cookie(&app).await;
+    let page = |path: String| {
+        let cookie = cookie.clone();
+        let address = app.address.clone();
+        async move {
+            let response = crate::operator_access::get(&address, &path, &cookie).await;
+            (response.status().as_u16(), response.text().await.unwrap())
+        }
+    };
+    // The list shows LINE's detail (escaped) and a link, not a button that replays.
+    let (status, list) = page("/console/dead-letters".to_owned()).await;
+    assert_eq!(status, 200);
+    assert!(
+        list.contains("hasn&#39;t added the LINE Official Account as a friend")
+            || list.contains("hasn't added the LINE Official Account as a friend"),
+        "{list}"
+    );
+    let row = list
+        .split(&format!("data-letter=\"{letter}\""))
+        .nth(1)
+        .unwrap_or_default();
+    assert!(
+        row.contains("class=\"button replay\"") && row.contains("/replay\">"),
+        "{row}"
+    );
+    assert!(
+        !list.contains("action=\"/console/dead-letters/"),
+        "no form on the list replays"
+    );
+    // The confirmation: why, what a replay does, the button; reading it replays nothing.
+    let (status, confirm) = page(format!("/console/dead-letters/{letter}/replay")).await;
+    assert_eq!(status, 200);
+    assert!(confirm.contains("id=\"letter-reason\"") && confirm.contains("as a friend"));
+    assert!(confirm.contains("id=\"confirm-replay\"") && !confirm.contains("id=\"replay-risk\""));
+    assert_eq!(app.firestore.count("dead_letters").await, 1);
+    // Unknown and malformed letters: 404.
+    for missing in [
+        "outbound-0123456789abcdef0123456789abcdef01234567",
+        "..%2F..%2Fusers",
+        "x",
+    ] {
+        assert_eq!(
+            page(format!("/console/dead-letters/{missing}/replay")).await.0,
+            404,
+            "{missing}"
+        );
+    }
+    let pushes = pushes_to(&app, &parked);
+    assert_eq!(pushes, 0);
+}
+
+/// The messages LINE accepted for `user`.
+fn pushes_to(app: &TestApp, user: &str) -> usize {
+    app.line
+        .accepted()
+        .into_iter()
+        .filter(|call| call.to() == Some(user))
+        .count()
 }
 
 /// The console session cookie (`console_session=...`) a response sets, if any.

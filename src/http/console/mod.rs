@@ -63,6 +63,7 @@ pub(crate) fn routes(config: &mut web::ServiceConfig) {
         .route("/console/scenarios/{id}/answers.csv", web::get().to(answers_csv))
         .route("/console/scenarios/{id}/crosstab", web::get().to(cross_tab))
         .route("/console/dead-letters", web::get().to(dead_letters))
+        .route("/console/dead-letters/{id}/replay", web::get().to(replay_form))
         .route("/console/dead-letters/{id}/replay", web::post().to(replay))
         .route("/console/users", web::get().to(users))
         .route("/console/campaigns", web::get().to(campaigns))
@@ -754,6 +755,22 @@ fn replay_outcome(id: &str, result: Result<Replayed, ReplayError>) -> (bool, Str
             (false, format!("{id}: Firestore did not answer ({error}); try again."))
         }
         Err(ReplayError::Pipeline(error)) => (false, format!("{id} was not replayed: {error}")),
+    }
+}
+
+/// `GET /console/dead-letters/{id}/replay`: what a replay of the letter
+/// does (and, for a message that may reach the user twice, why), with the
+/// button that replays it; nothing is replayed before it is pressed.
+async fn replay_form(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
+    let me = or_answer!(signed_in(&request, &state, OperatorRole::Editor).await);
+    let id = path.into_inner();
+    match state.replayer.look(&id).await {
+        Ok(Some(look)) => html(
+            StatusCode::OK,
+            pages::replay_confirm(&me.nav(), &id, &look.letter, look.risk.map(confirmation)),
+        ),
+        Ok(None) => not_found("No dead letter with that id: it may have been replayed already."),
+        Err(error) => unavailable(error),
     }
 }
 

@@ -31,7 +31,8 @@ svg{max-width:100%;height:auto;display:block}
 .flash{padding:.6rem 1rem;border-radius:.4rem;margin-bottom:1rem}
 .ok{background:#e6f8ee}.bad{background:#fdecea}
 input,button.primary,button.danger{font:inherit;padding:.5rem .7rem;border-radius:.4rem;border:1px solid #bbb;max-width:100%}
-button.primary{background:#06c755;color:#fff;border:0;cursor:pointer}
+button.primary,a.button{background:#06c755;color:#fff;border:0;cursor:pointer}
+a.button{display:inline-block;padding:.4rem .7rem;border-radius:.4rem;text-decoration:none;white-space:nowrap}
 button.danger{background:#c0392b;color:#fff;border:0;cursor:pointer;margin-top:.3rem}
 .bar{background:#e3e3e3;border-radius:.3rem;height:.7rem;overflow:hidden}.bar span{display:block;height:100%;background:#06c755}
 .muted{color:#666;font-size:.85rem}
@@ -892,11 +893,8 @@ pub(crate) fn dead_letters(
                                         }
                                     }
                                     td {
-                                        @if nav.may(OperatorRole::Editor) {
-                                        form method="post" action={ "/console/dead-letters/" (segment(id)) "/replay" } {
-                                            input type="hidden" name="csrf" value=(nav.csrf);
-                                            button class="primary" type="submit" { "Replay" }
-                                        }
+                                        @if nav.may(OperatorRole::Editor) && letter.kind != crate::store::DeadLetterKind::CampaignChunk {
+                                            a class="button replay" href={ "/console/dead-letters/" (segment(id)) "/replay" } { "Replay…" }
                                         }
                                         @if confirm == Some(id.as_str()) && nav.may(OperatorRole::Editor) {
                                             form method="post" action={ "/console/dead-letters/" (segment(id)) "/replay" } {
@@ -918,6 +916,61 @@ pub(crate) fn dead_letters(
 
 /// A user's timeline; `entries` are the timeline's entries as JSON (their
 /// shape is the admin API's).
+/// A dead letter's replay, confirmed first: what it is, why it was parked
+/// (LINE's message and details), what a replay does, and, when it may reach
+/// the user twice, the risk with a "Replay anyway" in place of "Replay".
+pub(crate) fn replay_confirm(nav: &Nav, id: &str, letter: &DeadLetterDoc, risk: Option<&str>) -> Markup {
+    use crate::store::DeadLetterKind;
+    let does = match letter.kind {
+        DeadLetterKind::Event => {
+            "runs the user's event again: what they answered is recorded if it was not, and the bot's next message is sent once."
+        }
+        DeadLetterKind::Outbound | DeadLetterKind::UncertainReply => {
+            "sends the parked message to the user again, by push (the month's quota counts it)."
+        }
+        DeadLetterKind::CampaignChunk => {
+            "nothing: a campaign chunk LINE refused is not replayed. Fix the scenario and start a new campaign (leave out who answered)."
+        }
+    };
+    let action = format!("/console/dead-letters/{}/replay", segment(id));
+    page(
+        "Replay a dead letter",
+        Some(nav),
+        html! {
+            section {
+                div class="scroll" {
+                    table {
+                        tr { th { "Parked" } td { (time(letter.parked_at.as_millisecond())) } }
+                        tr { th { "Kind" } td { (letter.kind.as_str()) } }
+                        tr { th { "Why" } td id="letter-reason" { (letter.reason) } }
+                        tr { th { "Attempts" } td { (letter.attempts) } }
+                        @if let Some(user) = &letter.line_user_id {
+                            tr { th { "User" } td { a href={ "/console/users?id=" (segment(user)) } { (user) } } }
+                        }
+                    }
+                }
+                p id="replay-does" { "A replay " (does) }
+                @if let Some(risk) = risk {
+                    p class="flash bad" id="replay-risk" { "Careful: " (risk) "." }
+                }
+                @if letter.kind != DeadLetterKind::CampaignChunk {
+                    form method="post" action=(action) {
+                        input type="hidden" name="csrf" value=(nav.csrf);
+                        @if risk.is_some() {
+                            input type="hidden" name="force" value="true";
+                            button class="danger" type="submit" id="replay-anyway" { "Replay anyway" }
+                        } @else {
+                            button class="primary" type="submit" id="confirm-replay" { "Replay" }
+                        }
+                        " "
+                        a href="/console/dead-letters" { "Keep it parked" }
+                    }
+                }
+            }
+        },
+    )
+}
+
 pub(crate) fn user(nav: &Nav, query: &str, story: Option<&serde_json::Value>, error: Option<&str>) -> Markup {
     page(
         "Users",

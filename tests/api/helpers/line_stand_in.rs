@@ -123,6 +123,9 @@ pub enum Fault {
     MonthlyLimit,
     /// This status; nothing goes out.
     Refuse(u16),
+    /// This status with this error body (a `message` and LINE's `details`);
+    /// nothing goes out.
+    RefuseWith(u16, Value),
     /// 500 after this long; nothing goes out (a caller killed meanwhile never
     /// learns the outcome).
     FailSlowly(Duration),
@@ -331,6 +334,7 @@ impl Respond for LineResponder {
                 serde_json::json!({"message": "Refused by the stand-in"}),
                 false,
             ),
+            (Some(Fault::RefuseWith(status, body)), true) => (*status, body.clone(), false),
             (Some(Fault::FailSlowly(_)), true) => (
                 500,
                 serde_json::json!({"message": "Internal server error (stand-in)"}),
