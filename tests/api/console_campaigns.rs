@@ -232,7 +232,7 @@ async fn a_campaign_built_in_the_console_reaches_who_the_same_api_request_reache
     .await;
     assert_eq!(wrong.status(), 400);
     let wrong = wrong.text().await.unwrap();
-    assert!(wrong.contains("Field condition &quot;age &gt; 3&quot;") && wrong.contains("value=\"unsatisfied\""));
+    assert!(wrong.contains("Field condition &quot;age &gt; 3&quot;") && wrong.contains(">unsatisfied</textarea>"));
     // An unknown tag-free scenario: the dry run's refusal, 400.
     let unknown = get(&app.address, "/console/campaigns/new?preview=1&scenario=nope", &editor).await;
     assert_eq!(unknown.status(), 400);
@@ -255,7 +255,7 @@ async fn a_campaign_built_in_the_console_reaches_who_the_same_api_request_reache
         "a preview creates nothing"
     );
     let fields = confirm_fields(&preview);
-    let key = fields
+    let first_key = fields
         .iter()
         .find(|(name, _)| name == "key")
         .expect("a form key")
@@ -294,8 +294,135 @@ async fn a_campaign_built_in_the_console_reaches_who_the_same_api_request_reache
     // The same audience through the API.
     same_recipients_as_the_api(&app, &console_id, &users).await;
 
-    // Audited: an entry per submission (three), each the editor's, in the
-    // console, naming the one campaign and the form's key.
+    // Every box filled (lists on lines, field conditions, both boxes ticked,
+    // a send time): the console stores the very request the API would.
+    let local_send_at = (Utc::now() + TimeDelta::days(30))
+        .with_timezone(&chrono::FixedOffset::east_opt(9 * 3600).unwrap())
+        .format("%Y-%m-%dT%H:%M")
+        .to_string();
+    let every_box = [
+        ("scenario", "lunch"),
+        ("tags_any", "unsatisfied\r\nvisited"),
+        ("tags_all", "visited"),
+        ("tags_none", "banned、 closed"),
+        ("answered", "news"),
+        ("not_answered", "lunch"),
+        ("first_seen_from", "2026-09-01"),
+        ("first_seen_to", "2026-09-30"),
+        ("sources", "instagram_dec"),
+        ("fields", "age >= 20\r\nage <= 29\r\nvip = yes\r\ncode = \"007\""),
+        ("skip_answered", "true"),
+        ("allow_over_quota", "true"),
+        ("when", "later"),
+        ("send_at", &local_send_at),
+        ("preview", "1"),
+    ];
+    let preview = get(
+        &app.address,
+        &format!(
+            "/console/campaigns/new?{}",
+            serde_urlencoded::to_string(every_box).unwrap()
+        ),
+        &editor,
+    )
+    .await;
+    let status = preview.status();
+    let preview = preview.text().await.unwrap();
+    assert_eq!(
+        status,
+        200,
+        "{}",
+        preview.split("id=\"flash\"").nth(1).unwrap_or_default()
+    );
+    let fields = confirm_fields(&preview);
+    let body: Vec<(&str, &str)> = fields
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_str()))
+        .collect();
+    let scheduled = post(&app.address, "/console/campaigns/new", &editor, &body).await;
+    assert_eq!(scheduled.status(), 303);
+    let scheduled_id = scheduled.headers()["location"].to_str().unwrap()["/console/campaigns/".len()..]
+        .trim_end_matches("?created=1")
+        .to_owned();
+    let twin = json!({
+        "scenarioId": "lunch",
+        "audience": {
+            "tags": {"anyOf": ["unsatisfied", "visited"], "allOf": ["visited"], "noneOf": ["banned", "closed"]},
+            "answered": ["news"],
+            "notAnswered": ["lunch"],
+            "firstSeenFrom": "2026-09-01",
+            "firstSeenTo": "2026-09-30",
+            "sources": {"anyOf": ["instagram_dec"]},
+            "fields": {"age": {"min": 20, "max": 29}, "vip": {"equals": true}, "code": {"equals": "007"}},
+        },
+        "skipAnswered": true,
+        "allowOverQuota": true,
+        "sendAt": format!("{local_send_at}:00+09:00"),
+    });
+    let twin_id = crate::campaigns::start_campaign(&app.address, &twin, "api-every-box").await;
+    let hash = |id: String| {
+        let firestore = &app.firestore;
+        async move {
+            let doc = firestore.get("campaigns", &id).await.expect("stored");
+            crate::helpers::firestore_rest::string_field(&doc, "requestHash").expect("a hash")
+        }
+    };
+    assert_eq!(hash(scheduled_id.clone()).await, hash(twin_id).await);
+    // Its audit entry names the fields and their tests, never the values.
+    let scheduled_entry = app
+        .firestore
+        .list("audit_log")
+        .await
+        .into_iter()
+        .find(|entry| {
+            entry["fields"]["action"]["stringValue"] == "campaign_schedule"
+                && entry["fields"]["via"]["stringValue"] == "console"
+        })
+        .expect("the schedule is audited");
+    let audience = scheduled_entry["fields"]["summary"]["mapValue"]["fields"]["audience"]["stringValue"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        audience.contains("\"age\":[\"min\",\"max\"]") && !audience.contains("007"),
+        "{audience}"
+    );
+
+    // Over the month's quota: 409, the values kept for a change, and the
+    // same form (the same key) to try again.
+    app.line.set_quota(Some(10), 10);
+    let preview = get(
+        &app.address,
+        &format!("/console/campaigns/new?{}", query(&[("preview", "1")])),
+        &editor,
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
+    let fields = confirm_fields(&preview);
+    let key = fields
+        .iter()
+        .find(|(name, _)| name == "key")
+        .expect("a form key")
+        .1
+        .clone();
+    let body: Vec<(&str, &str)> = fields
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_str()))
+        .collect();
+    let refused = post(&app.address, "/console/campaigns/new", &editor, &body).await;
+    assert_eq!(refused.status(), 409);
+    let refused = refused.text().await.unwrap();
+    assert!(
+        refused.contains("quota") && refused.contains("tags_any=unsatisfied"),
+        "{refused}"
+    );
+    assert!(refused.contains("id=\"retry-campaign\"") && refused.contains(&key));
+    app.line.set_quota(None, 0);
+
+    // Audited: an entry per submission (three landed, one refused), each the
+    // editor's, in the console, naming the one campaign and the form's key.
     let entries = app.firestore.list("audit_log").await;
     let creates: Vec<_> = entries
         .iter()
@@ -304,8 +431,17 @@ async fn a_campaign_built_in_the_console_reaches_who_the_same_api_request_reache
                 && entry["fields"]["via"]["stringValue"] == "console"
         })
         .collect();
-    assert_eq!(creates.len(), 3, "{creates:?}");
-    for entry in creates {
+    assert_eq!(
+        creates.len(),
+        3 + 1,
+        "three submissions, one refused over quota: {creates:?}"
+    );
+    let landed: Vec<_> = creates
+        .into_iter()
+        .filter(|entry| entry["fields"]["status"]["integerValue"] == "303")
+        .collect();
+    assert_eq!(landed.len(), 3);
+    for entry in landed {
         assert_eq!(entry["fields"]["operator"]["stringValue"], EDITOR);
         assert_eq!(entry["fields"]["status"]["integerValue"], "303");
         assert_eq!(
@@ -314,7 +450,7 @@ async fn a_campaign_built_in_the_console_reaches_who_the_same_api_request_reache
         );
         assert_eq!(
             entry["fields"]["summary"]["mapValue"]["fields"]["idempotencyKey"]["stringValue"],
-            key.as_str()
+            first_key.as_str()
         );
     }
 }
@@ -345,6 +481,14 @@ async fn a_campaign_built_in_a_real_browser_reaches_who_the_api_reaches_once() {
     browser.wait_for("#confirm-campaign").await;
     browser.screenshot("campaign-preview").await;
     assert_eq!(browser.text_of("#audience-count").await, "9");
+    // The form as the page holds it, sent once more after the clicks (what
+    // a resubmission does): still one campaign.
+    let form = browser
+        .run("return new URLSearchParams(new FormData(document.querySelector('#confirm-campaign').form)).toString()")
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     browser
         .run("const button = document.querySelector('#confirm-campaign'); button.click(); button.click(); return true")
         .await;
@@ -355,14 +499,16 @@ async fn a_campaign_built_in_a_real_browser_reaches_who_the_api_reaches_once() {
         .strip_prefix("/console/campaigns/")
         .expect("the campaign's page")
         .to_owned();
-    // A reload of the page it landed on changes nothing.
-    browser.run("location.reload(); return true").await;
-    browser.wait_for("#campaign-state").await;
-    assert_eq!(
-        app.firestore.list("campaigns").await.len(),
-        1,
-        "one campaign from the double click"
+    let landed = browser
+        .run(&format!(
+            "return fetch('/console/campaigns/new', {{method: 'POST', headers: {{'Content-Type': 'application/x-www-form-urlencoded'}}, body: {form:?}}}).then(r => r.url)"
+        ))
+        .await;
+    assert!(
+        landed.as_str().unwrap_or_default().contains(&console_id),
+        "the resubmission lands on the same campaign: {landed}"
     );
+    assert_eq!(app.firestore.list("campaigns").await.len(), 1, "one campaign");
 
     same_recipients_as_the_api(&app, &console_id, &users).await;
     browser.client.clone().close().await.expect("the browser closes");

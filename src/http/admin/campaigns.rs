@@ -127,7 +127,7 @@ pub(crate) async fn create(
     let summary = |extra: Vec<(&'static str, String)>| {
         let mut summary = vec![
             ("scenarioId", campaign.scenario_id.to_string()),
-            ("audience", crate::access::audit::json_summary(&campaign.audience)),
+            ("audience", campaign.audit_audience()),
         ];
         summary.extend(extra);
         summary

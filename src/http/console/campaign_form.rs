@@ -7,7 +7,9 @@
 //! or new lines. Field conditions take a line each: `age >= 20`, `age <= 29`,
 //! `plan = gold`, `plan in gold, silver`, `birthday exists`,
 //! `birthday missing`; a value in double quotes is text (`code = "007"`),
-//! otherwise a number, `true`/`false`, or text.
+//! otherwise yes/no (`true`/`false`, `はい`/`いいえ`), a number, or text. A
+//! line that sets a part of a condition twice, or an empty or mistyped
+//! value (`age == 3`), is refused rather than read as another filter.
 
 use crate::engine::campaign::{AudienceRequest, FieldCondition, SourceFilter, TagFilter};
 use crate::ids::ScenarioId;
@@ -118,23 +120,41 @@ fn list(raw: &str) -> Option<Vec<String>> {
     (!entries.is_empty()).then_some(entries)
 }
 
-fn value(raw: &str) -> FieldValue {
+/// A condition's value: text in double quotes as it stands; otherwise
+/// yes/no (as the console shows them, or true/false), a number, or text.
+/// `None` for nothing, or for what reads as a mistyped operator (`age == 3`).
+fn value(raw: &str) -> Option<FieldValue> {
     let raw = raw.trim();
-    if let Some(quoted) = raw.strip_prefix('"').and_then(|rest| rest.strip_suffix('"')) {
-        return FieldValue::Text(quoted.to_owned());
+    if let Some(quoted) = raw.strip_prefix('"').and_then(|rest| rest.strip_suffix('"'))
+        && raw.len() >= 2
+    {
+        return Some(FieldValue::Text(quoted.to_owned()));
+    }
+    if raw.is_empty() || raw.starts_with(['=', '<', '>']) {
+        return None;
     }
     match raw {
-        "true" => return FieldValue::Bool(true),
-        "false" => return FieldValue::Bool(false),
+        "yes" | "true" | "はい" => return Some(FieldValue::Bool(true)),
+        "no" | "false" | "いいえ" => return Some(FieldValue::Bool(false)),
         _ => {}
     }
     if let Ok(integer) = raw.parse::<i64>() {
-        return FieldValue::Integer(integer);
+        return Some(FieldValue::Integer(integer));
     }
-    match raw.parse::<f64>() {
+    Some(match raw.parse::<f64>() {
         Ok(number) if number.is_finite() => FieldValue::Number(number),
         _ => FieldValue::Text(raw.to_owned()),
+    })
+}
+
+/// Sets a condition's part once: a second line setting it again is refused
+/// rather than silently replacing the first.
+fn set_once<T>(slot: &mut Option<T>, value: Option<T>, bad: impl Fn() -> FormProblem) -> Result<(), FormProblem> {
+    if slot.is_some() {
+        return Err(bad());
     }
+    *slot = Some(value.ok_or_else(bad)?);
+    Ok(())
 }
 
 /// The field box: a condition per line, lines on one field combined.
@@ -157,25 +177,22 @@ fn fields(raw: &str) -> Result<Option<BTreeMap<String, FieldCondition>>, FormPro
         }
         let condition = conditions.entry(name.to_owned()).or_default();
         if rest == "exists" {
-            condition.exists = Some(true);
+            set_once(&mut condition.exists, Some(true), bad)?;
         } else if rest == "missing" {
-            condition.exists = Some(false);
+            set_once(&mut condition.exists, Some(false), bad)?;
         } else if let Some(values) = rest.strip_prefix("in ") {
-            let values: Vec<FieldValue> = values
+            let values: Option<Vec<FieldValue>> = values
                 .split([',', '、', '，'])
                 .filter_map(text)
                 .map(|raw| value(&raw))
                 .collect();
-            if values.is_empty() {
-                return Err(bad());
-            }
-            condition.one_of = Some(values);
+            set_once(&mut condition.one_of, values.filter(|values| !values.is_empty()), bad)?;
         } else if let Some(at_least) = rest.strip_prefix(">=") {
-            condition.min = Some(value(at_least));
+            set_once(&mut condition.min, value(at_least), bad)?;
         } else if let Some(at_most) = rest.strip_prefix("<=") {
-            condition.max = Some(value(at_most));
+            set_once(&mut condition.max, value(at_most), bad)?;
         } else if let Some(equals) = rest.strip_prefix('=') {
-            condition.equals = Some(value(equals));
+            set_once(&mut condition.equals, value(equals), bad)?;
         } else {
             return Err(bad());
         }
@@ -245,7 +262,7 @@ mod tests {
                     ("scenario", "lunch"),
                     (
                         "fields",
-                        "age >= 20\r\nage<=29\nplan in gold, silver\ncode = \"007\"\nvip = true\nbirthday exists\nnote missing\nscore = 4.5",
+                        "age >= 20\r\nage<=29\nplan in gold, silver\ncode = \"007\"\nvip = yes\nbirthday exists\nnote missing\nscore = 4.5\nnew = いいえ",
                     ),
                 ],
                 json!({"fields": {
@@ -256,6 +273,7 @@ mod tests {
                     "birthday": {"exists": true},
                     "note": {"exists": false},
                     "score": {"equals": 4.5},
+                    "new": {"equals": false},
                 }}),
             ),
         ];
@@ -309,6 +327,26 @@ mod tests {
             (
                 vec![("scenario", "news"), ("fields", "plan in , ")],
                 FormProblem::BadFieldLine("plan in ,".into()),
+            ),
+            (
+                vec![("scenario", "news"), ("fields", "age == 3")],
+                FormProblem::BadFieldLine("age == 3".into()),
+            ),
+            (
+                vec![("scenario", "news"), ("fields", "age => 3")],
+                FormProblem::BadFieldLine("age => 3".into()),
+            ),
+            (
+                vec![("scenario", "news"), ("fields", "age >=")],
+                FormProblem::BadFieldLine("age >=".into()),
+            ),
+            (
+                vec![("scenario", "news"), ("fields", "age >= 20\nage >= 30")],
+                FormProblem::BadFieldLine("age >= 30".into()),
+            ),
+            (
+                vec![("scenario", "news"), ("fields", "age exists\nage missing")],
+                FormProblem::BadFieldLine("age missing".into()),
             ),
             (vec![("scenario", "news"), ("when", "later")], FormProblem::NoSendTime),
             (

@@ -1045,7 +1045,7 @@ async fn campaign_confirmed(request: HttpRequest, state: web::Data<AppState>, bo
     }
     let mut summary = vec![
         ("scenarioId", campaign.scenario_id.to_string()),
-        ("audience", crate::access::audit::json_summary(&campaign.audience)),
+        ("audience", campaign.audit_audience()),
         ("idempotencyKey", form.key.clone()),
     ];
     if let Some(at) = &campaign.send_at {
@@ -1067,9 +1067,18 @@ async fn campaign_confirmed(request: HttpRequest, state: web::Data<AppState>, bo
         Ok(id) => (303, see_other(&format!("/console/campaigns/{id}?created=1"))),
         Err(error) => {
             let (status, message) = campaign_refusal(error);
+            // Firestore or LINE did not answer, or the commit met contention:
+            // the campaign may exist. The same form (the same key) tries
+            // again and finds it; a new preview would be a new key.
+            let retry = matches!(
+                status,
+                StatusCode::SERVICE_UNAVAILABLE | StatusCode::BAD_GATEWAY | StatusCode::CONFLICT
+            )
+            .then_some((&asked, form.key.as_str()));
+            let again = serde_urlencoded::to_string(&asked).unwrap_or_default();
             (
                 status.as_u16(),
-                html(status, pages::campaign_refused(&me.nav(), &message)),
+                html(status, pages::campaign_refused(&me.nav(), &message, &again, retry)),
             )
         }
     };

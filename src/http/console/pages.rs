@@ -463,11 +463,12 @@ pub(crate) fn campaign_builder(
     )
 }
 
+/// A list box: a text area, so a pasted column keeps its lines.
 fn builder_text(name: &str, label: &str, value: &str) -> Markup {
     html! {
         p {
             label for=(name) { (label) } br;
-            input type="text" id=(name) name=(name) value=(value);
+            textarea id=(name) name=(name) rows="1" cols="30" { (value) }
         }
     }
 }
@@ -523,10 +524,6 @@ pub(crate) fn campaign_preview(
     key: &str,
     again: &str,
 ) -> Markup {
-    let hidden = serde_urlencoded::to_string(asked)
-        .ok()
-        .and_then(|encoded| serde_urlencoded::from_str::<Vec<(String, String)>>(&encoded).ok())
-        .unwrap_or_default();
     let words = audience_words(&campaign.audience);
     page(
         "New campaign",
@@ -559,29 +556,53 @@ pub(crate) fn campaign_preview(
                     }
                 }
                 p class="muted" { "The audience is read again when the campaign starts: users who join the filters before then get it too." }
-                form method="post" action="/console/campaigns/new" {
-                    input type="hidden" name="csrf" value=(nav.csrf);
-                    input type="hidden" name="key" value=(key);
-                    @for (name, value) in &hidden { input type="hidden" name=(name) value=(value); }
-                    button class="primary" type="submit" id="confirm-campaign" { @if found.starts_at.is_some() { "Schedule the campaign" } @else { "Send the campaign" } }
-                    " "
-                    a id="change-campaign" href={ "/console/campaigns/new?" (again) } { "Change" }
-                }
+                (campaign_confirm_form(
+                    nav,
+                    asked,
+                    key,
+                    if found.starts_at.is_some() { "Schedule the campaign" } else { "Send the campaign" },
+                    "confirm-campaign",
+                ))
+                p { a id="change-campaign" href={ "/console/campaigns/new?" (again) } { "Change" } }
             }
         },
     )
 }
 
-/// A campaign the service did not create, and the way back.
-pub(crate) fn campaign_refused(nav: &Nav, message: &str) -> Markup {
+/// A campaign the service did not create, and the way back: the builder
+/// with the values kept, and, when the outcome may be unknown, the same
+/// confirm form (the same key: it finds the campaign if it was created).
+pub(crate) fn campaign_refused(nav: &Nav, message: &str, again: &str, retry: Option<(&CampaignForm, &str)>) -> Markup {
     page(
         "New campaign",
         Some(nav),
         html! {
             (flash(Some((false, message))))
-            section { a href="/console/campaigns/new" { "Back to the campaign builder" } }
+            section {
+                @if let Some((asked, key)) = retry {
+                    (campaign_confirm_form(nav, asked, key, "Try again", "retry-campaign"))
+                }
+                p { a id="change-campaign" href={ "/console/campaigns/new?" (again) } { "Back to the campaign builder" } }
+            }
         },
     )
+}
+
+/// The form that creates the campaign: the builder's fields, hidden, and the
+/// form's own key (the campaign's `Idempotency-Key`).
+fn campaign_confirm_form(nav: &Nav, asked: &CampaignForm, key: &str, label: &str, id: &str) -> Markup {
+    let hidden = serde_urlencoded::to_string(asked)
+        .ok()
+        .and_then(|encoded| serde_urlencoded::from_str::<Vec<(String, String)>>(&encoded).ok())
+        .unwrap_or_default();
+    html! {
+        form method="post" action="/console/campaigns/new" {
+            input type="hidden" name="csrf" value=(nav.csrf);
+            input type="hidden" name="key" value=(key);
+            @for (name, value) in &hidden { input type="hidden" name=(name) value=(value); }
+            button class="primary" type="submit" id=(id) { (label) }
+        }
+    }
 }
 
 /// The confirmation of a campaign's cancel: what will stop, and the form.

@@ -80,6 +80,35 @@ impl CampaignRequest {
             "campaign_create"
         }
     }
+
+    /// The audience as the audit log records it: field conditions name the
+    /// field and the kinds of test, never the values (an operator may filter
+    /// on a phone number, and the audit log is never erased).
+    pub(crate) fn audit_audience(&self) -> String {
+        let mut audience = self.audience.clone();
+        let fields = audience.fields.take();
+        let mut summary = serde_json::to_value(&audience).unwrap_or_default();
+        if let (Some(fields), Some(object)) = (fields, summary.as_object_mut()) {
+            let kinds: serde_json::Map<String, serde_json::Value> = fields
+                .iter()
+                .map(|(name, condition)| {
+                    let tests: Vec<&str> = [
+                        ("equals", condition.equals.is_some()),
+                        ("in", condition.one_of.is_some()),
+                        ("exists", condition.exists.is_some()),
+                        ("min", condition.min.is_some()),
+                        ("max", condition.max.is_some()),
+                    ]
+                    .into_iter()
+                    .filter_map(|(kind, given)| given.then_some(kind))
+                    .collect();
+                    (name.clone(), serde_json::json!(tests))
+                })
+                .collect();
+            object.insert("fields".to_owned(), serde_json::Value::Object(kinds));
+        }
+        summary.to_string()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -671,4 +700,36 @@ fn delivery_of(doc: &CampaignDoc) -> Delivery {
 fn request_hash(request: &CampaignRequest) -> String {
     let canonical = serde_json::to_vec(request).unwrap_or_default();
     hex::encode(Sha256::digest(&canonical))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_audit_summary_names_fields_and_tests_never_their_values() {
+        let cases = [
+            (serde_json::json!({}), serde_json::json!({})),
+            (
+                serde_json::json!({"tags": {"anyOf": ["vip"]}, "firstSeenFrom": "2026-09-01"}),
+                serde_json::json!({"tags": {"anyOf": ["vip"]}, "firstSeenFrom": "2026-09-01"}),
+            ),
+            (
+                serde_json::json!({"fields": {"phone": {"equals": "09012345678"}, "age": {"min": 20, "max": 29}, "plan": {"in": ["gold"], "exists": true}}}),
+                serde_json::json!({"fields": {"phone": ["equals"], "age": ["min", "max"], "plan": ["in", "exists"]}}),
+            ),
+        ];
+        for (audience, summary) in cases {
+            let request = CampaignRequest {
+                scenario_id: ScenarioId::parse("news").expect("an id"),
+                audience: serde_json::from_value(audience.clone()).expect("an audience"),
+                skip_answered: false,
+                calls_per_second: None,
+                send_at: None,
+                allow_over_quota: false,
+            };
+            let written: serde_json::Value = serde_json::from_str(&request.audit_audience()).expect("JSON");
+            assert_eq!(written, summary, "{audience}");
+        }
+    }
 }
