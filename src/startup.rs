@@ -275,6 +275,10 @@ impl Application {
                 clock.clone(),
             ),
             results: Results::new(engine.clone(), store.clone(), &sources),
+            scenario_graphs: crate::reports::scenario_graph::ScenarioGraphs::new(
+                engine.clone(),
+                config.scenarios_dir.clone(),
+            ),
             campaign_results: crate::reports::campaign_results::CampaignResultsReport::new(
                 engine.clone(),
                 store.clone(),

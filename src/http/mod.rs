@@ -39,6 +39,8 @@ pub(crate) struct AppState {
     pub(crate) follower_sync: crate::pipeline::follower_sync::FollowerSync,
     pub(crate) replayer: Replayer,
     pub(crate) results: Results,
+    /// Loaded scenarios drawn as graphs, with `check`'s problems.
+    pub(crate) scenario_graphs: crate::reports::scenario_graph::ScenarioGraphs,
     pub(crate) campaign_results: crate::reports::campaign_results::CampaignResultsReport,
     pub(crate) exporter: Exporter,
     pub(crate) timelines: Timelines,

@@ -17,6 +17,7 @@ pub(crate) mod audit;
 pub(crate) mod campaign_results;
 pub(crate) mod export;
 pub(crate) mod results;
+pub(crate) mod scenario_graph;
 pub(crate) mod scrape;
 pub(crate) mod sources;
 pub(crate) mod timeline;

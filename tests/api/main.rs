@@ -45,6 +45,7 @@ mod rich_menu_stand_in;
 mod rich_menus;
 mod round_trips;
 mod rules;
+mod scenario_graph;
 mod scenarios;
 mod source_results;
 mod sources;

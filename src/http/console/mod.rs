@@ -62,6 +62,7 @@ pub(crate) fn routes(config: &mut web::ServiceConfig) {
         .route("/console/scenarios/{id}", web::get().to(answers))
         .route("/console/scenarios/{id}/answers.csv", web::get().to(answers_csv))
         .route("/console/scenarios/{id}/crosstab", web::get().to(cross_tab))
+        .route("/console/scenarios/{id}/graph", web::get().to(scenario_graph))
         .route("/console/dead-letters", web::get().to(dead_letters))
         .route("/console/dead-letters/{id}/replay", web::get().to(replay_form))
         .route("/console/dead-letters/{id}/replay", web::post().to(replay))
@@ -576,6 +577,19 @@ struct CrossTabQuery {
 
 /// A scenario's answers cross-tabulated: `?by=source` (the default),
 /// `variant`, `tag:{tag}` or `field:{name}`, over `from`..`to` when given.
+/// `GET /console/scenarios/{id}/graph`: the scenario's nodes and arrows,
+/// its version, and what `check` says of its file now (viewers).
+async fn scenario_graph(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
+    let me = or_answer!(signed_in(&request, &state, OperatorRole::Viewer).await);
+    let Ok(id) = ScenarioId::parse(path.into_inner()) else {
+        return not_found("No scenario with that id is loaded.");
+    };
+    match state.scenario_graphs.of(&id).await {
+        Some(graph) => html(StatusCode::OK, pages::scenario_graph(&me.nav(), &graph)),
+        None => not_found("No scenario with that id is loaded."),
+    }
+}
+
 async fn cross_tab(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
     let me = or_answer!(signed_in(&request, &state, OperatorRole::Viewer).await);
     let Some(query) = query_of::<CrossTabQuery>(&request) else {
