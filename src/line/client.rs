@@ -357,23 +357,6 @@ impl LineClient {
     }
 }
 
-/// LINE's error body: `{"message": "...", "details": [{"message", "property"}]}`.
-#[derive(Debug, Default, serde::Deserialize)]
-struct LineErrorBody {
-    #[serde(default)]
-    message: Option<String>,
-    #[serde(default)]
-    details: Vec<LineErrorDetail>,
-}
-
-#[derive(Debug, Default, serde::Deserialize)]
-struct LineErrorDetail {
-    #[serde(default)]
-    message: Option<String>,
-    #[serde(default)]
-    property: Option<String>,
-}
-
 /// What LINE said when it refused a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct LineRefusal {
@@ -396,20 +379,28 @@ fn bounded(text: &str) -> String {
     text.chars().filter(|c| !c.is_control()).take(KEPT_CHARS).collect()
 }
 
+/// LINE's error body, `{"message": "...", "details": [{"message", "property"}]}`,
+/// read part by part: a `details` of another shape (null, an object, a
+/// number for a message) never costs the `message`, which the monthly-limit
+/// and reply-token checks read.
 fn refusal_of(body: &[u8]) -> LineRefusal {
-    let parsed: LineErrorBody = serde_json::from_slice(body).unwrap_or_default();
+    let parsed: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
     let message = parsed
-        .message
-        .as_deref()
+        .get("message")
+        .and_then(serde_json::Value::as_str)
         .map_or_else(|| "no error message".to_owned(), bounded);
-    let details: Vec<String> = parsed
-        .details
+    let all: &[serde_json::Value] = parsed
+        .get("details")
+        .and_then(serde_json::Value::as_array)
+        .map_or(&[], Vec::as_slice);
+    let part = |detail: &serde_json::Value, key: &str| detail.get(key).and_then(serde_json::Value::as_str).map(bounded);
+    let details: Vec<String> = all
         .iter()
         .take(KEPT_DETAILS)
-        .filter_map(|detail| match (detail.property.as_deref(), detail.message.as_deref()) {
-            (Some(property), Some(text)) => Some(format!("{}: {}", bounded(property), bounded(text))),
-            (None, Some(text)) => Some(bounded(text)),
-            (Some(property), None) => Some(bounded(property)),
+        .filter_map(|detail| match (part(detail, "property"), part(detail, "message")) {
+            (Some(property), Some(text)) => Some(format!("{property}: {text}")),
+            (None, Some(text)) => Some(text),
+            (Some(property), None) => Some(property),
             (None, None) => None,
         })
         .collect();
@@ -417,16 +408,27 @@ fn refusal_of(body: &[u8]) -> LineRefusal {
     if !details.is_empty() {
         reason.push_str(" (");
         reason.push_str(&details.join("; "));
-        if parsed.details.len() > KEPT_DETAILS {
-            reason.push_str(&format!("; and {} more", parsed.details.len() - KEPT_DETAILS));
+        if all.len() > KEPT_DETAILS {
+            reason.push_str(&format!("; and {} more", all.len() - KEPT_DETAILS));
         }
         reason.push(')');
     }
     LineRefusal { message, reason }
 }
 
-async fn line_refusal(response: reqwest::Response) -> LineRefusal {
-    refusal_of(&response.bytes().await.unwrap_or_default())
+/// The most of an error body read: LINE's are small; a larger one is cut.
+const ERROR_BODY_BYTES: usize = 64 * 1024;
+
+async fn line_refusal(mut response: reqwest::Response) -> LineRefusal {
+    let mut body = Vec::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        body.extend_from_slice(&chunk);
+        if body.len() >= ERROR_BODY_BYTES {
+            // Cut: not JSON any more, so "no error message".
+            break;
+        }
+    }
+    refusal_of(&body)
 }
 
 /// The reason of a refusal: LINE's message with its details.
@@ -510,6 +512,22 @@ mod tests {
             ),
             (b"<html>bad gateway</html>".to_vec(), "no error message", "no error message".into()),
             (br#"{"details":[{}]}"#.to_vec(), "no error message", "no error message".into()),
+            (
+                br#"{"message":"You have reached your monthly limit.","details":null}"#.to_vec(),
+                "You have reached your monthly limit.",
+                "You have reached your monthly limit.".into(),
+            ),
+            (
+                br#"{"message":"Invalid reply token","details":{"x":1}}"#.to_vec(),
+                "Invalid reply token",
+                "Invalid reply token".into(),
+            ),
+            (
+                br#"{"message":"Bad","details":[{"message":7,"property":"to"},"text",{"message":"ok"}]}"#.to_vec(),
+                "Bad",
+                "Bad (to; ok)".into(),
+            ),
+            (br#"{"message":42}"#.to_vec(), "no error message", "no error message".into()),
             (
                 br#"{"message":"a\nb"}"#.to_vec(),
                 "ab",

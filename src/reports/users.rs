@@ -37,6 +37,17 @@ pub(crate) struct Answered {
     pub(crate) last_answered_at: Option<String>,
 }
 
+/// Users a search shows at most.
+pub(crate) const FOUND_LIMIT: u32 = 50;
+
+/// What a user search found.
+#[derive(Debug)]
+pub(crate) struct Found {
+    pub(crate) users: Vec<crate::store::FoundUser>,
+    /// More matched than are shown: narrow the search.
+    pub(crate) more: bool,
+}
+
 /// Reads users' records; never writes.
 #[derive(Clone)]
 pub(crate) struct UserProfiles {
@@ -46,6 +57,14 @@ pub(crate) struct UserProfiles {
 impl UserProfiles {
     pub(crate) fn new(store: Store) -> Self {
         Self { store }
+    }
+
+    /// Up to [`FOUND_LIMIT`] users `search` finds, and whether there are more.
+    pub(crate) async fn find(&self, search: &crate::store::UserSearch) -> Result<Found, StoreError> {
+        let mut users = self.store.find_users(search, FOUND_LIMIT + 1).await?;
+        let more = users.len() > FOUND_LIMIT as usize;
+        users.truncate(FOUND_LIMIT as usize);
+        Ok(Found { users, more })
     }
 
     /// `None` when the service has no record of `user` at all.

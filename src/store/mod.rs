@@ -47,6 +47,7 @@ mod timers;
 mod user_data;
 mod user_state;
 mod users;
+pub(crate) use users::{FoundUser, UserSearch};
 mod versions;
 mod writes;
 

@@ -4,6 +4,7 @@
 //! newest of them wins whatever order they are processed in.
 
 use super::docs::collections::USERS;
+use super::round_trips::Timed;
 use super::writes::{CommitOutcome, Expect, expecting, maximum, merge_deleting, minimum};
 use super::{Store, StoreError};
 use firestore::FirestoreInstant;
@@ -153,5 +154,83 @@ impl Store {
             expect,
         );
         self.commit(vec![write]).await.first_version()
+    }
+}
+
+/// What the console's user search looks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum UserSearch {
+    /// Users whose cached LINE display name starts with this (as stored:
+    /// Firestore compares strings by their bytes).
+    NamePrefix(String),
+    /// Users with this tag.
+    Tag(String),
+}
+
+/// A user the search found.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct FoundUser {
+    #[serde(skip)]
+    pub(crate) id: String,
+    #[serde(default)]
+    pub(crate) display_name: Option<String>,
+    #[serde(default)]
+    pub(crate) following: Option<bool>,
+    #[serde(default)]
+    pub(crate) last_seen_ms: Option<i64>,
+}
+
+/// The fields a search reads of each user (never their tags' or fields'
+/// whole lists).
+const FOUND_FIELDS: [&str; 3] = ["displayName", "following", "lastSeenMs"];
+
+impl Store {
+    /// Up to `limit` users `search` finds: by name in name order, by tag in
+    /// id order. One query; the name needs the single-field index on
+    /// `users.displayName` (`firestore.indexes.json`).
+    pub(crate) async fn find_users(&self, search: &UserSearch, limit: u32) -> Result<Vec<FoundUser>, StoreError> {
+        let documents = match search {
+            UserSearch::Tag(tag) => {
+                self.page_by_id(
+                    USERS,
+                    &FOUND_FIELDS,
+                    |q| q.for_all([q.field("tags").array_contains(tag.as_str())]),
+                    None,
+                    limit,
+                )
+                .await?
+            }
+            UserSearch::NamePrefix(prefix) => {
+                // Every string that starts with `prefix` sorts before this one.
+                let end = format!("{prefix}\u{10ffff}");
+                super::round_trips::count();
+                self.db
+                    .fluent()
+                    .select()
+                    .fields(FOUND_FIELDS)
+                    .from(USERS)
+                    .filter(|q| {
+                        q.for_all([
+                            q.field("displayName").greater_than_or_equal(prefix.as_str()),
+                            q.field("displayName").less_than(end.as_str()),
+                        ])
+                    })
+                    .order(|o| o.fields([o.field("displayName").ascending()]))
+                    .limit(limit)
+                    .query()
+                    .timed(super::round_trips::QUERY)
+                    .await
+                    .map_err(super::classify)?
+            }
+        };
+        documents
+            .iter()
+            .map(|document| {
+                let mut found: FoundUser = firestore::FirestoreDb::deserialize_doc_to(document)?;
+                found.id = super::lease::document_id(&document.name).to_owned();
+                Ok(found)
+            })
+            .collect()
     }
 }

@@ -538,13 +538,27 @@ async fn a_replay_that_may_send_twice_asks_for_a_confirmation_first() {
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    browser
-        .run(&format!(
-            "return fetch('/console/dead-letters/{letter}/replay', {{method: 'POST', headers: {{'Content-Type': 'application/x-www-form-urlencoded'}}, body: 'csrf={csrf}'}}).then(r => r.status)"
-        ))
-        .await;
+    let post = |body: String| {
+        format!(
+            "return fetch('/console/dead-letters/{letter}/replay', {{method: 'POST', headers: {{'Content-Type': 'application/x-www-form-urlencoded'}}, body: '{body}'}}).then(r => r.url)"
+        )
+    };
+    let landed = browser.run(&post(format!("csrf={csrf}"))).await;
+    assert!(
+        landed.as_str().unwrap_or_default().contains("confirm="),
+        "refused, and the list offers the force: {landed}"
+    );
     assert_eq!(pushes(), 0, "a replay without the force sends nothing");
+    // A force from a page that saw the letter parked at another time (it
+    // was parked again since) is refused too.
+    let landed = browser.run(&post(format!("csrf={csrf}&force=true&seen=1"))).await;
+    assert!(landed.as_str().unwrap_or_default().contains("parked+again"), "{landed}");
+    assert_eq!(pushes(), 0, "a stale force sends nothing");
     assert_eq!(app.firestore.count("dead_letters").await, 1);
+    browser
+        .goto(&format!("{}/console/dead-letters/{letter}/replay", app.address))
+        .await;
+    browser.wait_for("#replay-anyway").await;
 
     browser.click("#replay-anyway").await;
     // The page being left has a #flash too: read the new one's, by script (an
@@ -623,6 +637,29 @@ async fn a_dead_letter_keeps_lines_details_and_is_replayed_only_after_its_confir
     assert!(confirm.contains("id=\"letter-reason\"") && confirm.contains("as a friend"));
     assert!(confirm.contains("id=\"confirm-replay\"") && !confirm.contains("id=\"replay-risk\""));
     assert_eq!(app.firestore.count("dead_letters").await, 1);
+    assert_eq!(pushes_to(&app, &parked), 0, "reading the confirmation sends nothing");
+    // Replayed from the confirmation's own form: sent once, the result shown.
+    let csrf = confirm
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the confirmation's form")
+        .to_owned();
+    let replayed = crate::operator_access::post(
+        &app.address,
+        &format!("/console/dead-letters/{letter}/replay"),
+        &cookie,
+        &[("csrf", &csrf)],
+    )
+    .await;
+    assert_eq!(replayed.status(), 303);
+    let location = replayed.headers()["location"].to_str().unwrap().to_owned();
+    assert!(
+        location.contains("Replayed") && location.contains("ok=true"),
+        "{location}"
+    );
+    assert_eq!(pushes_to(&app, &parked), 1);
+    assert_eq!(app.firestore.count("dead_letters").await, 0);
     // Unknown and malformed letters: 404.
     for missing in [
         "outbound-0123456789abcdef0123456789abcdef01234567",
@@ -635,8 +672,6 @@ async fn a_dead_letter_keeps_lines_details_and_is_replayed_only_after_its_confir
             "{missing}"
         );
     }
-    let pushes = pushes_to(&app, &parked);
-    assert_eq!(pushes, 0);
 }
 
 /// The messages LINE accepted for `user`.

@@ -54,3 +54,4 @@ mod steps;
 mod timeline;
 mod typed;
 mod user_data;
+mod user_search;

@@ -252,6 +252,10 @@ struct Form {
     /// console named the risk.
     #[serde(default)]
     force: Option<String>,
+    /// With `force`: when the letter was parked as the operator saw it (ms);
+    /// a letter parked again since is not forced on an old page's word.
+    #[serde(default)]
+    seen: String,
     /// A manual send's user, scenario and the form's own key.
     #[serde(default)]
     user: String,
@@ -575,8 +579,6 @@ struct CrossTabQuery {
     to: Option<String>,
 }
 
-/// A scenario's answers cross-tabulated: `?by=source` (the default),
-/// `variant`, `tag:{tag}` or `field:{name}`, over `from`..`to` when given.
 /// `GET /console/scenarios/{id}/graph`: the scenario's nodes and arrows,
 /// its version, and what `check` says of its file now (viewers).
 async fn scenario_graph(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
@@ -590,6 +592,8 @@ async fn scenario_graph(request: HttpRequest, state: web::Data<AppState>, path: 
     }
 }
 
+/// A scenario's answers cross-tabulated: `?by=source` (the default),
+/// `variant`, `tag:{tag}` or `field:{name}`, over `from`..`to` when given.
 async fn cross_tab(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
     let me = or_answer!(signed_in(&request, &state, OperatorRole::Viewer).await);
     let Some(query) = query_of::<CrossTabQuery>(&request) else {
@@ -798,6 +802,20 @@ async fn replay(
     let me = or_answer!(signed_post(&request, &state, &form, OperatorRole::Editor).await);
     let id = path.into_inner();
     let force = form.force.as_deref() == Some("true");
+    if force {
+        // The risk was read on a page: it holds only for the letter as parked then.
+        let parked_then = match state.replayer.look(&id).await {
+            Ok(Some(look)) => Some(look.letter.parked_at.as_millisecond().to_string()),
+            Ok(None) => None,
+            Err(error) => return unavailable(error),
+        };
+        if parked_then.is_some_and(|parked| parked != form.seen) {
+            let message = format!(
+                "{id} was not replayed: it was parked again after that page was shown. Look at it again before replaying it."
+            );
+            return see_other(&replay_result_location(&state, false, message, None));
+        }
+    }
     let entry = or_answer!(
         begin_audit(
             &state,
@@ -815,22 +833,33 @@ async fn replay(
     let confirm = matches!(result, Err(ReplayError::NeedsForce(_)));
     let (ok, message) = replay_outcome(&id, result);
     tracing::info!(dead_letter.id = %id, outcome = if ok { "replayed" } else { "not_replayed" }, "dead letter replayed from the console");
-    let confirm = confirm.then_some(id);
-    let sig = keys(&state).sign_message(ok, &signed_result(&message, confirm.as_deref()));
+    see_other(&replay_result_location(&state, ok, message, confirm.then_some(id)))
+}
+
+/// The dead letters page showing a replay's result, signed, and offering
+/// "Replay anyway" for `confirm`.
+fn replay_result_location(state: &AppState, ok: bool, message: String, confirm: Option<String>) -> String {
+    let sig = keys(state).sign_message(ok, &signed_result(&message, confirm.as_deref()));
     let mut query = vec![("ok", ok.to_string()), ("message", message), ("sig", sig)];
     if let Some(id) = confirm {
         query.push(("confirm", id));
     }
-    see_other(&format!(
+    format!(
         "/console/dead-letters?{}",
         serde_urlencoded::to_string(query).unwrap_or_default()
-    ))
+    )
 }
 
 #[derive(Debug, Deserialize)]
 struct UserQuery {
     id: Option<String>,
+    /// A search by display name (prefix) or tag: `by` is `name` or `tag`.
+    q: Option<String>,
+    by: Option<String>,
 }
+
+/// Characters a search's text may hold (a tag's limit).
+const SEARCH_CHARS: usize = 100;
 
 async fn users(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let me = or_answer!(signed_in(&request, &state, OperatorRole::Viewer).await);
@@ -838,6 +867,29 @@ async fn users(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse
         return unreadable_query();
     };
     let nav = me.nav();
+    if let Some(text) = query.q.as_deref().map(str::trim).filter(|text| !text.is_empty()) {
+        let by = query.by.as_deref().unwrap_or("name");
+        let search = match by {
+            _ if text.chars().count() > SEARCH_CHARS || text.contains('\0') => {
+                return html(
+                    StatusCode::BAD_REQUEST,
+                    pages::user_search(&nav, text, by, None, Some("That is too long to search for.")),
+                );
+            }
+            "name" => crate::store::UserSearch::NamePrefix(text.to_owned()),
+            "tag" => crate::store::UserSearch::Tag(text.to_owned()),
+            _ => {
+                return html(
+                    StatusCode::BAD_REQUEST,
+                    pages::user_search(&nav, text, by, None, Some("Search by name or by tag.")),
+                );
+            }
+        };
+        return match state.user_profiles.find(&search).await {
+            Ok(found) => html(StatusCode::OK, pages::user_search(&nav, text, by, Some(&found), None)),
+            Err(error) => unavailable(error),
+        };
+    }
     let asked = query.id.as_deref().map(str::trim).unwrap_or_default();
     if asked.is_empty() {
         return html(StatusCode::OK, pages::user(&nav, "", None, None));

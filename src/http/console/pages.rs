@@ -927,6 +927,7 @@ pub(crate) fn dead_letters(
                                             form method="post" action={ "/console/dead-letters/" (segment(id)) "/replay" } {
                                                 input type="hidden" name="csrf" value=(nav.csrf);
                                                 input type="hidden" name="force" value="true";
+                                                input type="hidden" name="seen" value=(letter.parked_at.as_millisecond());
                                                 button class="danger" type="submit" id="replay-anyway" { "Replay anyway" }
                                             }
                                         }
@@ -941,8 +942,6 @@ pub(crate) fn dead_letters(
     )
 }
 
-/// A user's timeline; `entries` are the timeline's entries as JSON (their
-/// shape is the admin API's).
 /// A dead letter's replay, confirmed first: what it is, why it was parked
 /// (LINE's message and details), what a replay does, and, when it may reach
 /// the user twice, the risk with a "Replay anyway" in place of "Replay".
@@ -953,7 +952,7 @@ pub(crate) fn replay_confirm(nav: &Nav, id: &str, letter: &DeadLetterDoc, risk: 
             "runs the user's event again: what they answered is recorded if it was not, and the bot's next message is sent once."
         }
         DeadLetterKind::Outbound | DeadLetterKind::UncertainReply => {
-            "sends the parked message to the user again, by push (the month's quota counts it)."
+            "sends the parked message to the user again, by push (the month's quota counts it); a parked rich menu link is linked again."
         }
         DeadLetterKind::CampaignChunk => {
             "nothing: a campaign chunk LINE refused is not replayed. Fix the scenario and start a new campaign (leave out who answered)."
@@ -985,6 +984,7 @@ pub(crate) fn replay_confirm(nav: &Nav, id: &str, letter: &DeadLetterDoc, risk: 
                         input type="hidden" name="csrf" value=(nav.csrf);
                         @if risk.is_some() {
                             input type="hidden" name="force" value="true";
+                            input type="hidden" name="seen" value=(letter.parked_at.as_millisecond());
                             button class="danger" type="submit" id="replay-anyway" { "Replay anyway" }
                         } @else {
                             button class="primary" type="submit" id="confirm-replay" { "Replay" }
@@ -998,6 +998,70 @@ pub(crate) fn replay_confirm(nav: &Nav, id: &str, letter: &DeadLetterDoc, risk: 
     )
 }
 
+/// The search by display name or tag.
+fn search_form(text: &str, by: &str) -> Markup {
+    html! {
+        section {
+            form method="get" action="/console/users" id="user-search" {
+                label for="q" { "Find users by display name (its start) or tag" } br;
+                input id="q" name="q" value=(text) size="24" maxlength="100" placeholder="田中 / 常連";
+                " "
+                select id="by" name="by" {
+                    option value="name" selected[by == "name"] { "by name" }
+                    option value="tag" selected[by == "tag"] { "by tag" }
+                }
+                " "
+                button class="primary" type="submit" id="find-users" { "Find" }
+            }
+        }
+    }
+}
+
+/// `/console/users?q=...&by=name|tag`: the users found, each linked to
+/// their page.
+pub(crate) fn user_search(
+    nav: &Nav,
+    text: &str,
+    by: &str,
+    found: Option<&crate::reports::users::Found>,
+    error: Option<&str>,
+) -> Markup {
+    page(
+        "Users",
+        Some(nav),
+        html! {
+            (search_form(text, by))
+            (flash(error.map(|error| (false, error))))
+            @if let Some(found) = found {
+                section id="found-users" {
+                    @if found.users.is_empty() {
+                        p id="none-found" { "No user found. A name search matches the start of the LINE display name as cached (names are cached once a message names the user)." }
+                    } @else {
+                        div class="scroll" {
+                            table {
+                                tr { th { "Name" } th { "User" } th { "Follows" } th { "Last seen" } }
+                                @for user in &found.users {
+                                    tr data-user=(user.id) {
+                                        td { (user.display_name.as_deref().unwrap_or("—")) }
+                                        td { a href={ "/console/users?id=" (segment(&user.id)) } { code { (user.id) } } }
+                                        td { @match user.following { Some(true) => "yes", Some(false) => "no", None => "—" } }
+                                        td { @if let Some(ms) = user.last_seen_ms { (time(ms)) } @else { "—" } }
+                                    }
+                                }
+                            }
+                        }
+                        @if found.more {
+                            p class="muted" id="more-found" { "More users match than the " (found.users.len()) " shown: narrow the search." }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// A user's timeline; `entries` are the timeline's entries as JSON (their
+/// shape is the admin API's).
 pub(crate) fn user(nav: &Nav, query: &str, story: Option<&serde_json::Value>, error: Option<&str>) -> Markup {
     page(
         "Users",
@@ -1011,6 +1075,7 @@ pub(crate) fn user(nav: &Nav, query: &str, story: Option<&serde_json::Value>, er
                     button class="primary" type="submit" { "Show timeline" }
                 }
             }
+            (search_form("", "name"))
             (flash(error.map(|error| (false, error))))
             @if let Some(story) = story {
                 section id="timeline" {
