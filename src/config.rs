@@ -78,6 +78,9 @@ pub struct Config {
     /// How long a console session may sit unused before it ends
     /// (`CONSOLE_IDLE_MINUTES`).
     pub console_idle: Duration,
+    /// The language of the console's pages (`CONSOLE_LANG`: `ja`, the
+    /// default, or `en`).
+    pub console_lang: crate::values::ConsoleLang,
     /// How long a follow waits for a source link's login naming the user,
     /// so the source's scenario goes by reply instead of the generic welcome
     /// (`SOURCE_WAIT_SECS`; 0: no wait).
@@ -389,6 +392,13 @@ impl Config {
                 parse::<u64>(&get, "CONSOLE_SESSION_MINUTES", 480)?.saturating_mul(60),
             ),
             console_idle: Duration::from_secs(parse::<u64>(&get, "CONSOLE_IDLE_MINUTES", 60)?.saturating_mul(60)),
+            console_lang: match get("CONSOLE_LANG") {
+                None => crate::values::ConsoleLang::default(),
+                Some(text) => text.parse().map_err(|problem| ConfigError::Invalid {
+                    name: "CONSOLE_LANG",
+                    problem,
+                })?,
+            },
             source_wait: Duration::from_secs(parse(&get, "SOURCE_WAIT_SECS", 8)?),
             clock: match get("CLOCK").as_deref() {
                 None | Some("system") => ClockKind::System,
@@ -719,7 +729,7 @@ mod tests {
 
     #[test]
     fn settings_that_would_break_at_run_time_are_refused_by_name() {
-        let cases: [(&str, &str, &str); 32] = [
+        let cases: [(&str, &str, &str); 34] = [
             (
                 "FOLLOWER_SYNC_WRITES_PER_SECOND",
                 "0",
@@ -759,6 +769,8 @@ mod tests {
             ("CONSOLE_IDLE_MINUTES", "0", "CONSOLE_IDLE_MINUTES"),
             ("CONSOLE_IDLE_MINUTES", "10081", "CONSOLE_IDLE_MINUTES"),
             ("CONSOLE_IDLE_MINUTES", "a while", "CONSOLE_IDLE_MINUTES"),
+            ("CONSOLE_LANG", "jp", "CONSOLE_LANG"),
+            ("CONSOLE_LANG", "EN", "CONSOLE_LANG"),
             ("SOURCE_WAIT_SECS", "-1", "SOURCE_WAIT_SECS"),
             ("SOURCE_WAIT_SECS", "eight", "SOURCE_WAIT_SECS"),
             ("CONSOLE_SESSION_MINUTES", "10081", "CONSOLE_SESSION_MINUTES"),
@@ -930,6 +942,26 @@ mod tests {
                 .map(|config| config.log_user_ids)
                 .map_err(|error| error.to_string());
             assert_eq!(got, expected.map_err(str::to_owned), "LOG_USER_IDS={value:?}");
+        }
+    }
+
+    #[test]
+    fn the_console_is_japanese_unless_told_english() {
+        use crate::values::ConsoleLang;
+        let cases = [
+            (None, Ok(ConsoleLang::Ja)),
+            (Some("ja"), Ok(ConsoleLang::Ja)),
+            (Some("en"), Ok(ConsoleLang::En)),
+            (Some("jp"), Err("CONSOLE_LANG is invalid: \"jp\" is not ja or en")),
+            // Empty, like every setting, is unset.
+            (Some(""), Ok(ConsoleLang::Ja)),
+        ];
+        for (value, expected) in cases {
+            let settings: Vec<(&str, &str)> = value.map(|value| ("CONSOLE_LANG", value)).into_iter().collect();
+            let got = deployed(&settings)
+                .map(|config| config.console_lang)
+                .map_err(|error| error.to_string());
+            assert_eq!(got, expected.map_err(str::to_owned), "CONSOLE_LANG={value:?}");
         }
     }
 

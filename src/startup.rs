@@ -312,6 +312,7 @@ impl Application {
             channel_secret: config.channel_secret.clone(),
             admin_token: config.admin_token.clone(),
             guesses: crate::http::guesses::Guesses::new(clock.clone()),
+            console_lang: config.console_lang,
             clock: clock.clone(),
         });
         state.access.warm_up().await;

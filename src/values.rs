@@ -319,6 +319,45 @@ pub enum SourceStanding {
     WasFriend,
 }
 
+/// The language of the console's pages (`CONSOLE_LANG`): Japanese unless
+/// an account's operators read English.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ConsoleLang {
+    #[default]
+    Ja,
+    En,
+}
+
+impl ConsoleLang {
+    /// The value of the `lang` attribute of a page.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConsoleLang::Ja => "ja",
+            ConsoleLang::En => "en",
+        }
+    }
+
+    /// The text in this language; the Japanese comes first, as the default.
+    pub fn t(self, ja: &'static str, en: &'static str) -> &'static str {
+        match self {
+            ConsoleLang::Ja => ja,
+            ConsoleLang::En => en,
+        }
+    }
+}
+
+impl std::str::FromStr for ConsoleLang {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "ja" => Ok(ConsoleLang::Ja),
+            "en" => Ok(ConsoleLang::En),
+            other => Err(format!("{other:?} is not ja or en")),
+        }
+    }
+}
+
 /// What an operator of the console may do. Each role may do all that the
 /// ones below it may: a viewer reads, an editor also sends, an owner also
 /// manages operators, exports answers and reads the audit log.

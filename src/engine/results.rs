@@ -401,6 +401,43 @@ fn node_results(node: &Node, labels: &[String], counts: &Counts<'_>) -> NodeResu
     }
 }
 
+/// The Net Promoter Score of an 0-10 question: the percent of its answers
+/// 9 or 10 minus the percent 0 to 6, rounded to a whole number (halves away
+/// from zero); `None` for a question whose choices are not exactly the values
+/// `"0"` to `"10"`, or when none of them was answered. Values counted but no
+/// longer offered (from an earlier version) are not scores: left out.
+pub(crate) fn nps(node: &NodeResults) -> Option<i64> {
+    if node.kind != "survey" {
+        return None;
+    }
+    let score = |value: &str| (0..=10u8).find(|score| score.to_string() == value);
+    let offered: Vec<(u8, u64)> = node
+        .choices
+        .iter()
+        .filter(|choice| choice.label.is_some())
+        .map(|choice| score(&choice.value).map(|score| (score, choice.count)))
+        .collect::<Option<_>>()?;
+    let mut scores: Vec<u8> = offered.iter().map(|(score, _)| *score).collect();
+    scores.sort_unstable();
+    if scores != (0..=10).collect::<Vec<u8>>() {
+        return None;
+    }
+    let sum = |range: std::ops::RangeInclusive<u8>| -> i128 {
+        offered
+            .iter()
+            .filter(|(score, _)| range.contains(score))
+            .map(|(_, count)| i128::from(*count))
+            .sum()
+    };
+    let (detractors, total, promoters) = (sum(0..=6), sum(0..=10), sum(9..=10));
+    if total == 0 {
+        return None;
+    }
+    let scaled = (promoters - detractors) * 100;
+    let rounded = (scaled.abs() * 2 + total) / (2 * total) * scaled.signum();
+    i64::try_from(rounded).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -568,6 +605,128 @@ mod tests {
             untouched.iter().all(|node| node.by_variant.is_empty()),
             "no split, no arms"
         );
+    }
+
+    /// A question of `kind` with `choices` (value, count), all offered.
+    fn question(kind: &'static str, choices: &[(&str, u64)]) -> NodeResults {
+        let answered = choices.iter().map(|(_, count)| count).sum();
+        NodeResults {
+            node_id: "q".to_owned(),
+            kind,
+            text: "How likely are you to recommend us?".to_owned(),
+            sent: answered,
+            answered,
+            response_rate: None,
+            by_variant: BTreeMap::new(),
+            choices: choices
+                .iter()
+                .map(|(value, count)| ChoiceResults {
+                    value: (*value).to_owned(),
+                    label: Some((*value).to_owned()),
+                    count: *count,
+                    share: None,
+                    by_variant: BTreeMap::new(),
+                })
+                .collect(),
+            latest: None,
+        }
+    }
+
+    /// Counts of the scores 0 to 10, in that order.
+    fn scores(counts: [u64; 11]) -> Vec<(String, u64)> {
+        (0..=10)
+            .zip(counts)
+            .map(|(score, count)| (score.to_string(), count))
+            .collect()
+    }
+
+    #[test]
+    fn nps_is_promoters_minus_detractors_for_0_to_10_questions_only() {
+        let survey = |counts: &[(String, u64)]| {
+            let pairs: Vec<(&str, u64)> = counts.iter().map(|(value, count)| (value.as_str(), *count)).collect();
+            question("survey", &pairs)
+        };
+        let mut reversed = scores([1, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0]);
+        reversed.reverse();
+        let mut with_old_value = survey(&scores([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]));
+        with_old_value.choices.push(ChoiceResults {
+            value: "n/a".to_owned(),
+            label: None,
+            count: 5,
+            share: None,
+            by_variant: BTreeMap::new(),
+        });
+        let zero_to_nine: Vec<(String, u64)> = scores([0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0]).into_iter().take(10).collect();
+        let mut eleven = scores([0; 11]);
+        eleven.push(("11".to_owned(), 1));
+        let cases: Vec<(&str, NodeResults, Option<i64>)> = vec![
+            ("no answers", survey(&scores([0; 11])), None),
+            (
+                "all promoters",
+                survey(&scores([0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 2])),
+                Some(100),
+            ),
+            (
+                "all detractors",
+                survey(&scores([1, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0])),
+                Some(-100),
+            ),
+            (
+                "all passives",
+                survey(&scores([0, 0, 0, 0, 0, 0, 0, 2, 5, 0, 0])),
+                Some(0),
+            ),
+            // 3 promoters, 1 passive, 2 detractors: 50% - 33.3% = 16.7.
+            ("mix", survey(&scores([0, 1, 0, 0, 0, 0, 1, 1, 0, 2, 1])), Some(17)),
+            // 1 of 8: 12.5, away from zero either way.
+            ("half up", survey(&scores([0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 1])), Some(13)),
+            (
+                "half down",
+                survey(&scores([0, 0, 0, 0, 0, 1, 0, 0, 7, 0, 0])),
+                Some(-13),
+            ),
+            ("choices in another order", survey(&reversed), Some(33)),
+            ("old values left out", with_old_value, Some(100)),
+            ("not 0-10", question("survey", &[("good", 3), ("bad", 1)]), None),
+            (
+                "1-5",
+                question("survey", &[("1", 1), ("2", 0), ("3", 0), ("4", 2), ("5", 9)]),
+                None,
+            ),
+            ("0-9", survey(&zero_to_nine), None),
+            ("0-11", survey(&eleven), None),
+            ("not a survey", question("text_question", &[]), None),
+        ];
+        for (name, node, expected) in cases {
+            assert_eq!(nps(&node), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_sample_nps_question_is_one_and_its_1_to_5_rating_is_not() {
+        let engine = engine();
+        let none = BTreeMap::new();
+        let choices = BTreeMap::from([
+            (
+                "nps".to_owned(),
+                BTreeMap::from([("10".to_owned(), 3), ("3".to_owned(), 1)]),
+            ),
+            ("satisfaction".to_owned(), BTreeMap::from([("5".to_owned(), 4)])),
+        ]);
+        let answered = BTreeMap::from([("nps".to_owned(), 4), ("satisfaction".to_owned(), 4)]);
+        let counts = Counts {
+            sent: &answered,
+            answered: &answered,
+            choices: &choices,
+            sent_by_variant: &none,
+            answered_by_variant: &none,
+            choices_by_variant: &BTreeMap::new(),
+            runs: &none,
+        };
+        let scenario = ScenarioId::parse("ja_satisfaction").expect("valid");
+        let nodes = engine.results(&scenario, &counts).expect("known");
+        let scored: Vec<(&str, Option<i64>)> = nodes.iter().map(|node| (node.node_id.as_str(), nps(node))).collect();
+        assert_eq!(scored, [("satisfaction", None), ("nps", Some(50)), ("comment", None)]);
     }
 
     #[test]

@@ -71,6 +71,8 @@ pub(crate) struct AppState {
     pub(crate) clock: crate::clock::Clock,
     /// Wrong tokens per client address (admin, metrics, console login).
     pub(crate) guesses: guesses::Guesses,
+    /// The language of the console's pages.
+    pub(crate) console_lang: crate::values::ConsoleLang,
 }
 
 /// The JSON error body every route uses: `{"error": "..."}`.

@@ -32,6 +32,20 @@ async fn app_on_the_test_clock() -> TestApp {
     .await
 }
 
+/// A user whose answer came too late for a reply and whose push LINE
+/// refuses: the message is parked as a dead letter.
+async fn park_a_refused_push(app: &TestApp) -> String {
+    let parked = events::new_user();
+    app.deliver(&text(&parked, "export")).await;
+    app.line.fail_next_pushes([Fault::Refuse(400)]);
+    let late = events::with_timestamp(
+        &postback(&parked, &events::answer_data("export", "rating", "good")),
+        events::now_ms() - 120_000,
+    );
+    app.deliver(&late).await;
+    parked
+}
+
 /// Several users answer at once, each tap delivered three times concurrently
 /// (redeliveries) and tapped again (a double tap); some also comment.
 async fn answer_storm(app: &TestApp, users: &[String]) {
@@ -154,14 +168,7 @@ async fn the_console_in_a_real_browser() {
     answer_storm(&app, &users).await;
     // A message LINE refuses: the answer came too late for a reply, and the
     // push is refused, so it is parked as a dead letter.
-    let parked = events::new_user();
-    app.deliver(&text(&parked, "export")).await;
-    app.line.fail_next_pushes([Fault::Refuse(400)]);
-    let late = events::with_timestamp(
-        &postback(&parked, &events::answer_data("export", "rating", "good")),
-        events::now_ms() - 120_000,
-    );
-    app.deliver(&late).await;
+    let parked = park_a_refused_push(&app).await;
     assert_eq!(app.firestore.count("dead_letters").await, 1);
     // A campaign to three tagged friends, for the campaigns page.
     let friends = seed_users(&app.firestore, 3, |_| true, |_| false).await;
@@ -794,4 +801,132 @@ async fn the_user_page_shows_the_rich_menu_asked_for_and_the_menus_tapped() {
         .expect("the rich menu line is shown");
     assert!(line.contains("<strong>member</strong>"), "{line}");
     assert!(line.contains("tapped: survey_tab"), "{line}");
+}
+
+/// The words inside table cells that a line breaks through: a run of Latin
+/// letters and digits (with `-_.:/@` inside it, as in ids, dates and times)
+/// whose characters sit on more than one line. Japanese text may wrap
+/// between any two characters, so only such runs are checked.
+const BROKEN_WORDS: &str = r#"
+const broken = [];
+for (const cell of document.querySelectorAll('td, th')) {
+  const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (const match of node.textContent.matchAll(/[A-Za-z0-9]+(?:[-_.:\/@][A-Za-z0-9]+)*/g)) {
+      const range = document.createRange();
+      range.setStart(node, match.index);
+      range.setEnd(node, match.index + match[0].length);
+      const tops = new Set(Array.from(range.getClientRects()).filter(r => r.width > 0).map(r => Math.round(r.top)));
+      if (tops.size > 1) broken.push(match[0]);
+    }
+  }
+}
+return broken;
+"#;
+
+/// Labels of the English console: none may show on a Japanese page.
+const ENGLISH_LABELS: [&str; 16] = [
+    "Log out",
+    "Log in",
+    "Scenarios",
+    "Dead letters",
+    "Campaigns",
+    "Sources",
+    "Audit log",
+    "Answered",
+    "Replay",
+    "Preview",
+    "Back to",
+    "Download",
+    "Created",
+    "Role",
+    "Cross-tab",
+    "Nothing",
+];
+
+/// Opens `path` and checks it as a Japanese operator on a phone would see
+/// it; saves its screenshot as `ja-{name}`.
+async fn check_japanese_page(browser: &Browser, address: &str, path: &str, name: &str) {
+    browser.goto(&format!("{address}{path}")).await;
+    browser.screenshot(&format!("ja-{name}")).await;
+    assert_eq!(
+        browser.run("return document.documentElement.lang").await,
+        "ja",
+        "{path} is marked Japanese"
+    );
+    assert!(browser.fits_width().await, "{path} fits a 390 px window");
+    let broken = browser.run(BROKEN_WORDS).await;
+    assert_eq!(broken, json!([]), "{path}: no word or number broken inside a cell");
+    let text = browser.run("return document.body.innerText").await;
+    let text = text.as_str().unwrap_or_default();
+    for label in ENGLISH_LABELS {
+        assert!(!text.contains(label), "{path} shows the English {label:?}:\n{text}");
+    }
+}
+
+/// The console's default language is Japanese: every page an operator
+/// opens, at a phone's width, with screenshots (`ja-*.png`).
+#[tokio::test]
+async fn the_console_is_japanese_and_fits_a_phone() {
+    let Some(browser) = Browser::start().await else {
+        return;
+    };
+    let app = spawn_app_with(TestOptions {
+        adjust: |config| {
+            export_scenarios(config);
+            config.console_lang = line_survey::values::ConsoleLang::Ja;
+        },
+        ..TestOptions::default()
+    })
+    .await;
+    let users: Vec<String> = (0..3).map(|_| events::new_user()).collect();
+    answer_storm(&app, &users).await;
+    park_a_refused_push(&app).await;
+    let letter = crate::helpers::firestore_rest::document_id(&app.firestore.list("dead_letters").await[0]);
+    seed_users(&app.firestore, 2, |_| true, |_| false).await;
+    let campaign = start_campaign(
+        &app.address,
+        &json!({"scenarioId": "export", "audience": {"tags": {"anyOf": ["unsatisfied"]}}}),
+        "console-japanese",
+    )
+    .await;
+    wait_for_state(&app.address, &campaign, "done", Duration::from_secs(30)).await;
+
+    check_japanese_page(&browser, &app.address, "/console/login", "login").await;
+    assert_eq!(browser.text_of("#login").await, "トークンでログイン");
+    log_in(&browser, &app.address, ADMIN_TOKEN).await;
+    assert_eq!(browser.wait_for_path("/console").await, "/console");
+    assert_eq!(browser.text_of("#logout").await, "ログアウト");
+    let user = &users[0];
+    let pages = [
+        ("/console".to_owned(), "scenarios"),
+        ("/console/scenarios/export".to_owned(), "answers"),
+        ("/console/scenarios/export/crosstab".to_owned(), "crosstab"),
+        ("/console/scenarios/export/graph".to_owned(), "graph"),
+        ("/console/dead-letters".to_owned(), "dead-letters"),
+        (format!("/console/dead-letters/{letter}/replay"), "replay-confirm"),
+        ("/console/users".to_owned(), "users"),
+        (format!("/console/users?id={user}"), "user"),
+        ("/console/users?q=unsatisfied&by=tag".to_owned(), "user-search"),
+        (format!("/console/users/send?id={user}"), "send-choice"),
+        (format!("/console/users/send?id={user}&scenario=export"), "send-preview"),
+        (format!("/console/users/erase?id={user}"), "erase"),
+        ("/console/campaigns".to_owned(), "campaigns"),
+        (format!("/console/campaigns/{campaign}"), "campaign"),
+        (format!("/console/campaigns/{campaign}/cancel"), "campaign-cancel"),
+        ("/console/campaigns/new".to_owned(), "campaign-builder"),
+        (
+            "/console/campaigns/new?preview=1&scenario=export&tags_any=unsatisfied&when=now".to_owned(),
+            "campaign-preview",
+        ),
+        ("/console/sources".to_owned(), "sources"),
+        ("/console/tokens".to_owned(), "tokens"),
+        ("/console/audit".to_owned(), "audit"),
+    ];
+    for (path, name) in &pages {
+        check_japanese_page(&browser, &app.address, path, name).await;
+    }
+    // What a refusal says is Japanese too.
+    check_japanese_page(&browser, &app.address, "/console/campaigns/ffff", "not-found").await;
+    assert!(browser.text_of("#flash").await.contains("一斉配信はありません"));
 }

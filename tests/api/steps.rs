@@ -983,3 +983,74 @@ async fn a_reminder_asks_a_typed_question_again_and_the_reply_answers_it() {
     assert_eq!(app.line.accepted_with_text("Nice pet!"), 1);
     assert_eq!(app.firestore.count("survey_responses").await, 1);
 }
+
+/// The console's timeline tells a pending timer in words and an editor
+/// cancels it there; a viewer sees no button and a forged POST of theirs is
+/// refused; a second cancel changes nothing. The step never fires.
+#[tokio::test]
+async fn an_editor_cancels_a_timer_from_the_users_timeline() {
+    use crate::operator_access::{EDITOR, VIEWER, add_staff, csrf_of, get, post, session};
+    let app = app().await;
+    add_staff(&app);
+    let user = events::new_user();
+    app.deliver(&text(&user, "slow")).await;
+    let listed: Value = app
+        .get_admin(&format!("/admin/users/{user}/timers"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let id = listed["timers"][0]["timerId"].as_str().unwrap().to_owned();
+    let path = format!("/console/users/timers/{id}/cancel");
+
+    let viewer = session(&app.address, VIEWER).await;
+    let page = get(&app.address, &format!("/console/users?id={user}"), &viewer)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("Step "), "the timer in words: {page}");
+    assert!(page.contains("(pending): slow / hour"), "{page}");
+    assert!(!page.contains("cancel-timer"), "no button for a viewer");
+    let csrf = csrf_of(&app.address, &viewer).await;
+    let forged = post(&app.address, &path, &viewer, &[("csrf", &csrf), ("user", &user)]).await;
+    assert_eq!(forged.status(), 403);
+    assert_eq!(timers_of(&app.firestore, &user).await[0].2, "pending");
+
+    let editor = session(&app.address, EDITOR).await;
+    let page = get(&app.address, &format!("/console/users?id={user}"), &editor)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains(&format!("action=\"{path}\"")), "a Cancel button: {page}");
+    let csrf = csrf_of(&app.address, &editor).await;
+    let cancelled = post(&app.address, &path, &editor, &[("csrf", &csrf), ("user", &user)]).await;
+    assert_eq!(cancelled.status(), 200);
+    assert!(cancelled.text().await.unwrap().contains("The timer is cancelled."));
+    assert_eq!(timers_of(&app.firestore, &user).await[0].2, "cancelled");
+    let again = post(&app.address, &path, &editor, &[("csrf", &csrf), ("user", &user)]).await;
+    assert_eq!(again.status(), 409, "already cancelled");
+    let other = events::new_user();
+    let elsewhere = post(&app.address, &path, &editor, &[("csrf", &csrf), ("user", &other)]).await;
+    assert_eq!(elsewhere.status(), 404, "another user's timer");
+    let audit: Value = app
+        .get_admin("/admin/audit?action=timer_cancel")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let entries = audit["entries"].as_array().expect("entries");
+    assert_eq!(entries.len(), 3, "each cancel is audited: {audit}");
+    assert!(entries.iter().all(|entry| entry["operator"] == EDITOR), "{audit}");
+
+    app.advance_clock(HOUR + A_LITTLE).await;
+    app.settled().await;
+    assert!(
+        pushed_texts(&app.line, &user)
+            .iter()
+            .all(|text| text != "An hour later"),
+        "the step never fired"
+    );
+    assert_eq!(timers_of(&app.firestore, &user).await[0].2, "cancelled");
+}

@@ -33,7 +33,7 @@ use crate::pipeline::replay::{ReplayError, Replayed};
 use crate::reports::export::ExportError;
 use crate::reports::results::ResultsError;
 use crate::store::Settlement;
-use crate::values::OperatorRole;
+use crate::values::{ConsoleLang, OperatorRole};
 use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieAge};
 use actix_web::http::StatusCode;
 use actix_web::http::header::{CACHE_CONTROL, LOCATION};
@@ -78,6 +78,7 @@ pub(crate) fn routes(config: &mut web::ServiceConfig) {
         .route("/console/users/send", web::get().to(send_form))
         .route("/console/users/send", web::post().to(send_confirmed))
         .route("/console/users/edit", web::post().to(edit_user))
+        .route("/console/users/timers/{id}/cancel", web::post().to(cancel_timer))
         .route("/console/users/data", web::get().to(user_data))
         .route("/console/users/erase", web::get().to(erase_form))
         .route("/console/users/erase", web::post().to(erase_confirmed))
@@ -146,6 +147,7 @@ pub(crate) struct Signed {
     /// The CSRF token of the session's forms.
     pub(crate) csrf: String,
     pub(crate) actor: Actor,
+    pub(crate) lang: ConsoleLang,
 }
 
 impl Signed {
@@ -154,6 +156,7 @@ impl Signed {
             csrf: &self.csrf,
             who: self.actor.name(),
             role: self.actor.role(),
+            lang: self.lang,
         }
     }
 }
@@ -172,9 +175,10 @@ async fn session_of(request: &HttpRequest, state: &AppState) -> Result<Option<Si
         Ok(Some(actor)) => Ok(Some(Signed {
             csrf: keys(state).csrf(&Session::of_cookie(&cookie)),
             actor,
+            lang: state.console_lang,
         })),
         Ok(None) => Ok(None),
-        Err(error) => Err(unavailable(error)),
+        Err(error) => Err(unavailable(state, error)),
     }
 }
 
@@ -199,11 +203,21 @@ fn forbidden(signed: &Signed, needed: OperatorRole) -> HttpResponse {
     );
     html(
         StatusCode::FORBIDDEN,
-        pages::refused(&format!(
-            "This needs the {} role; you are signed in as {}.",
-            needed.as_str(),
-            signed.actor.role().as_str()
-        )),
+        pages::refused(
+            signed.lang,
+            &match signed.lang {
+                ConsoleLang::Ja => format!(
+                    "この操作には{}の権限が必要です。今の権限は{}です。",
+                    pages::role_name(signed.lang, needed),
+                    pages::role_name(signed.lang, signed.actor.role())
+                ),
+                ConsoleLang::En => format!(
+                    "This needs the {} role; you are signed in as {}.",
+                    needed.as_str(),
+                    signed.actor.role().as_str()
+                ),
+            },
+        ),
     )
 }
 
@@ -229,7 +243,7 @@ async fn begin_audit(
     );
     match state.auditor.begin(&entry).await {
         Ok(()) => Ok(entry),
-        Err(error) => Err(unavailable(error)),
+        Err(error) => Err(unavailable(state, error)),
     }
 }
 
@@ -303,7 +317,7 @@ async fn signed_post(
             outcome = "refused",
             "console POST without a valid session and CSRF token"
         );
-        return Err(refused_post());
+        return Err(refused_post(state));
     };
     if !signed.actor.role().allows(needed) {
         return Err(forbidden(&signed, needed));
@@ -311,16 +325,29 @@ async fn signed_post(
     Ok(signed)
 }
 
-fn refused_post() -> HttpResponse {
-    html(
+fn refused_post(state: &AppState) -> HttpResponse {
+    refusal(
+        state,
         StatusCode::FORBIDDEN,
-        pages::refused("This form has expired or did not come from the console. Reload the page and try again."),
+        "このフォームは期限切れか、コンソールから送られたものではありません。ページを再読み込みして、もう一度お試しください。",
+        "This form has expired or did not come from the console. Reload the page and try again.",
     )
 }
 
-fn login_page(request: &HttpRequest, keys: &Keys, now: i64, status: StatusCode, error: Option<&str>) -> HttpResponse {
-    let (nonce, token) = keys.new_login(now.saturating_add(LOGIN_FORM_SECONDS));
-    let mut response = html(status, pages::login(&token, error));
+/// A refusal page in the console's language.
+fn refusal(state: &AppState, status: StatusCode, ja: &'static str, en: &'static str) -> HttpResponse {
+    html(status, pages::refused(state.console_lang, state.console_lang.t(ja, en)))
+}
+
+fn login_page(
+    request: &HttpRequest,
+    state: &AppState,
+    now: i64,
+    status: StatusCode,
+    error: Option<&str>,
+) -> HttpResponse {
+    let (nonce, token) = keys(state).new_login(now.saturating_add(LOGIN_FORM_SECONDS));
+    let mut response = html(status, pages::login(state.console_lang, &token, error));
     let login = cookie(request, LOGIN_COOKIE, nonce, CookieAge::seconds(LOGIN_FORM_SECONDS));
     if response.add_cookie(&login).is_err() {
         tracing::warn!("the login cookie could not be set");
@@ -331,7 +358,7 @@ fn login_page(request: &HttpRequest, keys: &Keys, now: i64, status: StatusCode, 
 async fn login_form(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     match session_of(&request, &state).await {
         Ok(Some(_)) => see_other("/console"),
-        Ok(None) => login_page(&request, &keys(&state), now(&state), StatusCode::OK, None),
+        Ok(None) => login_page(&request, &state, now(&state), StatusCode::OK, None),
         Err(response) => response,
     }
 }
@@ -357,10 +384,13 @@ async fn login(request: HttpRequest, state: web::Data<AppState>, body: web::Byte
     if let Some(blocked) = state.guesses.blocked(&client) {
         let mut response = login_page(
             &request,
-            &keys,
+            &state,
             now,
             StatusCode::TOO_MANY_REQUESTS,
-            Some("Too many wrong logins from this address. Please wait and try again."),
+            Some(state.console_lang.t(
+                "このアドレスからのログイン失敗が多すぎます。しばらく待ってからお試しください。",
+                "Too many wrong logins from this address. Please wait and try again.",
+            )),
         );
         if let Ok(value) = actix_web::http::header::HeaderValue::from_str(
             &crate::http::guesses::retry_after_secs(blocked.retry_after).to_string(),
@@ -379,16 +409,23 @@ async fn login(request: HttpRequest, state: web::Data<AppState>, body: web::Byte
         tracing::warn!(outcome = "refused", "console login without its form's token");
         return login_page(
             &request,
-            &keys,
+            &state,
             now,
             StatusCode::FORBIDDEN,
-            Some("The login form expired. Please try again."),
+            Some(state.console_lang.t(
+                "ログインフォームの期限が切れました。もう一度お試しください。",
+                "The login form expired. Please try again.",
+            )),
         );
     }
-    let refusal = if form.token.is_empty() {
-        "Wrong email or password."
+    let wrong = if form.token.is_empty() {
+        state
+            .console_lang
+            .t("メールアドレスかパスワードが違います。", "Wrong email or password.")
     } else {
-        "That token is not the admin token."
+        state
+            .console_lang
+            .t("管理トークンが違います。", "That token is not the admin token.")
     };
     let opened = if form.token.is_empty() {
         match state.access.log_in_with_password(&form.email, &form.password).await {
@@ -399,7 +436,7 @@ async fn login(request: HttpRequest, state: web::Data<AppState>, body: web::Byte
                 tracing::warn!(error = %error, outcome = "busy", "console login turned away");
                 return login_page(
                     &request,
-                    &keys,
+                    &state,
                     now,
                     StatusCode::SERVICE_UNAVAILABLE,
                     Some(&error.to_string()),
@@ -423,11 +460,11 @@ async fn login(request: HttpRequest, state: web::Data<AppState>, body: web::Byte
             "console login refused"
         );
         count_failure(&state, &client);
-        return login_page(&request, &keys, now, StatusCode::UNAUTHORIZED, Some(refusal));
+        return login_page(&request, &state, now, StatusCode::UNAUTHORIZED, Some(wrong));
     };
     let opened = match opened {
         Ok(opened) => opened,
-        Err(error) => return unavailable(error),
+        Err(error) => return unavailable(&state, error),
     };
     let age = CookieAge::seconds(i64::try_from(opened.lifetime.as_secs()).unwrap_or(i64::MAX));
     let session = cookie(&request, SESSION_COOKIE, opened.cookie, age);
@@ -435,9 +472,11 @@ async fn login(request: HttpRequest, state: web::Data<AppState>, body: web::Byte
     let mut spent = cookie(&request, LOGIN_COOKIE, String::new(), CookieAge::ZERO);
     spent.make_removal();
     if response.add_cookie(&session).is_err() || response.add_cookie(&spent).is_err() {
-        return html(
+        return refusal(
+            &state,
             StatusCode::INTERNAL_SERVER_ERROR,
-            pages::refused("The session could not be started."),
+            "ログインを始められませんでした。",
+            "The session could not be started.",
         );
     }
     tracing::info!(
@@ -460,13 +499,13 @@ async fn logout(request: HttpRequest, state: web::Data<AppState>, body: web::Byt
         Err(response) => return response,
     };
     if !session::same_token(&signed.csrf, &form(&body).csrf) {
-        return refused_post();
+        return refused_post(&state);
     }
     if let Some(cookie) = session_cookie_value(&request)
         && let Err(error) = state.access.log_out(&cookie).await
     {
         // The session record stays: say so rather than pretend it ended.
-        return unavailable(error);
+        return unavailable(&state, error);
     }
     let mut ended = cookie(&request, SESSION_COOKIE, String::new(), CookieAge::ZERO);
     ended.make_removal();
@@ -478,16 +517,18 @@ async fn logout(request: HttpRequest, state: web::Data<AppState>, body: web::Byt
     response
 }
 
-fn unavailable(error: impl std::fmt::Display) -> HttpResponse {
+fn unavailable(state: &AppState, error: impl std::fmt::Display) -> HttpResponse {
     tracing::warn!(error = %error, outcome = "unavailable", "console page failed");
-    html(
+    refusal(
+        state,
         StatusCode::SERVICE_UNAVAILABLE,
-        pages::refused("Firestore did not answer. Reload the page in a moment."),
+        "データベース (Firestore) が応答しませんでした。少し待ってからページを再読み込みしてください。",
+        "Firestore did not answer. Reload the page in a moment.",
     )
 }
 
-fn not_found(what: &str) -> HttpResponse {
-    html(StatusCode::NOT_FOUND, pages::refused(what))
+fn not_found(state: &AppState, ja: &'static str, en: &'static str) -> HttpResponse {
+    refusal(state, StatusCode::NOT_FOUND, ja, en)
 }
 
 /// The home page's range: `?days=7|30|90|365|all`, 30 when absent.
@@ -516,18 +557,20 @@ fn home_range(days: Option<&str>) -> Option<Option<u32>> {
 async fn scenarios(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let me = or_answer!(signed_in(&request, &state, OperatorRole::Viewer).await);
     let Some(query) = query_of::<RangeQuery>(&request) else {
-        return unreadable_query();
+        return unreadable_query(&state);
     };
     let Some(days) = home_range(query.days.as_deref()) else {
-        return html(
+        return refusal(
+            &state,
             StatusCode::BAD_REQUEST,
-            pages::refused("That range is not offered: choose 7, 30, 90 or 365 days, or all."),
+            "その期間は選べません。7・30・90・365日間か全期間を選んでください。",
+            "That range is not offered: choose 7, 30, 90 or 365 days, or all.",
         );
     };
     match state.results.all(days, state.clock.now()).await {
         Ok(all) => html(StatusCode::OK, pages::scenarios(&me.nav(), &all, days)),
         // Every scenario listed is loaded, so only Firestore can fail here.
-        Err(error) => unavailable(error),
+        Err(error) => unavailable(&state, error),
     }
 }
 
@@ -540,10 +583,12 @@ fn query_of<T: serde::de::DeserializeOwned>(request: &HttpRequest) -> Option<T> 
         .ok()
 }
 
-fn unreadable_query() -> HttpResponse {
-    html(
+fn unreadable_query(state: &AppState) -> HttpResponse {
+    refusal(
+        state,
         StatusCode::BAD_REQUEST,
-        pages::refused("That link is not valid: its query could not be read."),
+        "このリンクは正しくありません (クエリを読めません)。",
+        "That link is not valid: its query could not be read.",
     )
 }
 
@@ -555,20 +600,26 @@ struct PageQuery {
 async fn answers(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
     let me = or_answer!(signed_in(&request, &state, OperatorRole::Viewer).await);
     let Some(query) = query_of::<PageQuery>(&request) else {
-        return unreadable_query();
+        return unreadable_query(&state);
     };
     let scenario = path.into_inner();
     let after = query.after.as_deref().filter(|after| !after.is_empty());
     if after.is_some_and(|after| !is_answer_id(after)) {
-        return html(
+        return refusal(
+            &state,
             StatusCode::BAD_REQUEST,
-            pages::refused("That page link is not valid: start from the first page."),
+            "このページのリンクは正しくありません。最初のページから開いてください。",
+            "That page link is not valid: start from the first page.",
         );
     }
     match state.exporter.page(&scenario, after, ANSWERS_PER_PAGE).await {
         Ok(rows) => html(StatusCode::OK, pages::answers(&me.nav(), &scenario, &rows, after)),
-        Err(ExportError::UnknownScenario(_)) => not_found("No scenario with that id is loaded."),
-        Err(error) => unavailable(error),
+        Err(ExportError::UnknownScenario(_)) => not_found(
+            &state,
+            "そのIDのシナリオは読み込まれていません。",
+            "No scenario with that id is loaded.",
+        ),
+        Err(error) => unavailable(&state, error),
     }
 }
 
@@ -584,11 +635,19 @@ struct CrossTabQuery {
 async fn scenario_graph(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
     let me = or_answer!(signed_in(&request, &state, OperatorRole::Viewer).await);
     let Ok(id) = ScenarioId::parse(path.into_inner()) else {
-        return not_found("No scenario with that id is loaded.");
+        return not_found(
+            &state,
+            "そのIDのシナリオは読み込まれていません。",
+            "No scenario with that id is loaded.",
+        );
     };
     match state.scenario_graphs.of(&id).await {
         Some(graph) => html(StatusCode::OK, pages::scenario_graph(&me.nav(), &graph)),
-        None => not_found("No scenario with that id is loaded."),
+        None => not_found(
+            &state,
+            "そのIDのシナリオは読み込まれていません。",
+            "No scenario with that id is loaded.",
+        ),
     }
 }
 
@@ -597,7 +656,7 @@ async fn scenario_graph(request: HttpRequest, state: web::Data<AppState>, path: 
 async fn cross_tab(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
     let me = or_answer!(signed_in(&request, &state, OperatorRole::Viewer).await);
     let Some(query) = query_of::<CrossTabQuery>(&request) else {
-        return unreadable_query();
+        return unreadable_query(&state);
     };
     let scenario = path.into_inner();
     let by = query.by.as_deref().filter(|by| !by.is_empty()).unwrap_or("source");
@@ -611,7 +670,11 @@ async fn cross_tab(request: HttpRequest, state: web::Data<AppState>, path: web::
     let (from, to) = (query.from.as_deref(), query.to.as_deref());
     match state.results.cross_tab(&scenario, by, from, to).await {
         Ok(tab) => html(StatusCode::OK, pages::cross_tab(&nav, &asked, Ok(&tab))),
-        Err(ResultsError::UnknownScenario(_)) => not_found("No scenario with that id is loaded."),
+        Err(ResultsError::UnknownScenario(_)) => not_found(
+            &state,
+            "そのIDのシナリオは読み込まれていません。",
+            "No scenario with that id is loaded.",
+        ),
         Err(ResultsError::BadBy(problem)) => html(
             StatusCode::BAD_REQUEST,
             pages::cross_tab(&nav, &asked, Err(&problem.to_string())),
@@ -620,7 +683,7 @@ async fn cross_tab(request: HttpRequest, state: web::Data<AppState>, path: web::
             StatusCode::BAD_REQUEST,
             pages::cross_tab(&nav, &asked, Err(&problem.to_string())),
         ),
-        Err(ResultsError::Store(error)) => unavailable(error),
+        Err(ResultsError::Store(error)) => unavailable(&state, error),
     }
 }
 
@@ -644,12 +707,12 @@ async fn answers_csv(request: HttpRequest, state: web::Data<AppState>, path: web
     // Exports are the owners' (the answers leave the service).
     let me = or_answer!(signed_in(&request, &state, OperatorRole::Owner).await);
     let Some(query) = query_of::<CsvQuery>(&request) else {
-        return unreadable_query();
+        return unreadable_query(&state);
     };
     let scenario = path.into_inner();
     let campaign = query.campaign.as_deref();
     if campaign.is_some_and(|id| crate::ids::DocumentHexId::parse(id).is_none()) {
-        return not_found("No campaign with that id.");
+        return not_found(&state, "そのIDの一斉配信はありません。", "No campaign with that id.");
     }
     let mut summary = vec![("scenarioId", scenario.clone())];
     if let Some(campaign) = campaign {
@@ -666,8 +729,12 @@ async fn answers_csv(request: HttpRequest, state: web::Data<AppState>, path: web
             tracing::info!(scenario.id = %scenario, outcome = "started", "answers export started from the console");
             csv_response(export)
         }
-        Err(ExportError::UnknownScenario(_)) => not_found("No scenario with that id is loaded."),
-        Err(error) => unavailable(error),
+        Err(ExportError::UnknownScenario(_)) => not_found(
+            &state,
+            "そのIDのシナリオは読み込まれていません。",
+            "No scenario with that id is loaded.",
+        ),
+        Err(error) => unavailable(&state, error),
     };
     state.auditor.finish(&entry, response.status().as_u16(), None).await;
     response
@@ -688,11 +755,11 @@ struct ReplayedQuery {
 async fn dead_letters(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let me = or_answer!(signed_in(&request, &state, OperatorRole::Viewer).await);
     let Some(query) = query_of::<ReplayedQuery>(&request) else {
-        return unreadable_query();
+        return unreadable_query(&state);
     };
     let letters = match state.store.dead_letters(LISTED).await {
         Ok(letters) => letters,
-        Err(error) => return unavailable(error),
+        Err(error) => return unavailable(&state, error),
     };
     let letters: Vec<_> = letters.into_iter().map(|letter| (letter.id, letter.doc)).collect();
     let keys = keys(&state);
@@ -721,17 +788,39 @@ fn signed_result(message: &str, confirm: Option<&str>) -> String {
     }
 }
 
+/// A message built with values, in the console's language (both are
+/// built: they are short).
+fn pick(lang: ConsoleLang, ja: String, en: String) -> String {
+    match lang {
+        ConsoleLang::Ja => ja,
+        ConsoleLang::En => en,
+    }
+}
+
+/// Firestore's failure, and that the same form may be sent again.
+fn try_again(lang: ConsoleLang, error: &impl std::fmt::Display) -> String {
+    pick(
+        lang,
+        format!("データベース (Firestore) が応答しませんでした ({error})。もう一度お試しください。"),
+        format!("Firestore did not answer ({error}); try again."),
+    )
+}
+
 /// The risk a forced replay takes, in the console's words.
-fn confirmation(risk: crate::pipeline::replay::ReplayRisk) -> &'static str {
+fn confirmation(lang: ConsoleLang, risk: crate::pipeline::replay::ReplayRisk) -> &'static str {
     match risk {
-        crate::pipeline::replay::ReplayRisk::RetryKeyExpired => {
+        crate::pipeline::replay::ReplayRisk::RetryKeyExpired => lang.t(
+            "最初の送信から23時間以上たっているため、すでにユーザーに届いているかもしれず、LINEも二通目を止められません。\
+             ユーザーに届いていないと確かな場合だけ「それでも再送」を押してください",
             "it was first sent over 23 hours ago, so it may have reached the user already, and LINE no longer \
-             remembers it to stop a second copy. Replay anyway only if you are sure the user did not get it"
-        }
-        crate::pipeline::replay::ReplayRisk::ReplyOutcomeUnknown => {
+             remembers it to stop a second copy. Replay anyway only if you are sure the user did not get it",
+        ),
+        crate::pipeline::replay::ReplayRisk::ReplyOutcomeUnknown => lang.t(
+            "この返信が届いたかどうかLINEから返事がなかったため、ユーザーはすでに受け取っているかもしれません。\
+             再送するとプッシュでもう一度送られます。届いていないと確かな場合だけ「それでも再送」を押してください",
             "LINE never said whether this reply arrived, so the user may have it already, and a replay sends it again \
-             as a push. Replay anyway only if you are sure the user did not get it"
-        }
+             as a push. Replay anyway only if you are sure the user did not get it",
+        ),
     }
 }
 
@@ -751,28 +840,79 @@ fn replay_status(result: &Result<Replayed, ReplayError>) -> u16 {
 }
 
 /// What a replay did, in words, and whether it worked.
-fn replay_outcome(id: &str, result: Result<Replayed, ReplayError>) -> (bool, String) {
+fn replay_outcome(lang: ConsoleLang, id: &str, result: Result<Replayed, ReplayError>) -> (bool, String) {
     match result {
         Ok(Replayed::Outbound(Settlement::Failed(reason) | Settlement::Uncertain(reason))) => (
             false,
-            format!("Replayed {id}: LINE did not take the message; it was parked again ({reason})."),
+            pick(
+                lang,
+                format!("{id} を再送しましたが、LINEが受け付けなかったため、もう一度保留しました ({reason})。"),
+                format!("Replayed {id}: LINE did not take the message; it was parked again ({reason})."),
+            ),
         ),
         Ok(replayed) => {
             let result = match &replayed {
                 Replayed::Event(processed) => processed.as_str(),
                 Replayed::Outbound(settlement) => settlement.as_str(),
             };
-            (true, format!("Replayed {id}: {result}."))
+            (
+                true,
+                pick(
+                    lang,
+                    format!("{id} を再送しました ({result})。"),
+                    format!("Replayed {id}: {result}."),
+                ),
+            )
         }
-        Err(ReplayError::UnknownLetter(_)) => (false, format!("No dead letter {id}: it was replayed already.")),
-        Err(ReplayError::NotParked(state)) => (false, format!("{id} is no longer parked: it is {state}.")),
+        Err(ReplayError::UnknownLetter(_)) => (
+            false,
+            pick(
+                lang,
+                format!("配信失敗 {id} はありません。すでに再送されています。"),
+                format!("No dead letter {id}: it was replayed already."),
+            ),
+        ),
+        Err(ReplayError::NotParked(state)) => (
+            false,
+            pick(
+                lang,
+                format!("{id} はもう保留されていません (状態: {state})。"),
+                format!("{id} is no longer parked: it is {state}."),
+            ),
+        ),
         Err(ReplayError::NotReplayable(message)) => (false, format!("{id}: {message}")),
-        Err(ReplayError::NeedsForce(risk)) => (false, format!("{id} was not replayed: {}.", confirmation(risk))),
-        Err(ReplayError::FailedAgain(reason)) => (false, format!("{id} failed again and was parked again: {reason}")),
-        Err(ReplayError::Pipeline(crate::pipeline::PipelineError::Store(error))) => {
-            (false, format!("{id}: Firestore did not answer ({error}); try again."))
-        }
-        Err(ReplayError::Pipeline(error)) => (false, format!("{id} was not replayed: {error}")),
+        Err(ReplayError::NeedsForce(risk)) => (
+            false,
+            pick(
+                lang,
+                format!("{id} は再送しませんでした。{}。", confirmation(lang, risk)),
+                format!("{id} was not replayed: {}.", confirmation(lang, risk)),
+            ),
+        ),
+        Err(ReplayError::FailedAgain(reason)) => (
+            false,
+            pick(
+                lang,
+                format!("{id} はまた失敗したため、もう一度保留しました: {reason}"),
+                format!("{id} failed again and was parked again: {reason}"),
+            ),
+        ),
+        Err(ReplayError::Pipeline(crate::pipeline::PipelineError::Store(error))) => (
+            false,
+            pick(
+                lang,
+                format!("{id}: データベース (Firestore) が応答しませんでした ({error})。もう一度お試しください。"),
+                format!("{id}: Firestore did not answer ({error}); try again."),
+            ),
+        ),
+        Err(ReplayError::Pipeline(error)) => (
+            false,
+            pick(
+                lang,
+                format!("{id} は再送しませんでした: {error}"),
+                format!("{id} was not replayed: {error}"),
+            ),
+        ),
     }
 }
 
@@ -785,10 +925,19 @@ async fn replay_form(request: HttpRequest, state: web::Data<AppState>, path: web
     match state.replayer.look(&id).await {
         Ok(Some(look)) => html(
             StatusCode::OK,
-            pages::replay_confirm(&me.nav(), &id, &look.letter, look.risk.map(confirmation)),
+            pages::replay_confirm(
+                &me.nav(),
+                &id,
+                &look.letter,
+                look.risk.map(|risk| confirmation(state.console_lang, risk)),
+            ),
         ),
-        Ok(None) => not_found("No dead letter with that id: it may have been replayed already."),
-        Err(error) => unavailable(error),
+        Ok(None) => not_found(
+            &state,
+            "そのIDの配信失敗はありません。すでに再送されたのかもしれません。",
+            "No dead letter with that id: it may have been replayed already.",
+        ),
+        Err(error) => unavailable(&state, error),
     }
 }
 
@@ -807,11 +956,17 @@ async fn replay(
         let parked_then = match state.replayer.look(&id).await {
             Ok(Some(look)) => Some(look.letter.parked_at.as_millisecond().to_string()),
             Ok(None) => None,
-            Err(error) => return unavailable(error),
+            Err(error) => return unavailable(&state, error),
         };
         if parked_then.is_some_and(|parked| parked != form.seen) {
-            let message = format!(
-                "{id} was not replayed: it was parked again after that page was shown. Look at it again before replaying it."
+            let message = pick(
+                state.console_lang,
+                format!(
+                    "{id} は再送しませんでした。そのページを表示した後に、もう一度保留されています。再送する前にもう一度確認してください。"
+                ),
+                format!(
+                    "{id} was not replayed: it was parked again after that page was shown. Look at it again before replaying it."
+                ),
             );
             return see_other(&replay_result_location(&state, false, message, None));
         }
@@ -831,7 +986,7 @@ async fn replay(
     let status = replay_status(&result);
     state.auditor.finish(&entry, status, None).await;
     let confirm = matches!(result, Err(ReplayError::NeedsForce(_)));
-    let (ok, message) = replay_outcome(&id, result);
+    let (ok, message) = replay_outcome(state.console_lang, &id, result);
     tracing::info!(dead_letter.id = %id, outcome = if ok { "replayed" } else { "not_replayed" }, "dead letter replayed from the console");
     see_other(&replay_result_location(&state, ok, message, confirm.then_some(id)))
 }
@@ -864,7 +1019,7 @@ const SEARCH_CHARS: usize = 100;
 async fn users(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let me = or_answer!(signed_in(&request, &state, OperatorRole::Viewer).await);
     let Some(query) = query_of::<UserQuery>(&request) else {
-        return unreadable_query();
+        return unreadable_query(&state);
     };
     let nav = me.nav();
     if let Some(text) = query.q.as_deref().map(str::trim).filter(|text| !text.is_empty()) {
@@ -873,7 +1028,17 @@ async fn users(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse
             _ if text.chars().count() > SEARCH_CHARS || text.contains('\0') => {
                 return html(
                     StatusCode::BAD_REQUEST,
-                    pages::user_search(&nav, text, by, None, Some("That is too long to search for.")),
+                    pages::user_search(
+                        &nav,
+                        text,
+                        by,
+                        None,
+                        Some(
+                            state
+                                .console_lang
+                                .t("検索する言葉が長すぎます。", "That is too long to search for."),
+                        ),
+                    ),
                 );
             }
             "name" => crate::store::UserSearch::NamePrefix(text.to_owned()),
@@ -881,13 +1046,23 @@ async fn users(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse
             _ => {
                 return html(
                     StatusCode::BAD_REQUEST,
-                    pages::user_search(&nav, text, by, None, Some("Search by name or by tag.")),
+                    pages::user_search(
+                        &nav,
+                        text,
+                        by,
+                        None,
+                        Some(
+                            state
+                                .console_lang
+                                .t("名前かタグで検索してください。", "Search by name or by tag."),
+                        ),
+                    ),
                 );
             }
         };
         return match state.user_profiles.find(&search).await {
             Ok(found) => html(StatusCode::OK, pages::user_search(&nav, text, by, Some(&found), None)),
-            Err(error) => unavailable(error),
+            Err(error) => unavailable(&state, error),
         };
     }
     let asked = query.id.as_deref().map(str::trim).unwrap_or_default();
@@ -904,7 +1079,7 @@ async fn users(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse
     );
     let (timeline, profile) = match (timeline, profile) {
         (Ok(timeline), Ok(profile)) => (timeline, profile),
-        (Err(error), _) | (_, Err(error)) => return unavailable(error),
+        (Err(error), _) | (_, Err(error)) => return unavailable(&state, error),
     };
     match (serde_json::to_value(&timeline), serde_json::to_value(&profile)) {
         (Ok(mut story), Ok(profile)) => {
@@ -916,7 +1091,7 @@ async fn users(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse
                 serde_json::Value::Bool(profile["firstSeenAt"].is_string() || profile["following"].is_boolean());
             html(StatusCode::OK, pages::user(&nav, asked, Some(&story), None))
         }
-        (Err(error), _) | (_, Err(error)) => unavailable(error),
+        (Err(error), _) | (_, Err(error)) => unavailable(&state, error),
     }
 }
 
@@ -928,13 +1103,13 @@ async fn sources(request: HttpRequest, state: web::Data<AppState>) -> HttpRespon
     };
     let rows = match report.list(None, None).await {
         Ok(rows) => rows,
-        Err(error) => return unavailable(error),
+        Err(error) => return unavailable(&state, error),
     };
     let mut users = Vec::with_capacity(rows.len());
     for row in &rows {
         match report.recent_users(&row.id).await {
             Ok(list) => users.push(list),
-            Err(error) => return unavailable(error),
+            Err(error) => return unavailable(&state, error),
         }
     }
     let cards: Vec<pages::SourceCard<'_>> = rows
@@ -950,15 +1125,17 @@ async fn source_qr(request: HttpRequest, state: web::Data<AppState>, path: web::
         return response;
     }
     let Some(report) = &state.sources_report else {
-        return not_found("Source links are off.");
+        return not_found(&state, "流入経路リンクは使われていません。", "Source links are off.");
     };
     match report.qr_png(&path) {
         Ok(png) => HttpResponse::Ok()
             .content_type("image/png")
             .insert_header(("Cache-Control", "no-store"))
             .body(png),
-        Err(crate::reports::sources::SourcesError::UnknownSource(_)) => not_found("No source with that id."),
-        Err(error) => unavailable(error),
+        Err(crate::reports::sources::SourcesError::UnknownSource(_)) => {
+            not_found(&state, "そのIDの流入経路はありません。", "No source with that id.")
+        }
+        Err(error) => unavailable(&state, error),
     }
 }
 
@@ -966,7 +1143,7 @@ async fn campaigns(request: HttpRequest, state: web::Data<AppState>) -> HttpResp
     let me = or_answer!(signed_in(&request, &state, OperatorRole::Viewer).await);
     match state.campaigns.list(LISTED).await {
         Ok(all) => html(StatusCode::OK, pages::campaigns(&me.nav(), &all)),
-        Err(error) => unavailable(error),
+        Err(error) => unavailable(&state, error),
     }
 }
 
@@ -974,12 +1151,12 @@ async fn campaign(request: HttpRequest, state: web::Data<AppState>, path: web::P
     let me = or_answer!(signed_in(&request, &state, OperatorRole::Viewer).await);
     let id = path.into_inner();
     if crate::ids::DocumentHexId::parse(&id).is_none() {
-        return not_found("No campaign with that id.");
+        return not_found(&state, "そのIDの一斉配信はありません。", "No campaign with that id.");
     }
     let status = match state.campaigns.status(&id).await {
         Ok(Some(status)) => status,
-        Ok(None) => return not_found("No campaign with that id."),
-        Err(error) => return unavailable(error),
+        Ok(None) => return not_found(&state, "そのIDの一斉配信はありません。", "No campaign with that id."),
+        Err(error) => return unavailable(&state, error),
     };
     let counted = state
         .campaign_results
@@ -994,7 +1171,7 @@ async fn campaign(request: HttpRequest, state: web::Data<AppState>, path: web::P
     let created = request.query_string().split('&').any(|pair| pair == "created=1");
     match counted {
         Ok(results) => html(StatusCode::OK, pages::campaign(&me.nav(), &status, &results, created)),
-        Err(error) => unavailable(error),
+        Err(error) => unavailable(&state, error),
     }
 }
 
@@ -1014,7 +1191,7 @@ async fn campaign_builder(request: HttpRequest, state: web::Data<AppState>) -> H
         query_of::<campaign_form::CampaignForm>(&request),
         query_of::<BuilderStep>(&request),
     ) else {
-        return unreadable_query();
+        return unreadable_query(&state);
     };
     let scenarios = state.manual_sender.sendable();
     let builder = |status: StatusCode, problem: Option<&str>| {
@@ -1038,14 +1215,14 @@ async fn campaign_builder(request: HttpRequest, state: web::Data<AppState>) -> H
             )
         }
         Err(error) => {
-            let (status, message) = campaign_refusal(error);
+            let (status, message) = campaign_refusal(me.lang, error);
             builder(status, Some(&message))
         }
     }
 }
 
 /// A campaign the pipeline refused, as the console answers it.
-fn campaign_refusal(error: crate::pipeline::campaigns::CampaignError) -> (StatusCode, String) {
+fn campaign_refusal(lang: ConsoleLang, error: crate::pipeline::campaigns::CampaignError) -> (StatusCode, String) {
     use crate::pipeline::campaigns::{CampaignError, CampaignStartError};
     match error {
         CampaignError::Scenario(CampaignStartError::Broken(..)) => {
@@ -1059,25 +1236,41 @@ fn campaign_refusal(error: crate::pipeline::campaigns::CampaignError) -> (Status
         | CampaignError::BadKey => (StatusCode::BAD_REQUEST, error.to_string()),
         CampaignError::KeyReused => (
             StatusCode::UNPROCESSABLE_ENTITY,
-            "This form was used for another campaign: start again from the builder.".to_owned(),
+            lang.t(
+                "このフォームは別の一斉配信に使われました。作成画面からやり直してください。",
+                "This form was used for another campaign: start again from the builder.",
+            )
+            .to_owned(),
         ),
         CampaignError::OverQuota(figures) => (
             StatusCode::CONFLICT,
-            format!(
-                "The campaign would send {} messages and the month's quota has {} left. Choose fewer users, or tick \"Send even beyond the month's quota\".",
-                figures.messages,
-                figures.remaining.unwrap_or(0)
+            pick(
+                lang,
+                format!(
+                    "この一斉配信は{}通を送りますが、今月の上限まで残り{}通です。対象を絞るか、「今月の上限を超えても送る」にチェックを入れてください。",
+                    figures.messages,
+                    figures.remaining.unwrap_or(0)
+                ),
+                format!(
+                    "The campaign would send {} messages and the month's quota has {} left. Choose fewer users, or tick \"Send even beyond the month's quota\".",
+                    figures.messages,
+                    figures.remaining.unwrap_or(0)
+                ),
             ),
         ),
         CampaignError::QuotaUnknown(_) => (StatusCode::BAD_GATEWAY, error.to_string()),
         CampaignError::UnknownCampaign(_) | CampaignError::Finished(_) => (StatusCode::CONFLICT, error.to_string()),
-        CampaignError::Pipeline(crate::pipeline::PipelineError::Store(error)) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("Firestore did not answer ({error}); try again."),
-        ),
-        CampaignError::Pipeline(crate::pipeline::PipelineError::Contention(message)) => {
-            (StatusCode::CONFLICT, format!("{message}; try again."))
+        CampaignError::Pipeline(crate::pipeline::PipelineError::Store(error)) => {
+            (StatusCode::SERVICE_UNAVAILABLE, try_again(lang, &error))
         }
+        CampaignError::Pipeline(crate::pipeline::PipelineError::Contention(message)) => (
+            StatusCode::CONFLICT,
+            pick(
+                lang,
+                format!("{message}。もう一度お試しください。"),
+                format!("{message}; try again."),
+            ),
+        ),
         CampaignError::Pipeline(crate::pipeline::PipelineError::InvalidInput(message)) => {
             (StatusCode::BAD_REQUEST, message)
         }
@@ -1095,9 +1288,11 @@ async fn campaign_confirmed(request: HttpRequest, state: web::Data<AppState>, bo
     let form = form(&body);
     let me = or_answer!(signed_post(&request, &state, &form, OperatorRole::Editor).await);
     let invalid = || {
-        html(
+        refusal(
+            &state,
             StatusCode::BAD_REQUEST,
-            pages::refused("That form is not valid: start again from the campaign builder."),
+            "このフォームは正しくありません。一斉配信の作成画面からやり直してください。",
+            "That form is not valid: start again from the campaign builder.",
         )
     };
     let Ok(asked) = serde_urlencoded::from_bytes::<campaign_form::CampaignForm>(&body) else {
@@ -1132,7 +1327,7 @@ async fn campaign_confirmed(request: HttpRequest, state: web::Data<AppState>, bo
     let (status, response) = match created {
         Ok(id) => (303, see_other(&format!("/console/campaigns/{id}?created=1"))),
         Err(error) => {
-            let (status, message) = campaign_refusal(error);
+            let (status, message) = campaign_refusal(me.lang, error);
             // Firestore or LINE did not answer, or the commit met contention:
             // the campaign may exist. The same form (the same key) tries
             // again and finds it; a new preview would be a new key.
@@ -1165,7 +1360,7 @@ async fn tokens_page(
     match state.access.api_tokens(&me.actor).await {
         Ok(tokens) => html(status, pages::api_tokens(&me.nav(), Some(&tokens), created, message)),
         Err(AccessError::NoOperator) => html(status, pages::api_tokens(&me.nav(), None, None, message)),
-        Err(error) => unavailable(error),
+        Err(error) => unavailable(state, error),
     }
 }
 
@@ -1180,17 +1375,26 @@ struct SendQuery {
 async fn send_form(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let me = or_answer!(signed_in(&request, &state, OperatorRole::Editor).await);
     let Some(query) = query_of::<SendQuery>(&request) else {
-        return unreadable_query();
+        return unreadable_query(&state);
     };
     let Ok(user) = LineUserId::parse_line_shaped(query.id.as_deref().unwrap_or_default().trim()) else {
-        return html(StatusCode::BAD_REQUEST, pages::refused("That is not a LINE user id."));
+        return refusal(
+            &state,
+            StatusCode::BAD_REQUEST,
+            "LINEのユーザーIDではありません。",
+            "That is not a LINE user id.",
+        );
     };
     let Some(scenario) = query.scenario.filter(|scenario| !scenario.is_empty()) else {
         let scenarios = state.manual_sender.sendable();
         return html(StatusCode::OK, pages::send_choice(&me.nav(), user.as_str(), &scenarios));
     };
     let Ok(scenario) = ScenarioId::parse(scenario) else {
-        return not_found("No scenario with that id is loaded.");
+        return not_found(
+            &state,
+            "そのIDのシナリオは読み込まれていません。",
+            "No scenario with that id is loaded.",
+        );
     };
     match state.manual_sender.preview(&scenario, &user).await {
         Ok(messages) => {
@@ -1201,9 +1405,13 @@ async fn send_form(request: HttpRequest, state: web::Data<AppState>) -> HttpResp
                 pages::send_preview(&me.nav(), user.as_str(), scenario.as_str(), &messages, &key),
             )
         }
-        Err(ManualSendError::UnknownScenario(_)) => not_found("No scenario with that id is loaded."),
-        Err(ManualSendError::Pipeline(error)) => unavailable(error),
-        Err(error) => html(StatusCode::CONFLICT, pages::refused(&error.to_string())),
+        Err(ManualSendError::UnknownScenario(_)) => not_found(
+            &state,
+            "そのIDのシナリオは読み込まれていません。",
+            "No scenario with that id is loaded.",
+        ),
+        Err(ManualSendError::Pipeline(error)) => unavailable(&state, error),
+        Err(error) => html(StatusCode::CONFLICT, pages::refused(me.lang, &error.to_string())),
     }
 }
 
@@ -1221,15 +1429,19 @@ async fn send_confirmed(request: HttpRequest, state: web::Data<AppState>, body: 
         LineUserId::parse_line_shaped(form.user.trim()),
         ScenarioId::parse(form.scenario.clone()),
     ) else {
-        return html(
+        return refusal(
+            &state,
             StatusCode::BAD_REQUEST,
-            pages::refused("That form is not valid: start again from the user's page."),
+            "このフォームは正しくありません。ユーザーのページからやり直してください。",
+            "That form is not valid: start again from the user's page.",
         );
     };
     if !is_form_key(&form.key) {
-        return html(
+        return refusal(
+            &state,
             StatusCode::BAD_REQUEST,
-            pages::refused("That form is not valid: start again from the user's page."),
+            "このフォームは正しくありません。ユーザーのページからやり直してください。",
+            "That form is not valid: start again from the user's page.",
         );
     }
     let entry = state.auditor.entry(
@@ -1253,41 +1465,95 @@ async fn send_confirmed(request: HttpRequest, state: web::Data<AppState>, body: 
         .await;
     let (status, ok, message) = match &sent {
         Ok(results) => match results.first().map(|(_, outcome)| outcome) {
-            Some(UserSend::Sent | UserSend::Logged) => (200, true, format!("Sent {scenario} to {user}.")),
+            Some(UserSend::Sent | UserSend::Logged) => (
+                200,
+                true,
+                pick(
+                    me.lang,
+                    format!("{scenario} を {user} に送りました。"),
+                    format!("Sent {scenario} to {user}."),
+                ),
+            ),
             Some(UserSend::AlreadySent) => (
                 200,
                 true,
-                format!("{scenario} was sent to {user} already by this form: nothing was sent again."),
+                pick(
+                    me.lang,
+                    format!("{scenario} はこのフォームですでに {user} に送っています。もう一度は送りませんでした。"),
+                    format!("{scenario} was sent to {user} already by this form: nothing was sent again."),
+                ),
             ),
             // Recorded, and retried by the service until LINE takes it: a new
             // send would be a second message.
             Some(UserSend::RetryLater(_)) => (
                 202,
                 true,
-                format!(
-                    "{scenario} is recorded for {user} and will be sent as soon as LINE takes it: do not send it again."
+                pick(
+                    me.lang,
+                    format!(
+                        "{scenario} を {user} あてに記録しました。LINEが受け付けしだい送られます。もう一度送らないでください。"
+                    ),
+                    format!(
+                        "{scenario} is recorded for {user} and will be sent as soon as LINE takes it: do not send it again."
+                    ),
                 ),
             ),
             Some(outcome) => (
                 502,
                 false,
-                format!(
-                    "{scenario} did not go out: {}",
-                    outcome.error().unwrap_or("LINE did not take it")
+                pick(
+                    me.lang,
+                    format!(
+                        "{scenario} は送れませんでした: {}",
+                        outcome.error().unwrap_or("LINEが受け付けませんでした")
+                    ),
+                    format!(
+                        "{scenario} did not go out: {}",
+                        outcome.error().unwrap_or("LINE did not take it")
+                    ),
                 ),
             ),
-            None => (500, false, "Nothing was sent.".to_owned()),
+            None => (
+                500,
+                false,
+                state
+                    .console_lang
+                    .t("何も送信されませんでした。", "Nothing was sent.")
+                    .to_owned(),
+            ),
         },
-        Err(ManualSendError::UnknownScenario(_)) => (404, false, "No scenario with that id is loaded.".to_owned()),
+        Err(ManualSendError::UnknownScenario(_)) => (
+            404,
+            false,
+            state
+                .console_lang
+                .t(
+                    "そのIDのシナリオは読み込まれていません。",
+                    "No scenario with that id is loaded.",
+                )
+                .to_owned(),
+        ),
         Err(ManualSendError::KeyReused) => (
             422,
             false,
-            "This form was used for another send: start again from the user's page.".to_owned(),
+            state
+                .console_lang
+                .t(
+                    "このフォームは別の送信に使われました。ユーザーのページからやり直してください。",
+                    "This form was used for another send: start again from the user's page.",
+                )
+                .to_owned(),
         ),
         Err(ManualSendError::Pipeline(error)) => (
             503,
             false,
-            format!("Firestore did not answer ({error}); send again from this page."),
+            pick(
+                me.lang,
+                format!(
+                    "データベース (Firestore) が応答しませんでした ({error})。このページからもう一度送ってください。"
+                ),
+                format!("Firestore did not answer ({error}); send again from this page."),
+            ),
         ),
         Err(error) => (409, false, error.to_string()),
     };
@@ -1303,7 +1569,12 @@ async fn edit_user(request: HttpRequest, state: web::Data<AppState>, body: web::
     let form = form(&body);
     let me = or_answer!(signed_post(&request, &state, &form, OperatorRole::Editor).await);
     let Ok(user) = LineUserId::parse_line_shaped(form.user.trim()) else {
-        return html(StatusCode::BAD_REQUEST, pages::refused("That is not a LINE user id."));
+        return refusal(
+            &state,
+            StatusCode::BAD_REQUEST,
+            "LINEのユーザーIDではありません。",
+            "That is not a LINE user id.",
+        );
     };
     let asked = crate::engine::hand_edit::HandEditForm {
         op: &form.op,
@@ -1314,7 +1585,7 @@ async fn edit_user(request: HttpRequest, state: web::Data<AppState>, body: web::
     };
     let edit = match crate::engine::hand_edit::HandEdit::parse(&asked) {
         Ok(edit) => edit,
-        Err(problem) => return html(StatusCode::BAD_REQUEST, pages::refused(&problem.to_string())),
+        Err(problem) => return html(StatusCode::BAD_REQUEST, pages::refused(me.lang, &problem.to_string())),
     };
     let (kind, name) = edit.subject();
     // The entry lands in the change's own commit (not before it).
@@ -1331,14 +1602,97 @@ async fn edit_user(request: HttpRequest, state: web::Data<AppState>, body: web::
     let result = state.user_edits.apply(&user, &edit, &entry).await;
     let (status, response) = match result {
         Ok(HandEdited::Done) => (303, see_other(&format!("/console/users?id={}", user.as_str()))),
-        Ok(HandEdited::UnknownUser) => (404, not_found("The service has no record of that user.")),
-        Ok(HandEdited::Refused(problem)) => (409, html(StatusCode::CONFLICT, pages::refused(&problem.to_string()))),
-        Err(crate::pipeline::PipelineError::Store(error)) => (503, unavailable(error)),
-        Err(error) => (409, html(StatusCode::CONFLICT, pages::refused(&error.to_string()))),
+        Ok(HandEdited::UnknownUser) => (
+            404,
+            not_found(
+                &state,
+                "そのユーザーの記録はありません。",
+                "The service has no record of that user.",
+            ),
+        ),
+        Ok(HandEdited::Refused(problem)) => (
+            409,
+            html(StatusCode::CONFLICT, pages::refused(me.lang, &problem.to_string())),
+        ),
+        Err(crate::pipeline::PipelineError::Store(error)) => (503, unavailable(&state, error)),
+        Err(error) => (
+            409,
+            html(StatusCode::CONFLICT, pages::refused(me.lang, &error.to_string())),
+        ),
     };
     state.auditor.finish(&entry, status, None).await;
     tracing::info!(user.id = %crate::log_ids::logged(user.as_str()), action = edit.action(), status, "user changed by hand from the console");
     response
+}
+
+/// `POST /console/users/timers/{id}/cancel` (form: `user`): a pending
+/// reminder, expiry or step of the user's cancelled from their timeline
+/// (editors; audited as `timer_cancel`, as through the API). A timer that
+/// fired or was cancelled meanwhile is left as it is and the page says so.
+async fn cancel_timer(
+    request: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> HttpResponse {
+    use crate::pipeline::timer_cancel::TimerCancelError;
+    let form = form(&body);
+    let me = or_answer!(signed_post(&request, &state, &form, OperatorRole::Editor).await);
+    let Ok(user) = LineUserId::parse_line_shaped(form.user.trim()) else {
+        return refusal(
+            &state,
+            StatusCode::BAD_REQUEST,
+            "LINEのユーザーIDではありません。",
+            "That is not a LINE user id.",
+        );
+    };
+    let Some(timer) = crate::ids::DocumentHexId::parse(&path) else {
+        return not_found(&state, "その予定はありません。", "The user has no such timer.");
+    };
+    let entry = or_answer!(
+        begin_audit(
+            &state,
+            &me,
+            &request,
+            "timer_cancel",
+            Vec::new(),
+            vec![user.to_string(), timer.as_str().to_owned()],
+        )
+        .await
+    );
+    let (status, ok, message) = match state.timer_cancels.cancel(&user, &timer).await {
+        Ok(()) => (
+            200,
+            true,
+            me.lang
+                .t("予定を取り消しました。", "The timer is cancelled.")
+                .to_owned(),
+        ),
+        Err(TimerCancelError::NotFound(_)) => (
+            404,
+            false,
+            me.lang
+                .t("その予定はありません。", "The user has no such timer.")
+                .to_owned(),
+        ),
+        Err(TimerCancelError::NotPending(now)) => (
+            409,
+            false,
+            pick(
+                me.lang,
+                format!("この予定はもう取り消せません (状態: {now})。"),
+                format!("The timer is no longer pending: it is {now}."),
+            ),
+        ),
+        Err(TimerCancelError::Pipeline(crate::pipeline::PipelineError::Store(error))) => {
+            (503, false, try_again(me.lang, &error))
+        }
+        Err(error) => (409, false, error.to_string()),
+    };
+    state.auditor.finish(&entry, status, None).await;
+    tracing::info!(timer.id = %timer.as_str(), user.id = %crate::log_ids::logged(user.as_str()), status, "timer cancelled from the console");
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    html(code, pages::send_result(&me.nav(), user.as_str(), (ok, &message)))
 }
 
 /// `GET /console/campaigns/{id}/cancel`: what a cancel stops, and its form.
@@ -1346,12 +1700,12 @@ async fn cancel_form(request: HttpRequest, state: web::Data<AppState>, path: web
     let me = or_answer!(signed_in(&request, &state, OperatorRole::Editor).await);
     let id = path.into_inner();
     if crate::ids::DocumentHexId::parse(&id).is_none() {
-        return not_found("No campaign with that id.");
+        return not_found(&state, "そのIDの一斉配信はありません。", "No campaign with that id.");
     }
     match state.campaigns.status(&id).await {
         Ok(Some(status)) => html(StatusCode::OK, pages::campaign_cancel(&me.nav(), &status)),
-        Ok(None) => not_found("No campaign with that id."),
-        Err(error) => unavailable(error),
+        Ok(None) => not_found(&state, "そのIDの一斉配信はありません。", "No campaign with that id."),
+        Err(error) => unavailable(&state, error),
     }
 }
 
@@ -1366,7 +1720,7 @@ async fn cancel_confirmed(
     let me = or_answer!(signed_post(&request, &state, &form, OperatorRole::Editor).await);
     let id = path.into_inner();
     if crate::ids::DocumentHexId::parse(&id).is_none() {
-        return not_found("No campaign with that id.");
+        return not_found(&state, "そのIDの一斉配信はありません。", "No campaign with that id.");
     }
     let timers = form.timers.as_deref() == Some("true");
     let entry = or_answer!(
@@ -1381,17 +1735,34 @@ async fn cancel_confirmed(
         .await
     );
     let (status, ok, message) = match state.campaigns.cancel(&id, timers).await {
-        Ok(now) => (200, true, format!("The campaign is {now}.")),
-        Err(crate::pipeline::campaigns::CampaignError::UnknownCampaign(_)) => {
-            (404, false, "No campaign with that id.".to_owned())
-        }
+        Ok(now) => (
+            200,
+            true,
+            pick(
+                me.lang,
+                format!("一斉配信を取り消しました (状態: {now})。"),
+                format!("The campaign is {now}."),
+            ),
+        ),
+        Err(crate::pipeline::campaigns::CampaignError::UnknownCampaign(_)) => (
+            404,
+            false,
+            state
+                .console_lang
+                .t("そのIDの一斉配信はありません。", "No campaign with that id.")
+                .to_owned(),
+        ),
         Err(crate::pipeline::campaigns::CampaignError::Finished(state)) => (
             409,
             false,
-            format!("The campaign is {state}: there is nothing left to cancel."),
+            pick(
+                me.lang,
+                format!("この一斉配信は{state}のため、取り消すものはもうありません。"),
+                format!("The campaign is {state}: there is nothing left to cancel."),
+            ),
         ),
         Err(crate::pipeline::campaigns::CampaignError::Pipeline(crate::pipeline::PipelineError::Store(error))) => {
-            (503, false, format!("Firestore did not answer ({error}); try again."))
+            (503, false, try_again(me.lang, &error))
         }
         Err(error) => (409, false, error.to_string()),
     };
@@ -1402,14 +1773,16 @@ async fn cancel_confirmed(
 
 /// The user a page's `?id=` names, or the answer to give instead (boxed:
 /// a response is large beside a user id).
-fn user_of_query(request: &HttpRequest) -> Result<LineUserId, Box<HttpResponse>> {
+fn user_of_query(request: &HttpRequest, state: &AppState) -> Result<LineUserId, Box<HttpResponse>> {
     let Some(query) = query_of::<UserQuery>(request) else {
-        return Err(Box::new(unreadable_query()));
+        return Err(Box::new(unreadable_query(state)));
     };
     LineUserId::parse_line_shaped(query.id.as_deref().unwrap_or_default().trim()).map_err(|_| {
-        Box::new(html(
+        Box::new(refusal(
+            state,
             StatusCode::BAD_REQUEST,
-            pages::refused("That is not a LINE user id."),
+            "LINEのユーザーIDではありません。",
+            "That is not a LINE user id.",
         ))
     })
 }
@@ -1418,7 +1791,7 @@ fn user_of_query(request: &HttpRequest) -> Result<LineUserId, Box<HttpResponse>>
 /// JSON download (owners; audited).
 async fn user_data(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let me = or_answer!(signed_in(&request, &state, OperatorRole::Owner).await);
-    let user = match user_of_query(&request) {
+    let user = match user_of_query(&request, &state) {
         Ok(user) => user,
         Err(response) => return *response,
     };
@@ -1443,7 +1816,11 @@ async fn user_data(request: HttpRequest, state: web::Data<AppState>) -> HttpResp
         Ok::<_, crate::store::StoreError>((profile?, timeline?, answers?, name?))
     };
     let response = match gathered.await {
-        Ok((None, _, (answers, _), _)) if answers.is_empty() => not_found("The service has no record of that user."),
+        Ok((None, _, (answers, _), _)) if answers.is_empty() => not_found(
+            &state,
+            "そのユーザーの記録はありません。",
+            "The service has no record of that user.",
+        ),
         Ok((profile, timeline, (answers, capped), name)) => {
             let body = serde_json::json!({
                 "userId": user.as_str(),
@@ -1464,7 +1841,7 @@ async fn user_data(request: HttpRequest, state: web::Data<AppState>) -> HttpResp
                 ))
                 .body(body.to_string())
         }
-        Err(error) => unavailable(error),
+        Err(error) => unavailable(&state, error),
     };
     state.auditor.finish(&entry, response.status().as_u16(), None).await;
     response
@@ -1474,7 +1851,7 @@ async fn user_data(request: HttpRequest, state: web::Data<AppState>) -> HttpResp
 /// its form (owners).
 async fn erase_form(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let me = or_answer!(signed_in(&request, &state, OperatorRole::Owner).await);
-    match user_of_query(&request) {
+    match user_of_query(&request, &state) {
         Ok(user) => html(StatusCode::OK, pages::erase_confirm(&me.nav(), user.as_str())),
         Err(response) => *response,
     }
@@ -1485,7 +1862,12 @@ async fn erase_confirmed(request: HttpRequest, state: web::Data<AppState>, body:
     let form = form(&body);
     let me = or_answer!(signed_post(&request, &state, &form, OperatorRole::Owner).await);
     let Ok(user) = LineUserId::parse_line_shaped(form.user.trim()) else {
-        return html(StatusCode::BAD_REQUEST, pages::refused("That is not a LINE user id."));
+        return refusal(
+            &state,
+            StatusCode::BAD_REQUEST,
+            "LINEのユーザーIDではありません。",
+            "That is not a LINE user id.",
+        );
     };
     let entry = or_answer!(
         begin_audit(
@@ -1503,14 +1885,26 @@ async fn erase_confirmed(request: HttpRequest, state: web::Data<AppState>, body:
             200,
             (
                 true,
-                format!("Erased: {redacted} answers' values, the fields, the name and the open question of {user}."),
+                pick(
+                    me.lang,
+                    format!("{user} の回答 {redacted} 件の内容、項目、名前、回答待ちの質問を削除しました。"),
+                    format!(
+                        "Erased: {redacted} answers' values, the fields, the name and the open question of {user}."
+                    ),
+                ),
             ),
         ),
         Err(crate::pipeline::PipelineError::Store(error)) => (
             503,
             (
                 false,
-                format!("Firestore did not answer ({error}); erase again: what was done stays done."),
+                pick(
+                    me.lang,
+                    format!(
+                        "データベース (Firestore) が応答しませんでした ({error})。もう一度削除してください (済んだ分はそのままです)。"
+                    ),
+                    format!("Firestore did not answer ({error}); erase again: what was done stays done."),
+                ),
             ),
         ),
         Err(error) => (500, (false, error.to_string())),
@@ -1528,11 +1922,11 @@ async fn erase_confirmed(request: HttpRequest, state: web::Data<AppState>, body:
 async fn audit(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let me = or_answer!(signed_in(&request, &state, OperatorRole::Owner).await);
     let Some(query) = query_of::<crate::reports::audit::AuditQuery>(&request) else {
-        return unreadable_query();
+        return unreadable_query(&state);
     };
     match state.audit_report.list(&query).await {
         Ok(rows) => html(StatusCode::OK, pages::audit(&me.nav(), &query, Ok(&rows))),
-        Err(crate::reports::audit::AuditError::Store(error)) => unavailable(error),
+        Err(crate::reports::audit::AuditError::Store(error)) => unavailable(&state, error),
         Err(error) => html(
             StatusCode::BAD_REQUEST,
             pages::audit(&me.nav(), &query, Err(&error.to_string())),
@@ -1543,7 +1937,7 @@ async fn audit(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse
 /// A token change refused: the tokens page saying why (503 for Firestore).
 async fn tokens_refusal(state: &AppState, me: &Signed, status: StatusCode, error: AccessError) -> HttpResponse {
     match error {
-        AccessError::Store(error) => unavailable(error),
+        AccessError::Store(error) => unavailable(state, error),
         error => tokens_page(state, me, status, None, Some((false, &error.to_string()))).await,
     }
 }
@@ -1567,7 +1961,13 @@ async fn create_api_token(request: HttpRequest, state: web::Data<AppState>, body
             &me,
             StatusCode::BAD_REQUEST,
             None,
-            Some((false, "Choose a role: viewer, editor or owner.")),
+            Some((
+                false,
+                state.console_lang.t(
+                    "権限を選んでください (閲覧者・編集者・オーナー)。",
+                    "Choose a role: viewer, editor or owner.",
+                ),
+            )),
         )
         .await;
     };
@@ -1617,7 +2017,19 @@ async fn revoke_api_token(
     let response = match state.access.revoke_api_token(&me.actor, &path).await {
         Ok(()) => {
             tracing::info!(api_token.id = %path, outcome = "revoked", "personal API token revoked");
-            tokens_page(&state, &me, StatusCode::OK, None, Some((true, "The token is revoked."))).await
+            tokens_page(
+                &state,
+                &me,
+                StatusCode::OK,
+                None,
+                Some((
+                    true,
+                    state
+                        .console_lang
+                        .t("トークンを無効にしました。", "The token is revoked."),
+                )),
+            )
+            .await
         }
         Err(error) => tokens_refusal(&state, &me, StatusCode::NOT_FOUND, error).await,
     };

@@ -154,6 +154,9 @@ pub fn test_config(project_id: &str, line_uri: &str, options: &TestOptions) -> C
     config.firestore_timeout = Duration::from_millis(1500);
     config.line_timeout = Duration::from_secs(5);
     config.sweep_interval = Duration::from_millis(100);
+    // The tests read the console in English (`CONSOLE_LANG=en`); the
+    // Japanese default has its own test (console.rs).
+    config.console_lang = line_survey::values::ConsoleLang::En;
     if options.test_clock {
         config.clock = ClockKind::Test;
     }

@@ -1,6 +1,7 @@
 //! A scenario drawn as a graph: SVG boxes in rows, labelled arrows, no script.
 
 use super::{Nav, page, segment};
+use crate::values::ConsoleLang;
 use maud::{Markup, html};
 
 /// Box and gap sizes of the scenario graph, in SVG units.
@@ -54,33 +55,59 @@ pub(crate) fn scenario_graph(nav: &Nav, view: &crate::reports::scenario_graph::S
     let width = box_left(graph.widest.max(1)) + 20;
     let height = box_top(graph.layers.max(1)) + 10;
     page(
-        &format!("Scenario: {}", view.id),
+        nav.lang,
+        &match nav.lang {
+            ConsoleLang::Ja => format!("シナリオ: {}", view.id),
+            ConsoleLang::En => format!("Scenario: {}", view.id),
+        },
         Some(nav),
         html! {
             section {
                 p {
                     @if let Some(title) = &view.title { strong { (title) } " · " }
-                    "version " span id="scenario-version" { (view.version) }
+                    (nav.t("バージョン ", "version ")) span id="scenario-version" { (view.version) }
                     " · " code style="word-break:break-all" { (view.file) }
                     br; span class="muted" title=(view.content_hash) { "SHA-256 " (view.content_hash.get(..16).unwrap_or(&view.content_hash)) "…" }
                 }
                 @if view.file_changed {
-                    p class="flash bad" id="file-changed" { "The file on disk is not the one loaded at start-up: the service runs the version shown here until it restarts." }
+                    p class="flash bad" id="file-changed" {
+                        (nav.t(
+                            "ディスク上のファイルは起動時に読み込んだものから変わっています。再起動するまでは、ここに表示しているバージョンで動きます。",
+                            "The file on disk is not the one loaded at start-up: the service runs the version shown here until it restarts.",
+                        ))
+                    }
                 }
                 @if view.problems.is_empty() {
-                    p class="flash ok" id="check-ok" { "line-survey check finds no problems in the scenario files now." }
+                    p class="flash ok" id="check-ok" {
+                        (nav.t(
+                            "line-survey check で、今のシナリオファイルに問題は見つかりません。",
+                            "line-survey check finds no problems in the scenario files now.",
+                        ))
+                    }
                 } @else {
                     div class="flash bad" id="check-problems" {
-                        p { "line-survey check finds problems in the files now (a restart would refuse them):" }
+                        p {
+                            (nav.t(
+                                "line-survey check で、今のファイルに問題が見つかりました（このままでは再起動のときに読み込めません）:",
+                                "line-survey check finds problems in the files now (a restart would refuse them):",
+                            ))
+                        }
                         ul { @for problem in &view.problems { li { (problem) } } }
                     }
                 }
-                p { a href={ "/console/scenarios/" (segment(&view.id)) } { "Answers" } " · " a href={ "/console/scenarios/" (segment(&view.id)) "/crosstab" } { "Cross-tab" } }
+                p {
+                    a href={ "/console/scenarios/" (segment(&view.id)) } { (nav.t("回答一覧", "Answers")) }
+                    " · "
+                    a href={ "/console/scenarios/" (segment(&view.id)) "/crosstab" } { (nav.t("クロス集計", "Cross-tab")) }
+                }
             }
             section {
-                h2 { "Graph" }
+                h2 { (nav.t("シナリオ図", "Graph")) }
                 div class="scroll" {
-                    svg id="scenario-graph" xmlns="http://www.w3.org/2000/svg" width=(width) height=(height) viewBox={ "0 0 " (width) " " (height) } style="max-width:none" role="img" aria-label={ "The nodes of " (view.id) " and the arrows between them" } {
+                    svg id="scenario-graph" xmlns="http://www.w3.org/2000/svg" width=(width) height=(height) viewBox={ "0 0 " (width) " " (height) } style="max-width:none" role="img" aria-label=(match nav.lang {
+                        ConsoleLang::Ja => format!("{} のノードと、そのあいだの矢印", view.id),
+                        ConsoleLang::En => format!("The nodes of {} and the arrows between them", view.id),
+                    }) {
                         defs {
                             marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse" {
                                 path d="M0,0 L10,5 L0,10 z" fill="#555" {}
@@ -106,10 +133,15 @@ pub(crate) fn scenario_graph(nav: &Nav, view: &crate::reports::scenario_graph::S
                 }
             }
             section {
-                h2 { "Nodes" }
+                h2 { (nav.t("ノード一覧", "Nodes")) }
                 div class="scroll" {
                     table id="scenario-nodes" {
-                        tr { th { "Node" } th { "Kind" } th { "Says or does" } th { "Leads to" } }
+                        tr {
+                            th { (nav.t("ノード", "Node")) }
+                            th { (nav.t("種類", "Kind")) }
+                            th { (nav.t("送る内容・動作", "Says or does")) }
+                            th { (nav.t("つながる先", "Leads to")) }
+                        }
                         @for (i, node) in graph.nodes.iter().enumerate() {
                             tr {
                                 td { code { (node.id) } }

@@ -7,6 +7,7 @@ mod campaigns;
 mod dead_letters;
 mod graph;
 mod results;
+mod timeline;
 mod users;
 
 pub(crate) use access::{api_tokens, audit, login};
@@ -18,7 +19,7 @@ pub(crate) use graph::scenario_graph;
 pub(crate) use results::{CrossTabAsked, SourceCard, answers, cross_tab, scenarios, sources};
 pub(crate) use users::{erase_confirm, send_choice, send_preview, send_result, user, user_search};
 
-use crate::values::OperatorRole;
+use crate::values::{ConsoleLang, OperatorRole};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 const STYLE: &str = "
@@ -32,8 +33,8 @@ section{background:#fff;border-radius:.5rem;padding:1rem;margin-bottom:1rem;box-
 h1{font-size:1.3rem;margin:.2rem 0 1rem}h2{font-size:1.1rem;margin:0 0 .6rem}
 .scroll{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;font-size:.9rem;min-width:100%}
-th,td{text-align:left;padding:.3rem .5rem;border-bottom:1px solid #e3e3e3;vertical-align:top;word-break:break-word}
-th{white-space:nowrap;word-break:normal}
+th,td{text-align:left;padding:.3rem .5rem;border-bottom:1px solid #e3e3e3;vertical-align:top;word-break:normal;overflow-wrap:normal}
+th,td.when{white-space:nowrap;word-break:normal}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 table.rows td,table.rows th{white-space:nowrap;word-break:normal}
 svg{max-width:100%;height:auto;display:block}
@@ -54,18 +55,33 @@ pub(crate) struct Nav<'a> {
     /// The operator's email, or `ADMIN_TOKEN`.
     pub(crate) who: &'a str,
     pub(crate) role: OperatorRole,
+    pub(crate) lang: ConsoleLang,
 }
 
 impl Nav<'_> {
     fn may(&self, needed: OperatorRole) -> bool {
         self.role.allows(needed)
     }
+
+    /// The text in the console's language (Japanese first).
+    fn t(&self, ja: &'static str, en: &'static str) -> &'static str {
+        self.lang.t(ja, en)
+    }
 }
 
-fn page(title: &str, nav: Option<&Nav>, body: Markup) -> Markup {
+/// A role as operators read it.
+pub(super) fn role_name(lang: ConsoleLang, role: OperatorRole) -> &'static str {
+    match role {
+        OperatorRole::Owner => lang.t("オーナー", "owner"),
+        OperatorRole::Editor => lang.t("編集者", "editor"),
+        OperatorRole::Viewer => lang.t("閲覧者", "viewer"),
+    }
+}
+
+fn page(lang: ConsoleLang, title: &str, nav: Option<&Nav>, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
-        html lang="ja" {
+        html lang=(lang.as_str()) {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
@@ -76,17 +92,17 @@ fn page(title: &str, nav: Option<&Nav>, body: Markup) -> Markup {
                 header {
                     strong { "line-survey" }
                     @if let Some(nav) = nav {
-                        a href="/console" { "Scenarios" }
-                        a href="/console/dead-letters" { "Dead letters" }
-                        a href="/console/users" { "Users" }
-                        a href="/console/campaigns" { "Campaigns" }
-                        a href="/console/sources" { "Sources" }
-                        a href="/console/tokens" { "API tokens" }
-                        @if nav.may(OperatorRole::Owner) { a href="/console/audit" { "Audit log" } }
-                        span id="who" class="who" { (nav.who) " (" (nav.role.as_str()) ")" }
+                        a href="/console" { (nav.t("シナリオ", "Scenarios")) }
+                        a href="/console/dead-letters" { (nav.t("配信失敗", "Dead letters")) }
+                        a href="/console/users" { (nav.t("ユーザー", "Users")) }
+                        a href="/console/campaigns" { (nav.t("一斉配信", "Campaigns")) }
+                        a href="/console/sources" { (nav.t("流入経路", "Sources")) }
+                        a href="/console/tokens" { (nav.t("APIトークン", "API tokens")) }
+                        @if nav.may(OperatorRole::Owner) { a href="/console/audit" { (nav.t("操作履歴", "Audit log")) } }
+                        span id="who" class="who" data-role=(nav.role.as_str()) { (nav.who) " (" (role_name(nav.lang, nav.role)) ")" }
                         form method="post" action="/console/logout" {
                             input type="hidden" name="csrf" value=(nav.csrf);
-                            button type="submit" id="logout" { "Log out" }
+                            button type="submit" id="logout" { (nav.t("ログアウト", "Log out")) }
                         }
                     }
                 }
@@ -105,11 +121,12 @@ fn flash(message: Option<(bool, &str)>) -> Markup {
 }
 
 /// A refused request (an expired form, a missing CSRF token): no details.
-pub(crate) fn refused(message: &str) -> Markup {
+pub(crate) fn refused(lang: ConsoleLang, message: &str) -> Markup {
     page(
-        "Refused",
+        lang,
+        lang.t("受け付けられません", "Refused"),
         None,
-        html! { section { (flash(Some((false, message)))) a href="/console" { "Back to the console" } } },
+        html! { section { (flash(Some((false, message)))) a href="/console" { (lang.t("コンソールに戻る", "Back to the console")) } } },
     )
 }
 

@@ -2,15 +2,15 @@
 //! operator does for one user: a manual send, an erasure.
 
 use super::{Nav, flash, page, segment, time, time_of_text};
-use crate::values::OperatorRole;
+use crate::values::{ConsoleLang, OperatorRole};
 use maud::{Markup, html};
 
 /// A field's value as shown: texts as typed, numbers and yes/no in words.
-fn field_text(value: &serde_json::Value) -> String {
+fn field_text(lang: ConsoleLang, value: &serde_json::Value) -> String {
     match value {
         serde_json::Value::String(text) => text.clone(),
-        serde_json::Value::Bool(true) => "yes".to_owned(),
-        serde_json::Value::Bool(false) => "no".to_owned(),
+        serde_json::Value::Bool(true) => lang.t("はい", "yes").to_owned(),
+        serde_json::Value::Bool(false) => lang.t("いいえ", "no").to_owned(),
         other => other.to_string(),
     }
 }
@@ -37,10 +37,10 @@ fn tags_and_fields(nav: &Nav, story: &serde_json::Value) -> Markup {
     };
     html! {
         section id="tags-and-fields" {
-            h2 { "Tags and fields" }
+            h2 { (nav.t("タグと項目", "Tags and fields")) }
             div class="scroll" {
                 table id="user-tags" {
-                    tr { th { "Tag" } th {} }
+                    tr { th { (nav.t("タグ", "Tag")) } th {} }
                     @for tag in &tags {
                         tr data-tag=(tag) {
                             td { (tag) }
@@ -49,7 +49,7 @@ fn tags_and_fields(nav: &Nav, story: &serde_json::Value) -> Markup {
                                     form method="post" action="/console/users/edit" {
                                         (hidden("remove_tag"))
                                         input type="hidden" name="tag" value=(tag);
-                                        button class="danger" type="submit" { "Remove" }
+                                        button class="danger" type="submit" { (nav.t("削除", "Remove")) }
                                     }
                                 }
                             }
@@ -57,17 +57,17 @@ fn tags_and_fields(nav: &Nav, story: &serde_json::Value) -> Markup {
                     }
                 }
                 table id="user-fields" {
-                    tr { th { "Field" } th { "Value" } th {} }
+                    tr { th { (nav.t("項目", "Field")) } th { (nav.t("値", "Value")) } th {} }
                     @for (name, value) in &fields {
                         tr data-field=(name) {
                             td { (name) }
-                            td { (field_text(value)) }
+                            td { (field_text(nav.lang, value)) }
                             td {
                                 @if editor {
                                     form method="post" action="/console/users/edit" {
                                         (hidden("remove_field"))
                                         input type="hidden" name="field" value=(name);
-                                        button class="danger" type="submit" { "Remove" }
+                                        button class="danger" type="submit" { (nav.t("削除", "Remove")) }
                                     }
                                 }
                             }
@@ -78,30 +78,30 @@ fn tags_and_fields(nav: &Nav, story: &serde_json::Value) -> Markup {
             @if editor && story["known"].as_bool() == Some(true) {
                 form method="post" action="/console/users/edit" id="add-tag" {
                     (hidden("add_tag"))
-                    label for="new-tag" { "Add a tag" } " "
+                    label for="new-tag" { (nav.t("タグを追加", "Add a tag")) } " "
                     input type="text" id="new-tag" name="tag" maxlength="100" required;
                     " "
-                    button class="primary" type="submit" { "Add" }
+                    button class="primary" type="submit" { (nav.t("追加", "Add")) }
                 }
                 form method="post" action="/console/users/edit" id="set-field" {
                     (hidden("set_field"))
                     p {
-                        label for="field-name" { "Field" } " "
+                        label for="field-name" { (nav.t("項目", "Field")) } " "
                         input type="text" id="field-name" name="field" maxlength="40" pattern="[a-z][a-z0-9_]{0,39}" required;
                         " "
-                        label for="field-value" { "Value" } " "
+                        label for="field-value" { (nav.t("値", "Value")) } " "
                         input type="text" id="field-value" name="value" maxlength="500";
                         " "
                         select name="kind" id="field-kind" {
-                            option value="text" { "text" }
-                            option value="number" { "number" }
-                            option value="yes_no" { "yes / no" }
+                            option value="text" { (nav.t("テキスト", "text")) }
+                            option value="number" { (nav.t("数値", "number")) }
+                            option value="yes_no" { (nav.t("はい / いいえ", "yes / no")) }
                         }
                         " "
-                        button class="primary" type="submit" { "Set" }
+                        button class="primary" type="submit" { (nav.t("設定", "Set")) }
                     }
                 }
-                p class="muted" { "Changes by hand are recorded in the audit log as yours." }
+                p class="muted" { (nav.t("手動での変更は、あなたの操作として操作履歴に記録されます。", "Changes by hand are recorded in the audit log as yours.")) }
             }
         }
     }
@@ -110,22 +110,23 @@ fn tags_and_fields(nav: &Nav, story: &serde_json::Value) -> Markup {
 /// `/console/users/send?id=U...`: the scenarios an operator may send the user.
 pub(crate) fn send_choice(nav: &Nav, user: &str, scenarios: &[(String, String)]) -> Markup {
     page(
-        "Send a scenario",
+        nav.lang,
+        nav.t("シナリオを送信", "Send a scenario"),
         Some(nav),
         html! {
             section {
-                p { "To " code { (user) } }
+                p { (nav.t("送信先: ", "To ")) code { (user) } }
                 form method="get" action="/console/users/send" id="send-choice" {
                     input type="hidden" name="id" value=(user);
                     p {
-                        label for="scenario" { "Scenario" } br;
+                        label for="scenario" { (nav.t("シナリオ", "Scenario")) } br;
                         select id="scenario" name="scenario" {
                             @for (id, title) in scenarios {
                                 option value=(id) { (id) @if !title.is_empty() { " — " (title) } }
                             }
                         }
                     }
-                    button class="primary" type="submit" id="preview" { "Preview" }
+                    button class="primary" type="submit" id="preview" { (nav.t("プレビュー", "Preview")) }
                 }
             }
         },
@@ -136,11 +137,21 @@ pub(crate) fn send_choice(nav: &Nav, user: &str, scenarios: &[(String, String)])
 /// and the form that sends it once (its `key` is this form's own).
 pub(crate) fn send_preview(nav: &Nav, user: &str, scenario: &str, messages: &[String], key: &str) -> Markup {
     page(
-        "Send a scenario",
+        nav.lang,
+        nav.t("シナリオを送信", "Send a scenario"),
         Some(nav),
         html! {
             section {
-                p { "This sends " strong { (scenario) } " to " code { (user) } " now, by push, whether or not they answered it before. They will get:" }
+                p {
+                    @match nav.lang {
+                        ConsoleLang::Ja => {
+                            "シナリオ " strong { (scenario) } " を " code { (user) } " に今すぐプッシュメッセージで送信します（以前に回答済みでも送信されます）。届く内容は次のとおりです。"
+                        }
+                        ConsoleLang::En => {
+                            "This sends " strong { (scenario) } " to " code { (user) } " now, by push, whether or not they answered it before. They will get:"
+                        }
+                    }
+                }
                 ol id="preview-messages" {
                     @for message in messages { li style="white-space:pre-wrap" { (message) } }
                 }
@@ -149,9 +160,9 @@ pub(crate) fn send_preview(nav: &Nav, user: &str, scenario: &str, messages: &[St
                     input type="hidden" name="user" value=(user);
                     input type="hidden" name="scenario" value=(scenario);
                     input type="hidden" name="key" value=(key);
-                    button class="primary" type="submit" id="confirm-send" { "Send" }
+                    button class="primary" type="submit" id="confirm-send" { (nav.t("送信", "Send")) }
                     " "
-                    a href={ "/console/users?id=" (segment(user)) } { "Cancel" }
+                    a href={ "/console/users?id=" (segment(user)) } { (nav.t("キャンセル", "Cancel")) }
                 }
             }
         },
@@ -161,23 +172,29 @@ pub(crate) fn send_preview(nav: &Nav, user: &str, scenario: &str, messages: &[St
 /// The confirmation of an erasure: what goes, what stays.
 pub(crate) fn erase_confirm(nav: &Nav, user: &str) -> Markup {
     page(
-        "Erase a user's personal data",
+        nav.lang,
+        nav.t("ユーザーの個人データを消去", "Erase a user's personal data"),
         Some(nav),
         html! {
             section {
-                p { "This erases the personal data stored of " code { (user) } ":" }
-                ul {
-                    li { "the value of every answer (typed text, numbers, dates, choices): the answers stay as empty records, so counts stay" }
-                    li { "every field, and the cached display name" }
-                    li { "the open question, if any" }
+                p {
+                    @match nav.lang {
+                        ConsoleLang::Ja => { code { (user) } " について保存されている、次の個人データを消去します。" }
+                        ConsoleLang::En => { "This erases the personal data stored of " code { (user) } ":" }
+                    }
                 }
-                p { "It keeps the user id, tags, follow state and times, the messages the bot sent (scenario text only), and the audit log. It cannot be undone. Download the data first if the user asked for it." }
+                ul {
+                    li { (nav.t("すべての回答の値（入力された文字、数値、日付、選んだ選択肢）。回答は中身のない記録として残るため、集計の件数は変わりません", "the value of every answer (typed text, numbers, dates, choices): the answers stay as empty records, so counts stay")) }
+                    li { (nav.t("すべての項目と、保存されている表示名", "every field, and the cached display name")) }
+                    li { (nav.t("回答待ちの質問（ある場合）", "the open question, if any")) }
+                }
+                p { (nav.t("ユーザーID、タグ、友だち追加の状態と日時、ボットが送ったメッセージ（シナリオの文面のみ）、操作履歴は残ります。この操作は元に戻せません。ユーザーからデータの提供を求められている場合は、先にデータをダウンロードしてください。", "It keeps the user id, tags, follow state and times, the messages the bot sent (scenario text only), and the audit log. It cannot be undone. Download the data first if the user asked for it.")) }
                 form method="post" action="/console/users/erase" {
                     input type="hidden" name="csrf" value=(nav.csrf);
                     input type="hidden" name="user" value=(user);
-                    button class="danger" type="submit" id="confirm-erase" { "Erase" }
+                    button class="danger" type="submit" id="confirm-erase" { (nav.t("消去する", "Erase")) }
                     " "
-                    a href={ "/console/users?id=" (segment(user)) } { "Keep it" }
+                    a href={ "/console/users?id=" (segment(user)) } { (nav.t("消去しない", "Keep it")) }
                 }
             }
         },
@@ -187,29 +204,30 @@ pub(crate) fn erase_confirm(nav: &Nav, user: &str) -> Markup {
 /// A send's result.
 pub(crate) fn send_result(nav: &Nav, user: &str, result: (bool, &str)) -> Markup {
     page(
-        "Send a scenario",
+        nav.lang,
+        nav.t("シナリオを送信", "Send a scenario"),
         Some(nav),
         html! {
             (flash(Some(result)))
-            section { a id="back-to-user" href={ "/console/users?id=" (segment(user)) } { "Back to the user" } }
+            section { a id="back-to-user" href={ "/console/users?id=" (segment(user)) } { (nav.t("ユーザーのページに戻る", "Back to the user")) } }
         },
     )
 }
 
 /// The search by display name or tag.
-fn search_form(text: &str, by: &str) -> Markup {
+fn search_form(lang: ConsoleLang, text: &str, by: &str) -> Markup {
     html! {
         section {
             form method="get" action="/console/users" id="user-search" {
-                label for="q" { "Find users by display name (its start) or tag" } br;
+                label for="q" { (lang.t("表示名（先頭の文字）またはタグでユーザーを検索", "Find users by display name (its start) or tag")) } br;
                 input id="q" name="q" value=(text) size="24" maxlength="100" placeholder="田中 / 常連";
                 " "
                 select id="by" name="by" {
-                    option value="name" selected[by == "name"] { "by name" }
-                    option value="tag" selected[by == "tag"] { "by tag" }
+                    option value="name" selected[by == "name"] { (lang.t("表示名で", "by name")) }
+                    option value="tag" selected[by == "tag"] { (lang.t("タグで", "by tag")) }
                 }
                 " "
-                button class="primary" type="submit" id="find-users" { "Find" }
+                button class="primary" type="submit" id="find-users" { (lang.t("検索", "Find")) }
             }
         }
     }
@@ -225,31 +243,37 @@ pub(crate) fn user_search(
     error: Option<&str>,
 ) -> Markup {
     page(
-        "Users",
+        nav.lang,
+        nav.t("ユーザー", "Users"),
         Some(nav),
         html! {
-            (search_form(text, by))
+            (search_form(nav.lang, text, by))
             (flash(error.map(|error| (false, error))))
             @if let Some(found) = found {
                 section id="found-users" {
                     @if found.users.is_empty() {
-                        p id="none-found" { "No user found. A name search matches the start of the LINE display name as cached (names are cached once a message names the user)." }
+                        p id="none-found" { (nav.t("該当するユーザーはいません。表示名での検索は、保存されているLINEの表示名の先頭の文字で探します（表示名は、名前入りのメッセージを送ったときに保存されます）。", "No user found. A name search matches the start of the LINE display name as cached (names are cached once a message names the user).")) }
                     } @else {
                         div class="scroll" {
                             table {
-                                tr { th { "Name" } th { "User" } th { "Follows" } th { "Last seen" } }
+                                tr { th { (nav.t("表示名", "Name")) } th { (nav.t("ユーザー", "User")) } th { (nav.t("友だち追加済み", "Follows")) } th { (nav.t("最終利用", "Last seen")) } }
                                 @for user in &found.users {
                                     tr data-user=(user.id) {
                                         td { (user.display_name.as_deref().unwrap_or("—")) }
                                         td { a href={ "/console/users?id=" (segment(&user.id)) } { code { (user.id) } } }
-                                        td { @match user.following { Some(true) => "yes", Some(false) => "no", None => "—" } }
-                                        td { @if let Some(ms) = user.last_seen_ms { (time(ms)) } @else { "—" } }
+                                        td { @match user.following { Some(true) => (nav.t("はい", "yes")), Some(false) => (nav.t("いいえ", "no")), None => "—" } }
+                                        td class="when" { @if let Some(ms) = user.last_seen_ms { (time(ms)) } @else { "—" } }
                                     }
                                 }
                             }
                         }
                         @if found.more {
-                            p class="muted" id="more-found" { "More users match than the " (found.users.len()) " shown: narrow the search." }
+                            p class="muted" id="more-found" {
+                                @match nav.lang {
+                                    ConsoleLang::Ja => { "該当するユーザーは、表示中の " (found.users.len()) " 人より多くいます。条件を絞り込んでください。" }
+                                    ConsoleLang::En => { "More users match than the " (found.users.len()) " shown: narrow the search." }
+                                }
+                            }
                         }
                     }
                 }
@@ -262,91 +286,95 @@ pub(crate) fn user_search(
 /// shape is the admin API's).
 pub(crate) fn user(nav: &Nav, query: &str, story: Option<&serde_json::Value>, error: Option<&str>) -> Markup {
     page(
-        "Users",
+        nav.lang,
+        nav.t("ユーザー", "Users"),
         Some(nav),
         html! {
             section {
                 form method="get" action="/console/users" {
-                    label for="id" { "LINE user id" } br;
+                    label for="id" { (nav.t("LINEユーザーID", "LINE user id")) } br;
                     input id="id" name="id" value=(query) size="36" placeholder="U0123456789abcdef0123456789abcdef";
                     " "
-                    button class="primary" type="submit" { "Show timeline" }
+                    button class="primary" type="submit" { (nav.t("タイムラインを表示", "Show timeline")) }
                 }
             }
-            (search_form("", "name"))
+            (search_form(nav.lang, "", "name"))
             (flash(error.map(|error| (false, error))))
             @if let Some(story) = story {
                 section id="timeline" {
                     h2 { (story["userId"].as_str().unwrap_or_default()) }
                     p id="log-hash" class="muted" {
-                        "In the log: " code { (story["userIdHash"].as_str().unwrap_or_default()) }
+                        (nav.t("ログでの表記: ", "In the log: ")) code { (story["userIdHash"].as_str().unwrap_or_default()) }
                     }
                     @if nav.may(OperatorRole::Editor) {
-                        p { a id="send-scenario" href={ "/console/users/send?id=" (segment(story["userId"].as_str().unwrap_or_default())) } { "Send a scenario to this user" } }
+                        p { a id="send-scenario" href={ "/console/users/send?id=" (segment(story["userId"].as_str().unwrap_or_default())) } { (nav.t("このユーザーにシナリオを送信", "Send a scenario to this user")) } }
                     }
                     (tags_and_fields(nav, story))
                     @if nav.may(OperatorRole::Owner) {
                         p {
-                            a id="user-data" href={ "/console/users/data?id=" (segment(story["userId"].as_str().unwrap_or_default())) } { "Download this user's data (JSON)" }
+                            a id="user-data" href={ "/console/users/data?id=" (segment(story["userId"].as_str().unwrap_or_default())) } { (nav.t("このユーザーのデータをダウンロード（JSON）", "Download this user's data (JSON)")) }
                             " · "
-                            a id="erase-user" href={ "/console/users/erase?id=" (segment(story["userId"].as_str().unwrap_or_default())) } { "Erase this user's personal data" }
+                            a id="erase-user" href={ "/console/users/erase?id=" (segment(story["userId"].as_str().unwrap_or_default())) } { (nav.t("このユーザーの個人データを消去", "Erase this user's personal data")) }
                         }
                     }
                     p class="muted" {
                         @match story["user"]["following"].as_bool() {
-                            Some(true) => "Following",
-                            Some(false) => "Not following",
-                            None => "No follow or unfollow recorded",
+                            Some(true) => (nav.t("友だち追加済み", "Following")),
+                            Some(false) => (nav.t("友だち解除済み", "Not following")),
+                            None => (nav.t("友だち追加・解除の記録なし", "No follow or unfollow recorded")),
                         }
                         @if let Some(tags) = story["user"]["tags"].as_array() {
-                            " · tags: " @for (i, tag) in tags.iter().enumerate() {
+                            (nav.t(" · タグ: ", " · tags: ")) @for (i, tag) in tags.iter().enumerate() {
                                 @if i > 0 { ", " } (tag.as_str().unwrap_or_default())
                             }
                         }
-                        @if story["truncated"].as_bool() == Some(true) { " · not everything is listed (over 200 entries, or over 500 records in one collection)" }
+                        @if story["truncated"].as_bool() == Some(true) { (nav.t(" · 一部のみ表示しています（記録が200件を超えているか、1種類のデータが500件を超えています）", " · not everything is listed (over 200 entries, or over 500 records in one collection)")) }
                     }
                     p id="rich-menu" class="muted" {
-                        "Rich menu: "
+                        (nav.t("リッチメニュー: ", "Rich menu: "))
                         @match story["user"]["richMenu"].as_str() {
-                            Some("default") => "the account's default (unlinked)",
+                            Some("default") => (nav.t("アカウントのデフォルト（個別の設定を解除）", "the account's default (unlinked)")),
                             Some(menu) => strong { (menu) },
-                            None => "the account's default (none asked for)",
+                            None => (nav.t("アカウントのデフォルト（個別の設定なし）", "the account's default (none asked for)")),
                         }
                         @if let Some(taps) = story["user"]["richMenuTaps"].as_array().filter(|taps| !taps.is_empty()) {
-                            " · tapped: " @for (i, menu) in taps.iter().enumerate() {
+                            (nav.t(" · タップ済み: ", " · tapped: ")) @for (i, menu) in taps.iter().enumerate() {
                                 @if i > 0 { ", " } (menu.as_str().unwrap_or_default())
                             }
                         }
                     }
-                    @if let Some(fields) = story["user"]["fields"].as_object().filter(|fields| !fields.is_empty()) {
-                        div class="scroll" {
-                            table id="fields" {
-                                tr { th { "Field" } th { "Value" } }
-                                @for (name, value) in fields {
-                                    tr { td { (name) } td { (value.as_str().map_or_else(|| value.to_string(), str::to_owned)) } }
-                                }
-                            }
-                        }
-                    }
                     @if let Some(answered) = story["answered"].as_array().filter(|answered| !answered.is_empty()) {
-                        p id="answered" { "Answered: "
+                        p id="answered" { (nav.t("回答済み: ", "Answered: "))
                             @for (i, scenario) in answered.iter().enumerate() {
                                 @if i > 0 { ", " } (scenario["scenarioId"].as_str().unwrap_or_default())
                             }
                         }
                     }
                     @if let Some(question) = story["openQuestion"].as_object() {
-                        p { "Open question: " (question.get("scenarioId").and_then(|v| v.as_str()).unwrap_or_default())
+                        p { (nav.t("回答待ちの質問: ", "Open question: ")) (question.get("scenarioId").and_then(|v| v.as_str()).unwrap_or_default())
                             " / " (question.get("nodeId").and_then(|v| v.as_str()).unwrap_or_default()) }
                     }
                     div class="scroll" {
                         table {
-                            tr { th { "When (JST)" } th { "What" } th { "Details" } }
+                            tr { th { (nav.t("日時（日本時間）", "When (JST)")) } th { (nav.t("できごと", "What happened")) } th { (nav.t("詳細", "Details")) } }
                             @for entry in story["entries"].as_array().map(Vec::as_slice).unwrap_or_default() {
-                                tr data-entry=(entry["type"].as_str().unwrap_or_default()) {
-                                    td { (time_of_text(entry["at"].as_str().unwrap_or_default())) }
-                                    td { (entry["type"].as_str().unwrap_or_default()) }
-                                    td { (details(entry)) }
+                                @let kind = entry["type"].as_str().unwrap_or_default();
+                                tr data-entry=(kind) {
+                                    td class="when" { (time_of_text(entry["at"].as_str().unwrap_or_default())) }
+                                    td class="story" { (super::timeline::entry_words(nav.lang, entry)) }
+                                    td {
+                                        @if kind == "timer" && entry["state"] == "pending" && nav.may(OperatorRole::Editor) {
+                                            form method="post" action={ "/console/users/timers/" (segment(entry["id"].as_str().unwrap_or_default())) "/cancel" } {
+                                                input type="hidden" name="csrf" value=(nav.csrf);
+                                                input type="hidden" name="user" value=(story["userId"].as_str().unwrap_or_default());
+                                                button class="danger cancel-timer" type="submit" { (nav.t("取り消す", "Cancel")) }
+                                            }
+                                        }
+                                        details {
+                                            summary { (nav.t("ID など", "Ids")) }
+                                            (details(entry))
+                                        }
+                                    }
                                 }
                             }
                         }

@@ -1,0 +1,223 @@
+//! A user's timeline told in words: what the user did and what the bot did
+//! about it ("回答: good", "リマインダー 12/03 10:00（予定）"), from the
+//! entries of `GET /admin/users/{id}/timeline`. Ids stay out of the sentence:
+//! the page folds them behind a toggle.
+
+use crate::values::ConsoleLang;
+use serde_json::Value;
+
+fn text<'a>(entry: &'a Value, name: &str) -> &'a str {
+    entry[name].as_str().unwrap_or_default()
+}
+
+fn count(entry: &Value, name: &str) -> usize {
+    entry[name].as_array().map_or(0, Vec::len)
+}
+
+/// An RFC 3339 instant as `12/03 10:00` in Japan time (the page's zone).
+pub(super) fn short_time(at: &str) -> String {
+    chrono::DateTime::parse_from_rfc3339(at).map_or_else(
+        |_| at.to_owned(),
+        |at| {
+            at.with_timezone(&crate::scenario::DEFAULT_TIME_ZONE)
+                .format("%m/%d %H:%M")
+                .to_string()
+        },
+    )
+}
+
+/// A recorded answer's value as the user gave it (a number stays a number).
+fn answer_value(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// What one timeline entry says, in the console's language.
+pub(super) fn entry_words(lang: ConsoleLang, entry: &Value) -> String {
+    let ja = lang == ConsoleLang::Ja;
+    match text(entry, "type") {
+        "event" => event_words(lang, entry),
+        "answer" => {
+            let place = format!("{} / {}", text(entry, "scenarioId"), text(entry, "nodeId"));
+            let tags: Vec<&str> = entry["tags"]
+                .as_array()
+                .map(|tags| tags.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let mut words = match (&entry["value"], ja) {
+                (Value::Null, true) => format!("回答（内容は削除済み）: {place}"),
+                (Value::Null, false) => format!("Answer (its value was removed): {place}"),
+                (value, true) => format!("回答: {}（{place}）", answer_value(value)),
+                (value, false) => format!("Answered {} ({place})", answer_value(value)),
+            };
+            if !tags.is_empty() {
+                words.push_str(&if ja {
+                    format!("、タグ {}", tags.join(", "))
+                } else {
+                    format!("; tags {}", tags.join(", "))
+                });
+            }
+            words
+        }
+        "message" => {
+            let state = match text(entry, "state") {
+                "pending" => lang.t("送信待ち", "waiting to be sent"),
+                "sent" => lang.t("送信済み", "sent"),
+                "logged" => lang.t("記録のみ（送信なし）", "logged, not sent"),
+                "uncertain" => lang.t("届いたか不明", "not known whether it arrived"),
+                "failed" => lang.t("送信失敗", "failed"),
+                other => return format!("{other}: {}", text(entry, "scenarioId")),
+            };
+            let route = match text(entry, "route") {
+                "reply" => lang.t("返信", "reply"),
+                _ => lang.t("プッシュ", "push"),
+            };
+            let scenario = text(entry, "scenarioId");
+            match (entry["asks"].as_str(), ja) {
+                (Some(node), true) => format!("ボットが「{scenario}」の質問 {node} を送信（{route}・{state}）"),
+                (Some(node), false) => format!("The bot asked {node} of {scenario} ({route}, {state})"),
+                (None, true) => format!("ボットが「{scenario}」のメッセージを送信（{route}・{state}）"),
+                (None, false) => format!("The bot sent a message of {scenario} ({route}, {state})"),
+            }
+        }
+        "dead_letter" => {
+            if ja {
+                format!("配信失敗として保留: {}", text(entry, "reason"))
+            } else {
+                format!("Parked as a dead letter: {}", text(entry, "reason"))
+            }
+        }
+        "timer" => {
+            let kind = match text(entry, "kind") {
+                "remind" => lang.t("リマインダー", "Reminder"),
+                "expire" => lang.t("回答期限", "Answer deadline"),
+                "step" => lang.t("ステップ配信", "Step"),
+                other => other,
+            };
+            let state = match text(entry, "state") {
+                "pending" => lang.t("予定", "pending"),
+                "done" => lang.t("実行済み", "done"),
+                "skipped" => lang.t("見送り", "skipped"),
+                "cancelled" => lang.t("取消", "cancelled"),
+                other => other,
+            };
+            let when = short_time(text(entry, "at"));
+            let place = format!("{} / {}", text(entry, "scenarioId"), text(entry, "nodeId"));
+            if ja {
+                format!("{kind} {when}（{state}）: {place}")
+            } else {
+                format!("{kind} {when} ({state}): {place}")
+            }
+        }
+        other => other.to_owned(),
+    }
+}
+
+/// A webhook event: what the user did, and whether it was recorded.
+fn event_words(lang: ConsoleLang, entry: &Value) -> String {
+    let did = match text(entry, "kind") {
+        "message" => lang.t("メッセージを受信", "Sent a message"),
+        "postback" => lang.t("ボタンをタップ", "Tapped a button"),
+        "follow" => lang.t("友だち追加", "Added the account as a friend"),
+        "unfollow" => lang.t("ブロック（友だち解除）", "Blocked the account"),
+        "unsend" => lang.t("メッセージの送信取消", "Unsent a message"),
+        other => other,
+    };
+    let (answers, messages) = (count(entry, "answerIds"), count(entry, "messageIds"));
+    let result = match text(entry, "outcome") {
+        "pending" => lang.t("処理中", "being processed").to_owned(),
+        "dead" => lang
+            .t("処理できず配信失敗へ", "could not be processed: see the dead letters")
+            .to_owned(),
+        _ if answers > 0 => match lang {
+            ConsoleLang::Ja => format!("回答を{answers}件記録"),
+            ConsoleLang::En => format!("{answers} answer(s) recorded"),
+        },
+        _ if text(entry, "kind") == "postback" && messages == 0 => lang
+            .t(
+                "既に回答済みまたは締切のため記録せず",
+                "nothing recorded: already answered or closed",
+            )
+            .to_owned(),
+        _ => lang.t("処理済み", "done").to_owned(),
+    };
+    match lang {
+        ConsoleLang::Ja => format!("{did}（{result}）"),
+        ConsoleLang::En => format!("{did} ({result})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn each_entry_reads_as_a_sentence_in_either_language() {
+        let cases = [
+            (
+                json!({"type": "answer", "scenarioId": "lunch", "nodeId": "rating", "value": "4", "tags": ["満足"]}),
+                "回答: 4（lunch / rating）、タグ 満足",
+                "Answered 4 (lunch / rating); tags 満足",
+            ),
+            (
+                json!({"type": "answer", "scenarioId": "lunch", "nodeId": "age", "value": 31, "tags": []}),
+                "回答: 31（lunch / age）",
+                "Answered 31 (lunch / age)",
+            ),
+            (
+                json!({"type": "answer", "scenarioId": "lunch", "nodeId": "comment", "value": null, "tags": []}),
+                "回答（内容は削除済み）: lunch / comment",
+                "Answer (its value was removed): lunch / comment",
+            ),
+            (
+                json!({"type": "event", "kind": "postback", "outcome": "done", "answerIds": ["a"], "messageIds": ["m"]}),
+                "ボタンをタップ（回答を1件記録）",
+                "Tapped a button (1 answer(s) recorded)",
+            ),
+            (
+                json!({"type": "event", "kind": "postback", "outcome": "done", "answerIds": [], "messageIds": []}),
+                "ボタンをタップ（既に回答済みまたは締切のため記録せず）",
+                "Tapped a button (nothing recorded: already answered or closed)",
+            ),
+            (
+                json!({"type": "event", "kind": "follow", "outcome": "dead"}),
+                "友だち追加（処理できず配信失敗へ）",
+                "Added the account as a friend (could not be processed: see the dead letters)",
+            ),
+            (
+                json!({"type": "message", "scenarioId": "lunch", "state": "sent", "route": "reply", "asks": "rating"}),
+                "ボットが「lunch」の質問 rating を送信（返信・送信済み）",
+                "The bot asked rating of lunch (reply, sent)",
+            ),
+            (
+                json!({"type": "message", "scenarioId": "lunch", "state": "failed", "route": "push", "asks": null}),
+                "ボットが「lunch」のメッセージを送信（プッシュ・送信失敗）",
+                "The bot sent a message of lunch (push, failed)",
+            ),
+            (
+                json!({"type": "timer", "kind": "remind", "state": "cancelled", "at": "2026-12-03T01:00:00Z", "scenarioId": "lunch", "nodeId": "rating"}),
+                "リマインダー 12/03 10:00（取消）: lunch / rating",
+                "Reminder 12/03 10:00 (cancelled): lunch / rating",
+            ),
+            (
+                json!({"type": "dead_letter", "reason": "LINE refused (400)"}),
+                "配信失敗として保留: LINE refused (400)",
+                "Parked as a dead letter: LINE refused (400)",
+            ),
+            (json!({"type": "something_new"}), "something_new", "something_new"),
+        ];
+        for (entry, ja, en) in cases {
+            assert_eq!(entry_words(ConsoleLang::Ja, &entry), ja, "{entry}");
+            assert_eq!(entry_words(ConsoleLang::En, &entry), en, "{entry}");
+        }
+    }
+
+    #[test]
+    fn short_times_are_japan_time() {
+        assert_eq!(short_time("2026-12-02T15:30:00.000Z"), "12/03 00:30");
+        assert_eq!(short_time("not a time"), "not a time");
+    }
+}
