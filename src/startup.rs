@@ -284,6 +284,7 @@ impl Application {
                 store.clone(),
             ),
             exporter: Exporter::new(engine.clone(), store.clone()),
+            answer_runs: crate::reports::answer_runs::AnswerRuns::new(engine.clone(), store.clone()),
             timelines: Timelines::new(store.clone(), user_ids),
             user_profiles: crate::reports::users::UserProfiles::new(store.clone()),
             manual_sender: ManualSender::new(engine, store.clone(), courier, personal, clock.clone()),

@@ -43,6 +43,8 @@ pub(crate) struct AppState {
     pub(crate) scenario_graphs: crate::reports::scenario_graph::ScenarioGraphs,
     pub(crate) campaign_results: crate::reports::campaign_results::CampaignResultsReport,
     pub(crate) exporter: Exporter,
+    /// The answers page's rows: a user's run each, newest first.
+    pub(crate) answer_runs: crate::reports::answer_runs::AnswerRuns,
     pub(crate) timelines: Timelines,
     pub(crate) user_profiles: crate::reports::users::UserProfiles,
     /// Operators' changes of a user's tags and fields by hand.

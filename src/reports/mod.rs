@@ -13,6 +13,7 @@
 //! - [`users`]: one user's tags, fields, follow state and scenarios.
 //! - [`scrape`]: the Prometheus text of `GET /metrics`.
 
+pub(crate) mod answer_runs;
 pub(crate) mod audit;
 pub(crate) mod campaign_results;
 pub(crate) mod export;

@@ -7,6 +7,7 @@
 use crate::engine::Engine;
 use crate::ids::{NodeId, ScenarioId};
 use crate::scenario::{Node, Scenario, TriggerOn};
+use crate::values::ConsoleLang;
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 
@@ -75,37 +76,47 @@ fn shorten(text: &str, limit: usize) -> String {
 }
 
 /// A node's kind and the text its box shows.
-fn describe(node: &Node) -> (&'static str, String) {
+fn describe(node: &Node, lang: ConsoleLang) -> (&'static str, String) {
+    let ja = lang == ConsoleLang::Ja;
     match node {
         Node::Trigger(trigger) => match trigger.on {
-            TriggerOn::Follow => ("trigger", "friend added".to_owned()),
-            TriggerOn::Text if trigger.keywords.is_empty() => ("trigger", "any text".to_owned()),
+            TriggerOn::Follow => ("trigger", lang.t("友だち追加", "friend added").to_owned()),
+            TriggerOn::Text if trigger.keywords.is_empty() => {
+                ("trigger", lang.t("どんなテキストでも", "any text").to_owned())
+            }
+            TriggerOn::Text if ja => ("trigger", format!("テキスト: {}", trigger.keywords.join(", "))),
             TriggerOn::Text => ("trigger", format!("text: {}", trigger.keywords.join(", "))),
         },
         Node::Message(message) => ("message", message.text.clone()),
         Node::Survey(survey) => ("survey", survey.text.clone()),
         Node::TextQuestion(question) => ("text_question", question.text.clone()),
         Node::DateQuestion(question) => ("date_question", question.text.clone()),
+        Node::FlexImage(image) if ja => ("flex_image", format!("{} を開始", image.starts)),
         Node::FlexImage(image) => ("flex_image", format!("starts {}", image.starts)),
         Node::Wait(wait) => (
             "wait",
-            match (&wait.after, &wait.at) {
-                (Some(after), _) => format!("after {after}"),
-                (None, Some(at)) => match wait.after_days {
-                    Some(days) if days > 0 => format!("at {at}, {days} day(s) later"),
-                    _ => format!("at {at}"),
+            match (&wait.after, &wait.at, ja) {
+                (Some(after), _, true) => format!("{after} 後"),
+                (Some(after), _, false) => format!("after {after}"),
+                (None, Some(at), _) => match (wait.after_days, ja) {
+                    (Some(days), true) if days > 0 => format!("{days}日後の {at}"),
+                    (Some(days), false) if days > 0 => format!("at {at}, {days} day(s) later"),
+                    (_, true) => format!("{at} に"),
+                    (_, false) => format!("at {at}"),
                 },
-                (None, None) => String::new(),
+                (None, None, _) => String::new(),
             },
         ),
         Node::End(end) => ("end", end.text.clone().unwrap_or_default()),
+        Node::Split(split) if ja => ("split", format!("{}パターン", split.arms.len())),
         Node::Split(split) => ("split", format!("{} arms", split.arms.len())),
+        Node::Branch(branch) if ja => ("branch", format!("条件 {}つ", branch.arms.len())),
         Node::Branch(branch) => ("branch", format!("{} conditions", branch.arms.len())),
     }
 }
 
 /// Where a node leads, with what leads there.
-fn arrows(node: &Node) -> Vec<(&NodeId, String)> {
+fn arrows(node: &Node, lang: ConsoleLang) -> Vec<(&NodeId, String)> {
     match node {
         Node::Trigger(trigger) => vec![(&trigger.next, String::new())],
         Node::Message(message) => message.next.iter().map(|next| (next, String::new())).collect(),
@@ -117,11 +128,20 @@ fn arrows(node: &Node) -> Vec<(&NodeId, String)> {
         Node::TextQuestion(question) => question
             .next
             .iter()
-            .map(|next| (next, "answer".to_owned()))
-            .chain(question.on_give_up.iter().map(|next| (next, "gave up".to_owned())))
+            .map(|next| (next, lang.t("回答", "answer").to_owned()))
+            .chain(
+                question
+                    .on_give_up
+                    .iter()
+                    .map(|next| (next, lang.t("あきらめた", "gave up").to_owned())),
+            )
             .collect(),
-        Node::DateQuestion(question) => question.next.iter().map(|next| (next, "date".to_owned())).collect(),
-        Node::Wait(wait) => vec![(&wait.next, "later".to_owned())],
+        Node::DateQuestion(question) => question
+            .next
+            .iter()
+            .map(|next| (next, lang.t("日付", "date").to_owned()))
+            .collect(),
+        Node::Wait(wait) => vec![(&wait.next, lang.t("待った後", "later").to_owned())],
         Node::Split(split) => split
             .arms
             .iter()
@@ -131,8 +151,17 @@ fn arrows(node: &Node) -> Vec<(&NodeId, String)> {
             .arms
             .iter()
             .enumerate()
-            .map(|(i, arm)| (&arm.next, format!("if {}", i + 1)))
-            .chain(std::iter::once((&branch.otherwise, "else".to_owned())))
+            .map(|(i, arm)| {
+                let label = match lang {
+                    ConsoleLang::Ja => format!("条件{}", i + 1),
+                    ConsoleLang::En => format!("if {}", i + 1),
+                };
+                (&arm.next, label)
+            })
+            .chain(std::iter::once((
+                &branch.otherwise,
+                lang.t("それ以外", "else").to_owned(),
+            )))
             .collect(),
         Node::FlexImage(_) | Node::End(_) => Vec::new(),
     }
@@ -162,7 +191,7 @@ fn place_rows(layer: &mut [Option<usize>], edges: &[GraphEdge], seeds: Vec<usize
 /// The scenario's graph: rows by the fewest arrows from an entry point (a
 /// trigger or a node nothing leads to, else the start), each row in file
 /// order.
-pub(crate) fn graph_of(scenario: &Scenario, start: &NodeId) -> Graph {
+pub(crate) fn graph_of(scenario: &Scenario, start: &NodeId, lang: ConsoleLang) -> Graph {
     let index: HashMap<&NodeId, usize> = scenario
         .nodes
         .iter()
@@ -172,7 +201,7 @@ pub(crate) fn graph_of(scenario: &Scenario, start: &NodeId) -> Graph {
     let mut edges = Vec::new();
     let mut incoming = vec![0usize; scenario.nodes.len()];
     for (from, node) in scenario.nodes.iter().enumerate() {
-        for (next, label) in arrows(node) {
+        for (next, label) in arrows(node, lang) {
             if let Some(&to) = index.get(next) {
                 incoming[to] += 1;
                 edges.push(GraphEdge {
@@ -209,7 +238,7 @@ pub(crate) fn graph_of(scenario: &Scenario, start: &NodeId) -> Graph {
         .map(|(node, layer)| {
             let layer = layer.unwrap_or(deepest);
             let slot = per_layer.entry(layer).or_default();
-            let (kind, text) = describe(node);
+            let (kind, text) = describe(node, lang);
             let placed = GraphNode {
                 id: node.id().to_string(),
                 kind,
@@ -261,7 +290,7 @@ impl ScenarioGraphs {
     }
 
     /// The page of scenario `id`; `None` when no such scenario is loaded.
-    pub(crate) async fn of(&self, id: &ScenarioId) -> Option<ScenarioGraph> {
+    pub(crate) async fn of(&self, id: &ScenarioId, lang: ConsoleLang) -> Option<ScenarioGraph> {
         let loaded = self.engine.scenarios().get(id)?;
         let file = loaded.source.clone();
         let dir = self.dir.clone();
@@ -290,7 +319,7 @@ impl ScenarioGraphs {
             version: loaded.scenario.version,
             file: loaded.source.display().to_string(),
             content_hash: loaded.content_hash.clone(),
-            graph: graph_of(&loaded.scenario, &loaded.start),
+            graph: graph_of(&loaded.scenario, &loaded.start, lang),
             problems,
             file_changed: now.as_deref() != Some(loaded.content.as_str()),
         })
@@ -342,7 +371,7 @@ text = "ありがとうございました。またのご来店をお待ちして
     #[test]
     fn nodes_sit_in_rows_by_the_fewest_arrows_from_an_entry() {
         let (scenario, start) = scenario(BRANCHING);
-        let graph = graph_of(&scenario, &start);
+        let graph = graph_of(&scenario, &start, ConsoleLang::En);
         let placed: Vec<(&str, &str, usize, usize)> = graph
             .nodes
             .iter()
@@ -385,7 +414,7 @@ text = "もう一度?"
 choices = [{ label = "はい", value = "yes", next = "again" }, { label = "いいえ", value = "no" }]
 "#,
         );
-        let graph = graph_of(&scenario, &start);
+        let graph = graph_of(&scenario, &start, ConsoleLang::En);
         assert_eq!((graph.nodes[0].layer, graph.layers), (0, 1));
         assert_eq!(
             graph.edges,

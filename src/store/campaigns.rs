@@ -286,7 +286,8 @@ pub(crate) enum UserScan {
 }
 
 /// The fields of `users/{id}` that [`UserFacts`] holds.
-const USER_FACTS: [&str; 7] = [
+const USER_FACTS: [&str; 8] = [
+    "displayName",
     "following",
     "tags",
     "firstSeenMs",
@@ -318,6 +319,9 @@ pub(crate) struct UserFacts {
     /// The first of them.
     #[serde(default)]
     pub(crate) first_source: Option<String>,
+    /// The LINE display name cached for `{name}`, when one is.
+    #[serde(default)]
+    pub(crate) display_name: Option<String>,
 }
 
 /// How a campaign's creation ended.

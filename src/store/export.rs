@@ -11,6 +11,7 @@
 
 use super::docs::collections::SURVEY_RESPONSES;
 use super::lease::document_id;
+use super::round_trips::Timed;
 use super::{Store, StoreError};
 use crate::values::AnswerValue;
 use firestore::FirestoreInstant;
@@ -22,7 +23,7 @@ use serde::Deserialize;
 pub(crate) const EXPORT_PAGE: u32 = 500;
 
 /// The fields an answer page reads: everything an answer holds.
-const ANSWER_FIELDS: [&str; 11] = [
+const ANSWER_FIELDS: [&str; 12] = [
     "scenarioId",
     "nodeId",
     "lineUserId",
@@ -34,6 +35,7 @@ const ANSWER_FIELDS: [&str; 11] = [
     "answeredAt",
     "webhookEventId",
     "variant",
+    "campaignId",
 ];
 
 /// One stored answer as listed. Lenient where [`super::docs::AnswerDoc`] is
@@ -69,6 +71,9 @@ pub(crate) struct ListedAnswer {
     /// The A/B arm the question was asked in.
     #[serde(default)]
     pub(crate) variant: Option<String>,
+    /// The campaign whose run asked the question; `None` outside campaigns.
+    #[serde(default)]
+    pub(crate) campaign_id: Option<String>,
 }
 
 /// One page of a scenario's answers.
@@ -117,4 +122,104 @@ impl Store {
         };
         Ok(AnswerPage { answers, next })
     }
+}
+
+/// Users whose answers one query asks for, at most (Firestore's `in` takes 30).
+const USERS_PER_QUERY: usize = 30;
+
+impl Store {
+    /// The latest `limit` answers to one node of `scenario` answered in
+    /// `[from_ms, to_ms)` and not after `until_ms` (inclusive: a page's
+    /// cursor), newest first. Uses the composite index (`scenarioId`,
+    /// `nodeId`, `answeredAt` descending) of the results' latest answers.
+    pub(crate) async fn recent_answers(
+        &self,
+        scenario: &str,
+        node: &str,
+        (from_ms, to_ms): (Option<i64>, Option<i64>),
+        until_ms: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<ListedAnswer>, StoreError> {
+        let instant = |ms: i64| {
+            firestore::FirestoreTimestamp(
+                FirestoreInstant::from_microsecond(ms.saturating_mul(1000)).unwrap_or(FirestoreInstant::MAX),
+            )
+        };
+        super::round_trips::count();
+        let documents: Vec<gcloud_sdk::google::firestore::v1::Document> = self
+            .scan_db
+            .fluent()
+            .select()
+            .fields(ANSWER_FIELDS)
+            .from(SURVEY_RESPONSES)
+            .filter(|q| {
+                q.for_all([
+                    q.field("scenarioId").eq(scenario),
+                    q.field("nodeId").eq(node),
+                    from_ms.and_then(|ms| q.field("answeredAt").greater_than_or_equal(instant(ms))),
+                    to_ms.and_then(|ms| q.field("answeredAt").less_than(instant(ms))),
+                    until_ms.and_then(|ms| q.field("answeredAt").less_than_or_equal(instant(ms))),
+                ])
+            })
+            .order(|o| o.fields([o.field("answeredAt").descending()]))
+            .limit(limit.clamp(1, 1000))
+            .query()
+            .timed(super::round_trips::QUERY)
+            .await
+            .map_err(super::classify)?;
+        Ok(listed(&documents))
+    }
+
+    /// Every answer of `users` to `scenario`, up to `limit` a query (one
+    /// query per 30 users, on the index (`scenarioId`, `lineUserId`)).
+    pub(crate) async fn answers_of_users(
+        &self,
+        scenario: &str,
+        users: &[String],
+        limit: u32,
+    ) -> Result<Vec<ListedAnswer>, StoreError> {
+        let mut answers = Vec::new();
+        for chunk in users.chunks(USERS_PER_QUERY) {
+            super::round_trips::count();
+            let documents: Vec<gcloud_sdk::google::firestore::v1::Document> = self
+                .scan_db
+                .fluent()
+                .select()
+                .fields(ANSWER_FIELDS)
+                .from(SURVEY_RESPONSES)
+                .filter(|q| {
+                    q.for_all([
+                        q.field("scenarioId").eq(scenario),
+                        q.field("lineUserId").is_in(chunk.to_vec()),
+                    ])
+                })
+                .limit(limit.clamp(1, 1000))
+                .query()
+                .timed(super::round_trips::QUERY)
+                .await
+                .map_err(super::classify)?;
+            answers.extend(listed(&documents));
+        }
+        Ok(answers)
+    }
+}
+
+/// The answers of a query; one that does not read as an answer (written by
+/// hand, or by an older version) is left out and logged.
+fn listed(documents: &[gcloud_sdk::google::firestore::v1::Document]) -> Vec<ListedAnswer> {
+    documents
+        .iter()
+        .filter_map(|document| {
+            match firestore::FirestoreDb::deserialize_doc_to::<ListedAnswer>(document) {
+                Ok(mut answer) => {
+                    answer.id = document_id(&document.name).to_owned();
+                    Some(answer)
+                }
+                Err(error) => {
+                    tracing::warn!(answer.id = %document_id(&document.name), %error, "unreadable answer left out of the answers page");
+                    None
+                }
+            }
+        })
+        .collect()
 }

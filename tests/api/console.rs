@@ -228,7 +228,9 @@ async fn the_console_in_a_real_browser() {
     );
 
     // Answers, paged, and the CSV from the page's own session, row by row.
-    browser.goto(&format!("{}/console/scenarios/export", app.address)).await;
+    browser
+        .goto(&format!("{}/console/scenarios/export?by=answer", app.address))
+        .await;
     browser.screenshot("answers").await;
     assert!(browser.fits_width().await, "the answers page fits a phone");
     let stored = app.firestore.list("survey_responses").await;
@@ -808,6 +810,8 @@ async fn the_user_page_shows_the_rich_menu_asked_for_and_the_menus_tapped() {
 /// whose characters sit on more than one line. Japanese text may wrap
 /// between any two characters, so only such runs are checked.
 const BROKEN_WORDS: &str = r#"
+// Folded details (a timeline's ids) are measured open.
+document.querySelectorAll('details').forEach(d => { d.open = true; });
 const broken = [];
 for (const cell of document.querySelectorAll('td, th')) {
   const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
@@ -825,7 +829,21 @@ return broken;
 "#;
 
 /// Labels of the English console: none may show on a Japanese page.
-const ENGLISH_LABELS: [&str; 16] = [
+const ENGLISH_LABELS: [&str; 30] = [
+    "Cancel",
+    "Filter",
+    "Find",
+    "Question",
+    "Latest",
+    "Value",
+    "Kind",
+    "Reason",
+    "Attempts",
+    "Users",
+    "Campaign",
+    "Following",
+    "Tags",
+    "When (JST)",
     "Log out",
     "Log in",
     "Scenarios",
@@ -901,6 +919,7 @@ async fn the_console_is_japanese_and_fits_a_phone() {
     let pages = [
         ("/console".to_owned(), "scenarios"),
         ("/console/scenarios/export".to_owned(), "answers"),
+        ("/console/scenarios/export?by=answer".to_owned(), "answers-every"),
         ("/console/scenarios/export/crosstab".to_owned(), "crosstab"),
         ("/console/scenarios/export/graph".to_owned(), "graph"),
         ("/console/dead-letters".to_owned(), "dead-letters"),
@@ -929,4 +948,121 @@ async fn the_console_is_japanese_and_fits_a_phone() {
     // What a refusal says is Japanese too.
     check_japanese_page(&browser, &app.address, "/console/campaigns/ffff", "not-found").await;
     assert!(browser.text_of("#flash").await.contains("一斉配信はありません"));
+}
+
+/// The answers page: a row per user and run, newest first, with the cached
+/// display name linked to the user; days and a tag narrow it, the CSV link
+/// carries the same filters and its file holds the same users' answers;
+/// pages continue where they stopped and a broken cursor is 400.
+#[tokio::test]
+async fn the_answers_page_has_a_row_per_user_newest_first_and_the_csv_takes_its_filters() {
+    let app = app().await;
+    let cookie = console_cookie(&app).await;
+    let users: Vec<String> = (0..3).map(|_| events::new_user()).collect();
+    for (i, user) in users.iter().enumerate() {
+        app.deliver(&text(user, "export")).await;
+        let choice = if i == 1 { "bad" } else { "good" };
+        app.deliver(&postback(user, &events::answer_data("export", "rating", choice)))
+            .await;
+        if i != 1 {
+            app.deliver(&text(user, &format!("comment {i}"))).await;
+        }
+        // Answers a millisecond apart at least: the order below is the order here.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    app.firestore
+        .patch(
+            "users",
+            &users[0],
+            &[("displayName", json!({"stringValue": "田中 花子"}))],
+        )
+        .await;
+    let get = |path: String| {
+        let app = &app;
+        let cookie = cookie.clone();
+        async move {
+            app.http
+                .get(format!("{}{path}", app.address))
+                .header("Cookie", cookie)
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let rows_of = |page: &str| -> Vec<String> {
+        page.split("<tr data-user=\"")
+            .skip(1)
+            .filter_map(|rest| rest.split('"').next().map(str::to_owned))
+            .collect()
+    };
+
+    let page = get("/console/scenarios/export".to_owned()).await.text().await.unwrap();
+    let newest_first: Vec<String> = users.iter().rev().cloned().collect();
+    assert_eq!(rows_of(&page), newest_first, "a row per user, newest first");
+    assert!(page.contains("田中 花子"), "the cached name");
+    assert!(page.contains(&format!("href=\"/console/users?id={}\"", users[0])));
+    assert!(
+        page.contains("とても良い") && page.contains("Bad, really"),
+        "choice labels"
+    );
+    assert!(page.contains("comment 2"), "the typed answer in its column");
+    assert!(
+        page.contains("<th title=\"rating\">How was it?</th>"),
+        "a column per question"
+    );
+
+    // A tag the user has now: only the one who answered "bad".
+    let page = get("/console/scenarios/export?tag=unhappy".to_owned())
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(rows_of(&page), vec![users[1].clone()]);
+    assert!(
+        page.contains("href=\"/console/scenarios/export/answers.csv?tag=unhappy\""),
+        "{page}"
+    );
+    let csv = get("/console/scenarios/export/answers.csv?tag=unhappy".to_owned()).await;
+    assert_eq!(csv.status(), 200);
+    let rows = crate::export::csv_rows(&csv.bytes().await.unwrap());
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0][0], users[1]);
+    // Days: tomorrow onwards holds nothing; a bad date is 400 on both.
+    let tomorrow = (chrono::Utc::now() + chrono::Duration::days(2))
+        .format("%Y-%m-%d")
+        .to_string();
+    let page = get(format!("/console/scenarios/export?from={tomorrow}"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(rows_of(&page).is_empty() && page.contains("id=\"no-runs\""));
+    let csv = get(format!("/console/scenarios/export/answers.csv?from={tomorrow}")).await;
+    assert!(crate::export::csv_rows(&csv.bytes().await.unwrap()).is_empty());
+    assert_eq!(
+        get("/console/scenarios/export?from=2026-13-01".to_owned())
+            .await
+            .status(),
+        400
+    );
+    assert_eq!(
+        get("/console/scenarios/export/answers.csv?to=soon".to_owned())
+            .await
+            .status(),
+        400
+    );
+    assert_eq!(
+        get("/console/scenarios/export?after=nope".to_owned()).await.status(),
+        400
+    );
+    // The old list, one answer per row, stays a click away.
+    let every = get("/console/scenarios/export?by=answer".to_owned())
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        every.matches("<tr>").count(),
+        app.firestore.count("survey_responses").await + 1
+    );
 }

@@ -58,9 +58,12 @@ pub(crate) async fn answers_csv(
             .exporter
             .start(
                 &scenario,
-                query.from.as_deref(),
-                query.to.as_deref(),
-                query.campaign.as_deref(),
+                &crate::reports::export::ExportFilters {
+                    from: query.from.as_deref(),
+                    to: query.to.as_deref(),
+                    campaign: query.campaign.as_deref(),
+                    tag: None,
+                },
                 if query.raw { Cells::Raw } else { Cells::Safe },
             )
             .await

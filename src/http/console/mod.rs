@@ -425,7 +425,7 @@ async fn login(request: HttpRequest, state: web::Data<AppState>, body: web::Byte
     } else {
         state
             .console_lang
-            .t("管理トークンが違います。", "That token is not the admin token.")
+            .t("管理者トークンが違います。", "That token is not the admin token.")
     };
     let opened = if form.token.is_empty() {
         match state.access.log_in_with_password(&form.email, &form.password).await {
@@ -522,7 +522,7 @@ fn unavailable(state: &AppState, error: impl std::fmt::Display) -> HttpResponse 
     refusal(
         state,
         StatusCode::SERVICE_UNAVAILABLE,
-        "データベース (Firestore) が応答しませんでした。少し待ってからページを再読み込みしてください。",
+        "データベース（Firestore）が応答しませんでした。少し待ってからページを再読み込みしてください。",
         "Firestore did not answer. Reload the page in a moment.",
     )
 }
@@ -587,7 +587,7 @@ fn unreadable_query(state: &AppState) -> HttpResponse {
     refusal(
         state,
         StatusCode::BAD_REQUEST,
-        "このリンクは正しくありません (クエリを読めません)。",
+        "このリンクは正しくありません（クエリを読めません）。",
         "That link is not valid: its query could not be read.",
     )
 }
@@ -595,6 +595,12 @@ fn unreadable_query(state: &AppState) -> HttpResponse {
 #[derive(Debug, Deserialize)]
 struct PageQuery {
     after: Option<String>,
+    /// `answer`: the answers one per row as the CSV has them; otherwise one
+    /// row per user and run.
+    by: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+    tag: Option<String>,
 }
 
 async fn answers(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
@@ -604,6 +610,9 @@ async fn answers(request: HttpRequest, state: web::Data<AppState>, path: web::Pa
     };
     let scenario = path.into_inner();
     let after = query.after.as_deref().filter(|after| !after.is_empty());
+    if query.by.as_deref() != Some("answer") {
+        return answer_runs(&state, &me, &scenario, &query).await;
+    }
     if after.is_some_and(|after| !is_answer_id(after)) {
         return refusal(
             &state,
@@ -620,6 +629,57 @@ async fn answers(request: HttpRequest, state: web::Data<AppState>, path: web::Pa
             "No scenario with that id is loaded.",
         ),
         Err(error) => unavailable(&state, error),
+    }
+}
+
+/// A query's value as typed, `None` when it is absent or blank.
+fn filled(value: &Option<String>) -> Option<&str> {
+    value.as_deref().map(str::trim).filter(|value| !value.is_empty())
+}
+
+/// The answers page one row per user and run, filtered by days and a tag.
+async fn answer_runs(state: &AppState, me: &Signed, scenario: &str, query: &PageQuery) -> HttpResponse {
+    use crate::reports::answer_runs::{AnswerRunsError, RunsQuery};
+    let asked = RunsQuery {
+        from: filled(&query.from),
+        to: filled(&query.to),
+        tag: filled(&query.tag),
+        after: filled(&query.after),
+    };
+    if asked.tag.is_some_and(|tag| tag.chars().count() > SEARCH_CHARS) {
+        return refusal(
+            state,
+            StatusCode::BAD_REQUEST,
+            "タグが長すぎます。",
+            "That tag is too long.",
+        );
+    }
+    let filters = pages::AnswerFilters {
+        from: asked.from.unwrap_or_default(),
+        to: asked.to.unwrap_or_default(),
+        tag: asked.tag.unwrap_or_default(),
+    };
+    match state.answer_runs.page(scenario, &asked).await {
+        Ok(page) => html(
+            StatusCode::OK,
+            pages::answer_runs(&me.nav(), scenario, &filters, Ok(&page), asked.after.is_some()),
+        ),
+        Err(AnswerRunsError::UnknownScenario(_)) => not_found(
+            state,
+            "そのIDのシナリオは読み込まれていません。",
+            "No scenario with that id is loaded.",
+        ),
+        Err(AnswerRunsError::BadRange(problem)) => html(
+            StatusCode::BAD_REQUEST,
+            pages::answer_runs(&me.nav(), scenario, &filters, Err(&detail(me.lang, &problem)), false),
+        ),
+        Err(AnswerRunsError::BadCursor) => refusal(
+            state,
+            StatusCode::BAD_REQUEST,
+            "このページのリンクは正しくありません。最初のページから開いてください。",
+            "That page link is not valid: start from the first page.",
+        ),
+        Err(AnswerRunsError::Store(error)) => unavailable(state, error),
     }
 }
 
@@ -641,7 +701,7 @@ async fn scenario_graph(request: HttpRequest, state: web::Data<AppState>, path: 
             "No scenario with that id is loaded.",
         );
     };
-    match state.scenario_graphs.of(&id).await {
+    match state.scenario_graphs.of(&id, me.lang).await {
         Some(graph) => html(StatusCode::OK, pages::scenario_graph(&me.nav(), &graph)),
         None => not_found(
             &state,
@@ -677,11 +737,11 @@ async fn cross_tab(request: HttpRequest, state: web::Data<AppState>, path: web::
         ),
         Err(ResultsError::BadBy(problem)) => html(
             StatusCode::BAD_REQUEST,
-            pages::cross_tab(&nav, &asked, Err(&problem.to_string())),
+            pages::cross_tab(&nav, &asked, Err(&detail(me.lang, &problem))),
         ),
         Err(ResultsError::BadRange(problem)) => html(
             StatusCode::BAD_REQUEST,
-            pages::cross_tab(&nav, &asked, Err(&problem.to_string())),
+            pages::cross_tab(&nav, &asked, Err(&detail(me.lang, &problem))),
         ),
         Err(ResultsError::Store(error)) => unavailable(&state, error),
     }
@@ -701,6 +761,11 @@ fn is_answer_id(id: &str) -> bool {
 #[derive(Debug, Deserialize)]
 struct CsvQuery {
     campaign: Option<String>,
+    /// The answers page's filters: days (`YYYY-MM-DD`, both included) and a
+    /// tag the user has now.
+    from: Option<String>,
+    to: Option<String>,
+    tag: Option<String>,
 }
 
 async fn answers_csv(request: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
@@ -714,15 +779,32 @@ async fn answers_csv(request: HttpRequest, state: web::Data<AppState>, path: web
     if campaign.is_some_and(|id| crate::ids::DocumentHexId::parse(id).is_none()) {
         return not_found(&state, "そのIDの一斉配信はありません。", "No campaign with that id.");
     }
+    let (from, to, tag) = (filled(&query.from), filled(&query.to), filled(&query.tag));
+    if tag.is_some_and(|tag| tag.chars().count() > SEARCH_CHARS) {
+        return refusal(
+            &state,
+            StatusCode::BAD_REQUEST,
+            "タグが長すぎます。",
+            "That tag is too long.",
+        );
+    }
     let mut summary = vec![("scenarioId", scenario.clone())];
-    if let Some(campaign) = campaign {
-        summary.push(("campaign", campaign.to_owned()));
+    for (name, value) in [("campaign", campaign), ("from", from), ("to", to), ("tag", tag)] {
+        if let Some(value) = value {
+            summary.push((name, value.to_owned()));
+        }
     }
     let entry = or_answer!(begin_audit(&state, &me, &request, "export", summary, Vec::new()).await);
     // Always defused: the console's download is for opening in a spreadsheet.
+    let asked = crate::reports::export::ExportFilters {
+        from,
+        to,
+        campaign,
+        tag,
+    };
     let response = match state
         .exporter
-        .start(&scenario, None, None, campaign, crate::reports::export::Cells::Safe)
+        .start(&scenario, &asked, crate::reports::export::Cells::Safe)
         .await
     {
         Ok(export) => {
@@ -734,6 +816,9 @@ async fn answers_csv(request: HttpRequest, state: web::Data<AppState>, path: web
             "そのIDのシナリオは読み込まれていません。",
             "No scenario with that id is loaded.",
         ),
+        Err(ExportError::BadRange(problem)) => {
+            html(StatusCode::BAD_REQUEST, pages::refused(me.lang, &problem.to_string()))
+        }
         Err(error) => unavailable(&state, error),
     };
     state.auditor.finish(&entry, response.status().as_u16(), None).await;
@@ -797,11 +882,17 @@ fn pick(lang: ConsoleLang, ja: String, en: String) -> String {
     }
 }
 
+/// What another part of the service said went wrong (its own words), led
+/// by the console's in Japanese.
+fn detail(lang: ConsoleLang, error: &impl std::fmt::Display) -> String {
+    pick(lang, format!("できませんでした: {error}"), error.to_string())
+}
+
 /// Firestore's failure, and that the same form may be sent again.
 fn try_again(lang: ConsoleLang, error: &impl std::fmt::Display) -> String {
     pick(
         lang,
-        format!("データベース (Firestore) が応答しませんでした ({error})。もう一度お試しください。"),
+        format!("データベース（Firestore）が応答しませんでした（{error}）。もう一度お試しください。"),
         format!("Firestore did not answer ({error}); try again."),
     )
 }
@@ -846,7 +937,7 @@ fn replay_outcome(lang: ConsoleLang, id: &str, result: Result<Replayed, ReplayEr
             false,
             pick(
                 lang,
-                format!("{id} を再送しましたが、LINEが受け付けなかったため、もう一度保留しました ({reason})。"),
+                format!("{id} を再送しましたが、LINEが受け付けなかったため、もう一度保留しました（{reason}）。"),
                 format!("Replayed {id}: LINE did not take the message; it was parked again ({reason})."),
             ),
         ),
@@ -859,7 +950,7 @@ fn replay_outcome(lang: ConsoleLang, id: &str, result: Result<Replayed, ReplayEr
                 true,
                 pick(
                     lang,
-                    format!("{id} を再送しました ({result})。"),
+                    format!("{id} を再送しました（{result}）。"),
                     format!("Replayed {id}: {result}."),
                 ),
             )
@@ -876,7 +967,7 @@ fn replay_outcome(lang: ConsoleLang, id: &str, result: Result<Replayed, ReplayEr
             false,
             pick(
                 lang,
-                format!("{id} はもう保留されていません (状態: {state})。"),
+                format!("{id} はもう保留されていません（{state}）。"),
                 format!("{id} is no longer parked: it is {state}."),
             ),
         ),
@@ -901,7 +992,7 @@ fn replay_outcome(lang: ConsoleLang, id: &str, result: Result<Replayed, ReplayEr
             false,
             pick(
                 lang,
-                format!("{id}: データベース (Firestore) が応答しませんでした ({error})。もう一度お試しください。"),
+                format!("{id}: データベース（Firestore）が応答しませんでした（{error}）。もう一度お試しください。"),
                 format!("{id}: Firestore did not answer ({error}); try again."),
             ),
         ),
@@ -1071,7 +1162,12 @@ async fn users(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse
     }
     let user = match LineUserId::parse_line_shaped(asked) {
         Ok(user) => user,
-        Err(shape) => return html(StatusCode::BAD_REQUEST, pages::user(&nav, asked, None, Some(shape))),
+        Err(shape) => {
+            let problem = me
+                .lang
+                .t("LINEのユーザーIDではありません（U のあとに16進数32文字）。", shape);
+            return html(StatusCode::BAD_REQUEST, pages::user(&nav, asked, None, Some(problem)));
+        }
     };
     let (timeline, profile) = tokio::join!(
         state.timelines.user(&user, TIMELINE_ENTRIES),
@@ -1202,7 +1298,7 @@ async fn campaign_builder(request: HttpRequest, state: web::Data<AppState>) -> H
     }
     let campaign = match asked.request() {
         Ok(campaign) => campaign,
-        Err(problem) => return builder(StatusCode::BAD_REQUEST, Some(&problem.to_string())),
+        Err(problem) => return builder(StatusCode::BAD_REQUEST, Some(&detail(me.lang, &problem))),
     };
     match state.campaigns.dry_run(&campaign).await {
         Ok(found) => {
@@ -1227,13 +1323,13 @@ fn campaign_refusal(lang: ConsoleLang, error: crate::pipeline::campaigns::Campai
     match error {
         CampaignError::Scenario(CampaignStartError::Broken(..)) => {
             tracing::error!(error = %error, outcome = "defect", "a campaign's scenario does not render");
-            (StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
+            (StatusCode::INTERNAL_SERVER_ERROR, detail(lang, &error))
         }
         CampaignError::Audience(_)
         | CampaignError::Scenario(_)
         | CampaignError::SendAt(_)
         | CampaignError::BadRate(_)
-        | CampaignError::BadKey => (StatusCode::BAD_REQUEST, error.to_string()),
+        | CampaignError::BadKey => (StatusCode::BAD_REQUEST, detail(lang, &error)),
         CampaignError::KeyReused => (
             StatusCode::UNPROCESSABLE_ENTITY,
             lang.t(
@@ -1258,8 +1354,8 @@ fn campaign_refusal(lang: ConsoleLang, error: crate::pipeline::campaigns::Campai
                 ),
             ),
         ),
-        CampaignError::QuotaUnknown(_) => (StatusCode::BAD_GATEWAY, error.to_string()),
-        CampaignError::UnknownCampaign(_) | CampaignError::Finished(_) => (StatusCode::CONFLICT, error.to_string()),
+        CampaignError::QuotaUnknown(_) => (StatusCode::BAD_GATEWAY, detail(lang, &error)),
+        CampaignError::UnknownCampaign(_) | CampaignError::Finished(_) => (StatusCode::CONFLICT, detail(lang, &error)),
         CampaignError::Pipeline(crate::pipeline::PipelineError::Store(error)) => {
             (StatusCode::SERVICE_UNAVAILABLE, try_again(lang, &error))
         }
@@ -1276,7 +1372,7 @@ fn campaign_refusal(lang: ConsoleLang, error: crate::pipeline::campaigns::Campai
         }
         CampaignError::Pipeline(error) => {
             tracing::error!(error = %error, outcome = "defect", "a campaign could not be created");
-            (StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
+            (StatusCode::INTERNAL_SERVER_ERROR, detail(lang, &error))
         }
     }
 }
@@ -1411,7 +1507,7 @@ async fn send_form(request: HttpRequest, state: web::Data<AppState>) -> HttpResp
             "No scenario with that id is loaded.",
         ),
         Err(ManualSendError::Pipeline(error)) => unavailable(&state, error),
-        Err(error) => html(StatusCode::CONFLICT, pages::refused(me.lang, &error.to_string())),
+        Err(error) => html(StatusCode::CONFLICT, pages::refused(me.lang, &detail(me.lang, &error))),
     }
 }
 
@@ -1550,12 +1646,12 @@ async fn send_confirmed(request: HttpRequest, state: web::Data<AppState>, body: 
             pick(
                 me.lang,
                 format!(
-                    "データベース (Firestore) が応答しませんでした ({error})。このページからもう一度送ってください。"
+                    "データベース（Firestore）が応答しませんでした（{error}）。このページからもう一度送ってください。"
                 ),
                 format!("Firestore did not answer ({error}); send again from this page."),
             ),
         ),
-        Err(error) => (409, false, error.to_string()),
+        Err(error) => (409, false, detail(me.lang, &error)),
     };
     state.auditor.finish(&entry, status, None).await;
     tracing::info!(scenario.id = %scenario, user.id = %crate::log_ids::logged(user.as_str()), status, "manual send from the console");
@@ -1585,7 +1681,12 @@ async fn edit_user(request: HttpRequest, state: web::Data<AppState>, body: web::
     };
     let edit = match crate::engine::hand_edit::HandEdit::parse(&asked) {
         Ok(edit) => edit,
-        Err(problem) => return html(StatusCode::BAD_REQUEST, pages::refused(me.lang, &problem.to_string())),
+        Err(problem) => {
+            return html(
+                StatusCode::BAD_REQUEST,
+                pages::refused(me.lang, &detail(me.lang, &problem)),
+            );
+        }
     };
     let (kind, name) = edit.subject();
     // The entry lands in the change's own commit (not before it).
@@ -1612,12 +1713,15 @@ async fn edit_user(request: HttpRequest, state: web::Data<AppState>, body: web::
         ),
         Ok(HandEdited::Refused(problem)) => (
             409,
-            html(StatusCode::CONFLICT, pages::refused(me.lang, &problem.to_string())),
+            html(
+                StatusCode::CONFLICT,
+                pages::refused(me.lang, &detail(me.lang, &problem)),
+            ),
         ),
         Err(crate::pipeline::PipelineError::Store(error)) => (503, unavailable(&state, error)),
         Err(error) => (
             409,
-            html(StatusCode::CONFLICT, pages::refused(me.lang, &error.to_string())),
+            html(StatusCode::CONFLICT, pages::refused(me.lang, &detail(me.lang, &error))),
         ),
     };
     state.auditor.finish(&entry, status, None).await;
@@ -1680,19 +1784,19 @@ async fn cancel_timer(
             false,
             pick(
                 me.lang,
-                format!("この予定はもう取り消せません (状態: {now})。"),
+                format!("この予定はもう取り消せません（{}）。", pages::timer_state(me.lang, now)),
                 format!("The timer is no longer pending: it is {now}."),
             ),
         ),
         Err(TimerCancelError::Pipeline(crate::pipeline::PipelineError::Store(error))) => {
             (503, false, try_again(me.lang, &error))
         }
-        Err(error) => (409, false, error.to_string()),
+        Err(error) => (409, false, detail(me.lang, &error)),
     };
     state.auditor.finish(&entry, status, None).await;
     tracing::info!(timer.id = %timer.as_str(), user.id = %crate::log_ids::logged(user.as_str()), status, "timer cancelled from the console");
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-    html(code, pages::send_result(&me.nav(), user.as_str(), (ok, &message)))
+    html(code, pages::timer_cancelled(&me.nav(), user.as_str(), (ok, &message)))
 }
 
 /// `GET /console/campaigns/{id}/cancel`: what a cancel stops, and its form.
@@ -1740,7 +1844,7 @@ async fn cancel_confirmed(
             true,
             pick(
                 me.lang,
-                format!("一斉配信を取り消しました (状態: {now})。"),
+                format!("一斉配信を取り消しました（{}）。", pages::campaign_state(me.lang, now)),
                 format!("The campaign is {now}."),
             ),
         ),
@@ -1757,14 +1861,17 @@ async fn cancel_confirmed(
             false,
             pick(
                 me.lang,
-                format!("この一斉配信は{state}のため、取り消すものはもうありません。"),
+                format!(
+                    "この一斉配信は{}のため、取り消すものはもうありません。",
+                    pages::campaign_state(me.lang, state)
+                ),
                 format!("The campaign is {state}: there is nothing left to cancel."),
             ),
         ),
         Err(crate::pipeline::campaigns::CampaignError::Pipeline(crate::pipeline::PipelineError::Store(error))) => {
             (503, false, try_again(me.lang, &error))
         }
-        Err(error) => (409, false, error.to_string()),
+        Err(error) => (409, false, detail(me.lang, &error)),
     };
     state.auditor.finish(&entry, status, None).await;
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
@@ -1887,7 +1994,7 @@ async fn erase_confirmed(request: HttpRequest, state: web::Data<AppState>, body:
                 true,
                 pick(
                     me.lang,
-                    format!("{user} の回答 {redacted} 件の内容、項目、名前、回答待ちの質問を削除しました。"),
+                    format!("{user} の回答 {redacted} 件の内容、項目、名前、回答待ちの質問を消去しました。"),
                     format!(
                         "Erased: {redacted} answers' values, the fields, the name and the open question of {user}."
                     ),
@@ -1901,13 +2008,13 @@ async fn erase_confirmed(request: HttpRequest, state: web::Data<AppState>, body:
                 pick(
                     me.lang,
                     format!(
-                        "データベース (Firestore) が応答しませんでした ({error})。もう一度削除してください (済んだ分はそのままです)。"
+                        "データベース（Firestore）が応答しませんでした（{error}）。もう一度消去してください（済んだ分はそのままです）。"
                     ),
                     format!("Firestore did not answer ({error}); erase again: what was done stays done."),
                 ),
             ),
         ),
-        Err(error) => (500, (false, error.to_string())),
+        Err(error) => (500, (false, detail(me.lang, &error))),
     };
     state.auditor.finish(&entry, status, None).await;
     tracing::info!(user.id = %crate::log_ids::logged(user.as_str()), status, "user data erased from the console");
@@ -1929,7 +2036,7 @@ async fn audit(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse
         Err(crate::reports::audit::AuditError::Store(error)) => unavailable(&state, error),
         Err(error) => html(
             StatusCode::BAD_REQUEST,
-            pages::audit(&me.nav(), &query, Err(&error.to_string())),
+            pages::audit(&me.nav(), &query, Err(&detail(me.lang, &error))),
         ),
     }
 }
@@ -1938,7 +2045,7 @@ async fn audit(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse
 async fn tokens_refusal(state: &AppState, me: &Signed, status: StatusCode, error: AccessError) -> HttpResponse {
     match error {
         AccessError::Store(error) => unavailable(state, error),
-        error => tokens_page(state, me, status, None, Some((false, &error.to_string()))).await,
+        error => tokens_page(state, me, status, None, Some((false, &detail(me.lang, &error)))).await,
     }
 }
 
@@ -1964,7 +2071,7 @@ async fn create_api_token(request: HttpRequest, state: web::Data<AppState>, body
             Some((
                 false,
                 state.console_lang.t(
-                    "権限を選んでください (閲覧者・編集者・オーナー)。",
+                    "権限を選んでください（閲覧者・編集者・オーナー）。",
                     "Choose a role: viewer, editor or owner.",
                 ),
             )),

@@ -193,6 +193,7 @@ mod tests {
             answered_at: FirestoreInstant::from_microsecond(micros).ok(),
             webhook_event_id: None,
             variant: None,
+            campaign_id: None,
         }
     }
 

@@ -59,6 +59,8 @@ pub(crate) struct Export {
     to: Option<NaiveDate>,
     /// Only the answers of this campaign's run.
     campaign: Option<String>,
+    /// Only the answers of users who have this tag now.
+    tag: Option<String>,
     /// How text cells are written.
     cells: format::Cells,
 }
@@ -68,18 +70,20 @@ impl Exporter {
         Self { engine, store }
     }
 
-    /// Checks the request and reads the first page. `from` and `to` are dates
-    /// (`YYYY-MM-DD`, both included) in the scenario's time zone; `campaign`
-    /// keeps the answers of that campaign's run only.
+    /// Checks the request and reads the first page.
     /// `cells`: formula-like text defused (the default) or raw.
     pub(crate) async fn start(
         &self,
         scenario: &str,
-        from: Option<&str>,
-        to: Option<&str>,
-        campaign: Option<&str>,
+        asked: &ExportFilters<'_>,
         cells: format::Cells,
     ) -> Result<Export, ExportError> {
+        let ExportFilters {
+            from,
+            to,
+            campaign,
+            tag,
+        } = *asked;
         let unknown = || ExportError::UnknownScenario(scenario.to_owned());
         let id = ScenarioId::parse(scenario).map_err(|_| unknown())?;
         let loaded = self.engine.scenario(&id).ok_or_else(unknown)?;
@@ -94,7 +98,7 @@ impl Exporter {
             (start, end)
         });
         let labels = Labels::of(loaded);
-        let first = read_page(&self.store, scenario, campaign, None, EXPORT_PAGE, |answer| {
+        let first = read_page(&self.store, scenario, campaign, tag, None, EXPORT_PAGE, |answer| {
             in_range(range, answer)
         })
         .await?;
@@ -108,9 +112,21 @@ impl Exporter {
             from,
             to,
             campaign: campaign.map(str::to_owned),
+            tag: tag.map(str::to_owned),
             cells,
         })
     }
+}
+
+/// Which answers an export takes: `from` and `to` are dates (`YYYY-MM-DD`,
+/// both included) in the scenario's time zone; `campaign` keeps the answers of
+/// that campaign's run only; `tag` those of users who have the tag now.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ExportFilters<'a> {
+    pub(crate) from: Option<&'a str>,
+    pub(crate) to: Option<&'a str>,
+    pub(crate) campaign: Option<&'a str>,
+    pub(crate) tag: Option<&'a str>,
 }
 
 /// A page of answers with the first sources of their users.
@@ -118,6 +134,17 @@ impl Exporter {
 struct ReadPage {
     page: AnswerPage,
     first_sources: FirstSources,
+    /// With a tag asked: the users of the page who have it now.
+    tagged: Option<std::collections::HashSet<String>>,
+}
+
+impl ReadPage {
+    /// Whether the tag asked for (if any) lets `answer` through.
+    fn tag_allows(&self, answer: &ListedAnswer) -> bool {
+        self.tagged
+            .as_ref()
+            .is_none_or(|tagged| tagged.contains(&answer.line_user_id))
+    }
 }
 
 /// A page of `scenario`'s answers, and the first sources of the users of
@@ -127,6 +154,7 @@ async fn read_page(
     store: &Store,
     scenario: &str,
     campaign: Option<&str>,
+    tag: Option<&str>,
     after: Option<&str>,
     limit: u32,
     wanted: impl Fn(&ListedAnswer) -> bool,
@@ -140,13 +168,23 @@ async fn read_page(
         .collect();
     users.sort_unstable();
     users.dedup();
-    let first_sources = store
-        .users_by_id(&users)
-        .await?
+    let facts = store.users_by_id(&users).await?;
+    let tagged = tag.map(|tag| {
+        facts
+            .iter()
+            .filter(|user| user.tags.iter().any(|has| has == tag))
+            .map(|user| user.id.clone())
+            .collect()
+    });
+    let first_sources = facts
         .into_iter()
         .filter_map(|user| Some((user.id, user.first_source?)))
         .collect();
-    Ok(ReadPage { page, first_sources })
+    Ok(ReadPage {
+        page,
+        first_sources,
+        tagged,
+    })
 }
 
 /// One page of a scenario's answers as the CSV has them, for reading on screen.
@@ -164,7 +202,9 @@ impl Exporter {
         let id = ScenarioId::parse(scenario).map_err(|_| unknown())?;
         let loaded = self.engine.scenario(&id).ok_or_else(unknown)?;
         let (labels, zone) = (Labels::of(loaded), loaded.timing().zone);
-        let ReadPage { page, first_sources } = read_page(&self.store, scenario, None, after, limit, |_| true).await?;
+        let ReadPage {
+            page, first_sources, ..
+        } = read_page(&self.store, scenario, None, None, after, limit, |_| true).await?;
         Ok(RowsPage {
             rows: page
                 .answers
@@ -232,6 +272,10 @@ impl Export {
         if let Some(to) = self.to {
             name.push_str(&format!("-to-{to}"));
         }
+        if self.tag.is_some() {
+            // A tag may be any text: the name only says the file is cut by one.
+            name.push_str("-tagged");
+        }
         name.push_str(".csv");
         name
     }
@@ -271,6 +315,7 @@ impl Export {
                             &export.store,
                             &export.scenario,
                             export.campaign.as_deref(),
+                            export.tag.as_deref(),
                             Some(&cursor),
                             EXPORT_PAGE,
                             |answer| export.wanted(answer),
@@ -293,12 +338,23 @@ impl Export {
                     }
                 };
                 progress.pages += 1;
-                let ReadPage { page, first_sources } = page;
-                progress.step = page.next.clone().map_or(Step::Done, Step::After);
+                progress.step = page.page.next.clone().map_or(Step::Done, Step::After);
                 let export = &progress.export;
-                let rows: Vec<&ListedAnswer> = page.answers.iter().filter(|a| export.wanted(a)).collect();
+                let rows: Vec<&ListedAnswer> = page
+                    .page
+                    .answers
+                    .iter()
+                    .filter(|a| export.wanted(a) && page.tag_allows(a))
+                    .collect();
                 let count = rows.len() as u64;
-                let bytes = format::encode(head, rows, &export.labels, &first_sources, export.zone, export.cells)?;
+                let bytes = format::encode(
+                    head,
+                    rows,
+                    &export.labels,
+                    &page.first_sources,
+                    export.zone,
+                    export.cells,
+                )?;
                 progress.rows += count;
                 if bytes.is_empty() {
                     // Nothing of this page is in the range: read on rather than

@@ -153,21 +153,6 @@ fn audience_words(lang: ConsoleLang, audience: &crate::engine::campaign::Audienc
     words
 }
 
-/// A campaign's state as operators read it: in Japanese a word, in English
-/// the state as the API names it.
-fn state_name(lang: ConsoleLang, state: &str) -> &str {
-    match (lang, state) {
-        (ConsoleLang::En, _) => state,
-        (ConsoleLang::Ja, "scheduled") => "予約済み",
-        (ConsoleLang::Ja, "planning") => "準備中",
-        (ConsoleLang::Ja, "sending") => "配信中",
-        (ConsoleLang::Ja, "cancelling") => "取り消し中",
-        (ConsoleLang::Ja, "cancelled") => "取り消し済み",
-        (ConsoleLang::Ja, "done") => "配信完了",
-        (ConsoleLang::Ja, other) => other,
-    }
-}
-
 /// The confirmation of a campaign: its dry run, and the form that creates
 /// it once (the builder's fields again, hidden, and the form's own key).
 pub(crate) fn campaign_preview(
@@ -304,7 +289,7 @@ pub(crate) fn campaign_cancel(nav: &Nav, status: &CampaignStatus) -> Markup {
                 p {
                     @match nav.lang {
                         ConsoleLang::Ja => {
-                            "一斉配信 " strong { (status.scenario_id) } "（" (state_name(nav.lang, status.state)) "）: "
+                            "一斉配信 " strong { (status.scenario_id) } "（" (super::campaign_state(nav.lang, status.state)) "）: "
                             "送信済み " (status.sent) " 人、未送信 " (left) " 人。"
                         }
                         ConsoleLang::En => {
@@ -377,7 +362,7 @@ pub(crate) fn campaigns(nav: &Nav, all: &[CampaignStatus]) -> Markup {
                                         a href={ "/console/campaigns/" (campaign.campaign_id) } { (campaign.scenario_id) }
                                         br; span class="muted" { (campaign.campaign_id) }
                                     }
-                                    td { (state_name(nav.lang, campaign.state)) }
+                                    td { (super::campaign_state(nav.lang, campaign.state)) }
                                     td { div class="bar" { span style={ "width:" (percent(done, campaign.planned)) "%" } {} } }
                                     td class="num" { (campaign.sent) }
                                     td class="num" { (campaign.failed) }
@@ -429,7 +414,7 @@ pub(crate) fn campaign(
                 (flash(Some((true, nav.t("一斉配信を作成しました。このページで進み具合を確認できます。最新の状況はページを再読み込みしてください。", "The campaign is created. This page shows its progress; reload it to see more.")))))
             }
             section {
-                p { (status.scenario_id) " · " span id="campaign-state" { (state_name(nav.lang, status.state)) } br; span class="muted" { (status.campaign_id) } }
+                p { (status.scenario_id) " · " span id="campaign-state" { (super::campaign_state(nav.lang, status.state)) } br; span class="muted" { (status.campaign_id) } }
                 @if let Some(starts) = &status.starts_at { p { (nav.t("開始予定: ", "Starts at ")) (time_of_text(starts)) } }
                 @if nav.may(OperatorRole::Editor) {
                     p {

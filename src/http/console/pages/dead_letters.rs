@@ -92,7 +92,7 @@ pub(crate) fn replay_confirm(nav: &Nav, id: &str, letter: &DeadLetterDoc, risk: 
             "A replay runs the user's event again: what they answered is recorded if it was not, and the bot's next message is sent once.",
         ),
         DeadLetterKind::Outbound | DeadLetterKind::UncertainReply => nav.t(
-            "再送すると、止まっていたメッセージをプッシュでユーザーにもう一度送ります（月間の無料メッセージ数に数えられます）。止まっていたリッチメニューの切り替えも、もう一度行います。",
+            "再送すると、止まっていたメッセージをプッシュでユーザーにもう一度送ります（今月の上限に数えられます）。止まっていたリッチメニューの切り替えも、もう一度行います。",
             "A replay sends the parked message to the user again, by push (the month's quota counts it); a parked rich menu link is linked again.",
         ),
         DeadLetterKind::CampaignChunk => nav.t(

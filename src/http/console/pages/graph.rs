@@ -4,6 +4,28 @@ use super::{Nav, page, segment};
 use crate::values::ConsoleLang;
 use maud::{Markup, html};
 
+/// A node's kind in the operators' words (the scenario file's keyword in
+/// English, and after the word in Japanese).
+fn kind_name(lang: ConsoleLang, kind: &str) -> String {
+    let word = match kind {
+        "trigger" => "きっかけ",
+        "message" => "メッセージ",
+        "survey" => "選択式の質問",
+        "text_question" => "記述式の質問",
+        "date_question" => "日付の質問",
+        "flex_image" => "画像カード",
+        "wait" => "待ち時間",
+        "end" => "終わり",
+        "split" => "A/Bテスト",
+        "branch" => "分岐",
+        _ => return kind.to_owned(),
+    };
+    match lang {
+        ConsoleLang::Ja => format!("{word}（{kind}）"),
+        ConsoleLang::En => kind.to_owned(),
+    }
+}
+
 /// Box and gap sizes of the scenario graph, in SVG units.
 const BOX_WIDTH: usize = 190;
 const BOX_HEIGHT: usize = 58;
@@ -145,7 +167,7 @@ pub(crate) fn scenario_graph(nav: &Nav, view: &crate::reports::scenario_graph::S
                         @for (i, node) in graph.nodes.iter().enumerate() {
                             tr {
                                 td { code { (node.id) } }
-                                td { (node.kind) }
+                                td { (kind_name(nav.lang, node.kind)) }
                                 td { (node.text) }
                                 td {
                                     @for edge in graph.edges.iter().filter(|edge| edge.from == i) {

@@ -16,8 +16,10 @@ pub(crate) use campaigns::{
 };
 pub(crate) use dead_letters::{dead_letters, replay_confirm};
 pub(crate) use graph::scenario_graph;
-pub(crate) use results::{CrossTabAsked, SourceCard, answers, cross_tab, scenarios, sources};
-pub(crate) use users::{erase_confirm, send_choice, send_preview, send_result, user, user_search};
+pub(crate) use results::{
+    AnswerFilters, CrossTabAsked, SourceCard, answer_runs, answers, cross_tab, scenarios, sources,
+};
+pub(crate) use users::{erase_confirm, send_choice, send_preview, send_result, timer_cancelled, user, user_search};
 
 use crate::values::{ConsoleLang, OperatorRole};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
@@ -75,6 +77,33 @@ pub(super) fn role_name(lang: ConsoleLang, role: OperatorRole) -> &'static str {
         OperatorRole::Owner => lang.t("オーナー", "owner"),
         OperatorRole::Editor => lang.t("編集者", "editor"),
         OperatorRole::Viewer => lang.t("閲覧者", "viewer"),
+    }
+}
+
+/// A campaign's state as operators read it: in Japanese a word, in English
+/// the state as the API names it.
+pub(crate) fn campaign_state(lang: ConsoleLang, state: &str) -> &str {
+    match (lang, state) {
+        (ConsoleLang::En, _) => state,
+        (ConsoleLang::Ja, "scheduled") => "予約済み",
+        (ConsoleLang::Ja, "planning") => "準備中",
+        (ConsoleLang::Ja, "sending") => "配信中",
+        (ConsoleLang::Ja, "cancelling") => "取り消し中",
+        (ConsoleLang::Ja, "cancelled") => "取り消し済み",
+        (ConsoleLang::Ja, "done") => "配信完了",
+        (ConsoleLang::Ja, other) => other,
+    }
+}
+
+/// A timer's state as operators read it (the API's word in English).
+pub(crate) fn timer_state(lang: ConsoleLang, state: &str) -> &str {
+    match (lang, state) {
+        (ConsoleLang::En, _) => state,
+        (ConsoleLang::Ja, "pending") => "予定",
+        (ConsoleLang::Ja, "done") => "実行済み",
+        (ConsoleLang::Ja, "skipped") => "見送り",
+        (ConsoleLang::Ja, "cancelled") => "取り消し済み",
+        (ConsoleLang::Ja, other) => other,
     }
 }
 
@@ -156,6 +185,13 @@ fn segment(text: &str) -> String {
 /// An RFC 3339 instant (the API's) as [`time`] shows it; anything else as is.
 fn time_of_text(at: &str) -> String {
     chrono::DateTime::parse_from_rfc3339(at).map_or_else(|_| at.to_owned(), |at| time(at.timestamp_millis()))
+}
+
+/// An instant in a scenario's time zone, the zone shown (`IST`, `JST`).
+fn time_in(ms: i64, zone: chrono_tz::Tz) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|at| at.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z").to_string())
+        .unwrap_or_default()
 }
 
 /// An instant as operators in Japan read it: Japan time, the zone shown.

@@ -196,35 +196,157 @@ pub(crate) fn scenarios(nav: &Nav, all: &[ScenarioResults], days: Option<u32>) -
                                             td class="num" { (rate(choice.share)) }
                                         }
                                     }
-                                    @if let Some(latest) = node.latest.as_deref().filter(|latest| !latest.is_empty()) {
+                                }
+                            }
+                        }
+                        @for node in &scenario.nodes {
+                            @if let Some(latest) = node.latest.as_deref().filter(|latest| !latest.is_empty()) {
+                                h3 class="muted" { (nav.t("最近の回答: ", "Latest answers: ")) (node.text) }
+                                div class="scroll" {
+                                    table class="latest" data-node=(node.node_id) {
                                         tr {
-                                            td colspan="4" {
-                                                div class="scroll" {
-                                                    table class="latest" data-node=(node.node_id) {
-                                                        tr {
-                                                            th { (nav.t("回答日時", "Answered at")) }
-                                                            th { (nav.t("最近の回答", "Latest answers")) }
-                                                            th { (nav.t("ユーザー", "User")) }
-                                                        }
-                                                        @for answer in latest {
-                                                            tr {
-                                                                td style="white-space:nowrap" { (time_of_text(&answer.answered_at)) }
-                                                                td style="white-space:pre-wrap" {
-                                                                    @if answer.value.is_empty() {
-                                                                        span class="muted" { (nav.t("（送信取消）", "(unsent)")) }
-                                                                    } @else {
-                                                                        (answer.value)
-                                                                    }
-                                                                }
-                                                                td { a href={ "/console/users?id=" (segment(&answer.user_id)) } { (answer.user_id) } }
-                                                            }
-                                                        }
+                                            th { (nav.t("回答日時", "Answered at")) }
+                                            th { (nav.t("最近の回答", "Latest answers")) }
+                                            th { (nav.t("ユーザー", "User")) }
+                                        }
+                                        @for answer in latest {
+                                            tr {
+                                                td class="when" { (time_of_text(&answer.answered_at)) }
+                                                td style="white-space:pre-wrap" {
+                                                    @if answer.value.is_empty() {
+                                                        span class="muted" { (nav.t("（内容は削除済み）", "(value removed)")) }
+                                                    } @else {
+                                                        (answer.value)
                                                     }
                                                 }
+                                                td { a href={ "/console/users?id=" (segment(&answer.user_id)) } { (answer.user_id) } }
                                             }
                                         }
                                     }
                                 }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// The answers page's filters as typed, shown back in its form and carried
+/// by its links (next page, CSV).
+pub(crate) struct AnswerFilters<'a> {
+    pub(crate) from: &'a str,
+    pub(crate) to: &'a str,
+    pub(crate) tag: &'a str,
+}
+
+impl AnswerFilters<'_> {
+    /// `from=..&to=..&tag=..`, the empty ones left out.
+    fn query(&self) -> String {
+        let pairs: Vec<(&str, &str)> = [("from", self.from), ("to", self.to), ("tag", self.tag)]
+            .into_iter()
+            .filter(|(_, value)| !value.is_empty())
+            .collect();
+        serde_urlencoded::to_string(pairs).unwrap_or_default()
+    }
+}
+
+/// `/console/scenarios/{id}`: the scenario's answers, one row per user and
+/// run, newest first, a column per question; filtered by days and a tag.
+pub(crate) fn answer_runs(
+    nav: &Nav,
+    scenario: &str,
+    filters: &AnswerFilters<'_>,
+    found: Result<&crate::reports::answer_runs::RunsPage, &str>,
+    paged: bool,
+) -> Markup {
+    let base = format!("/console/scenarios/{}", segment(scenario));
+    let query = filters.query();
+    let joined = |first: char| {
+        if query.is_empty() {
+            String::new()
+        } else {
+            format!("{first}{query}")
+        }
+    };
+    page(
+        nav.lang,
+        &match nav.lang {
+            ConsoleLang::Ja => format!("回答: {scenario}"),
+            ConsoleLang::En => format!("Answers: {scenario}"),
+        },
+        Some(nav),
+        html! {
+            section {
+                form method="get" action=(base) id="answer-filter" {
+                    label { (nav.t("開始日 ", "From ")) input type="date" name="from" value=(filters.from); }
+                    " "
+                    label { (nav.t("終了日 ", "To ")) input type="date" name="to" value=(filters.to); }
+                    " "
+                    label { (nav.t("タグ ", "Tag ")) input type="text" name="tag" value=(filters.tag) size="12" maxlength="100"; }
+                    " "
+                    button class="primary" type="submit" { (nav.t("絞り込む", "Filter")) }
+                }
+                p class="muted" {
+                    (nav.t(
+                        "一人の一回の回答（一斉配信ごと、または自分で始めた回）を一行に、新しい順に表示します。日付はシナリオのタイムゾーンで両端を含み、タグは今付いているものです。",
+                        "A row per user and run (each campaign's, or the one they started), newest first. Days are inclusive in the scenario's time zone; the tag is one the user has now.",
+                    ))
+                }
+                p {
+                    @if nav.may(OperatorRole::Owner) {
+                        a id="csv" href={ (base) "/answers.csv" (joined('?')) } download { (nav.t("CSVをダウンロード（この絞り込みで）", "Download CSV (these filters)")) }
+                        " · "
+                    }
+                    a id="by-answer" href={ (base) "?by=answer" } { (nav.t("回答ごとの一覧", "Every answer")) }
+                    " · "
+                    a id="crosstab" href={ (base) "/crosstab" } { (nav.t("クロス集計", "Cross-tab (クロス集計)")) }
+                    " · "
+                    a id="graph" href={ (base) "/graph" } { (nav.t("シナリオ図", "Graph (シナリオ図)")) }
+                }
+            }
+            section {
+                @match found {
+                    Err(problem) => p class="flash bad" id="problem" { (problem) },
+                    Ok(found) => {
+                        @if found.rows.is_empty() {
+                            p id="no-runs" { (nav.t("該当する回答はありません。", "No answers match.")) }
+                        } @else {
+                            div class="scroll" {
+                                table id="runs" {
+                                    tr {
+                                        th { (nav.t("最新の回答", "Latest answer")) }
+                                        th { (nav.t("ユーザー", "User")) }
+                                        @for question in &found.questions {
+                                            th title=(question.node) { (question.text) }
+                                        }
+                                    }
+                                    @for row in &found.rows {
+                                        tr data-user=(row.key.user) data-campaign=(row.key.campaign.as_deref().unwrap_or("")) {
+                                            td class="when" { (super::time_in(row.latest_ms, found.zone)) }
+                                            td {
+                                                a href={ "/console/users?id=" (segment(&row.key.user)) } {
+                                                    @match &row.name {
+                                                        Some(name) => (name),
+                                                        None => code { (row.key.user.get(..9).unwrap_or(&row.key.user)) "…" },
+                                                    }
+                                                }
+                                                @if let Some(campaign) = &row.key.campaign {
+                                                    br;
+                                                    a class="muted" href={ "/console/campaigns/" (segment(campaign)) } { (nav.t("一斉配信", "campaign")) }
+                                                }
+                                            }
+                                            @for cell in &row.cells { td style="white-space:pre-wrap" { (cell) } }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                        p {
+                            @if paged { a href={ (base) (joined('?')) } { (nav.t("最初のページ", "First page")) } " " }
+                            @if let Some(next) = &found.next {
+                                a id="next" href={ (base) "?after=" (segment(next)) (joined('&')) } { (nav.t("次のページ", "Next page")) }
                             }
                         }
                     }
@@ -272,10 +394,12 @@ pub(crate) fn answers(nav: &Nav, scenario: &str, page_of: &RowsPage, after: Opti
                     }
                 }
                 p {
-                    @if after.is_some() { a href={ "/console/scenarios/" (segment(scenario)) } { (nav.t("最初のページ", "First page")) } " " }
+                    @if after.is_some() { a href={ "/console/scenarios/" (segment(scenario)) "?by=answer" } { (nav.t("最初のページ", "First page")) } " " }
                     @if let Some(next) = &page_of.next {
-                        a id="next" href={ "/console/scenarios/" (segment(scenario)) "?after=" (segment(next)) } { (nav.t("次のページ", "Next page")) }
+                        a id="next" href={ "/console/scenarios/" (segment(scenario)) "?by=answer&after=" (segment(next)) } { (nav.t("次のページ", "Next page")) }
                     }
+                    " · "
+                    a id="by-run" href={ "/console/scenarios/" (segment(scenario)) } { (nav.t("ユーザーと回ごとの表示", "One row per user and run")) }
                 }
             }
         },
@@ -615,12 +739,12 @@ mod tests {
         }
         assert!(en.contains("Counted over: ") && en.contains(r#"<strong data-range="30">30 days</strong>"#));
         assert!(
-            en.contains(r#"data-range="all">all time</a>"#) && en.contains("(unsent)"),
+            en.contains(r#"data-range="all">all time</a>"#) && en.contains("(value removed)"),
             "{en}"
         );
         assert!(ja.contains("集計期間: ") && ja.contains(r#"<strong data-range="30">30日間</strong>"#));
         assert!(
-            ja.contains(r#"data-range="all">全期間</a>"#) && ja.contains("（送信取消）"),
+            ja.contains(r#"data-range="all">全期間</a>"#) && ja.contains("（内容は削除済み）"),
             "{ja}"
         );
     }

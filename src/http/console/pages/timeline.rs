@@ -61,27 +61,7 @@ pub(super) fn entry_words(lang: ConsoleLang, entry: &Value) -> String {
             }
             words
         }
-        "message" => {
-            let state = match text(entry, "state") {
-                "pending" => lang.t("送信待ち", "waiting to be sent"),
-                "sent" => lang.t("送信済み", "sent"),
-                "logged" => lang.t("記録のみ（送信なし）", "logged, not sent"),
-                "uncertain" => lang.t("届いたか不明", "not known whether it arrived"),
-                "failed" => lang.t("送信失敗", "failed"),
-                other => return format!("{other}: {}", text(entry, "scenarioId")),
-            };
-            let route = match text(entry, "route") {
-                "reply" => lang.t("返信", "reply"),
-                _ => lang.t("プッシュ", "push"),
-            };
-            let scenario = text(entry, "scenarioId");
-            match (entry["asks"].as_str(), ja) {
-                (Some(node), true) => format!("ボットが「{scenario}」の質問 {node} を送信（{route}・{state}）"),
-                (Some(node), false) => format!("The bot asked {node} of {scenario} ({route}, {state})"),
-                (None, true) => format!("ボットが「{scenario}」のメッセージを送信（{route}・{state}）"),
-                (None, false) => format!("The bot sent a message of {scenario} ({route}, {state})"),
-            }
-        }
+        "message" => message_words(lang, entry),
         "dead_letter" => {
             if ja {
                 format!("配信失敗として保留: {}", text(entry, "reason"))
@@ -96,22 +76,56 @@ pub(super) fn entry_words(lang: ConsoleLang, entry: &Value) -> String {
                 "step" => lang.t("ステップ配信", "Step"),
                 other => other,
             };
-            let state = match text(entry, "state") {
-                "pending" => lang.t("予定", "pending"),
-                "done" => lang.t("実行済み", "done"),
-                "skipped" => lang.t("見送り", "skipped"),
-                "cancelled" => lang.t("取消", "cancelled"),
-                other => other,
-            };
+            let state = super::timer_state(lang, text(entry, "state"));
             let when = short_time(text(entry, "at"));
             let place = format!("{} / {}", text(entry, "scenarioId"), text(entry, "nodeId"));
-            if ja {
-                format!("{kind} {when}（{state}）: {place}")
-            } else {
-                format!("{kind} {when} ({state}): {place}")
+            // Why it was skipped or ended, as the service recorded it.
+            let why = entry["outcome"].as_str().filter(|why| !why.is_empty());
+            match (ja, why) {
+                (true, Some(why)) => format!("{kind} {when}（{state}・{why}）: {place}"),
+                (true, None) => format!("{kind} {when}（{state}）: {place}"),
+                (false, Some(why)) => format!("{kind} {when} ({state}, {why}): {place}"),
+                (false, None) => format!("{kind} {when} ({state}): {place}"),
             }
         }
         other => other.to_owned(),
+    }
+}
+
+/// A message of the bot's: what it was, and whether it went out.
+fn message_words(lang: ConsoleLang, entry: &Value) -> String {
+    let scenario = text(entry, "scenarioId");
+    let state = match text(entry, "state") {
+        "pending" => lang.t("送信待ち", "waiting to be sent"),
+        "sent" => lang.t("送信済み", "sent"),
+        "logged" => lang.t("記録のみ（送信なし）", "logged, not sent"),
+        "uncertain" => lang.t("届いたか不明", "not known whether it arrived"),
+        "failed" => lang.t("送れず", "not sent: it failed"),
+        other => other,
+    };
+    let route = match text(entry, "route") {
+        "reply" => lang.t("返信", "reply"),
+        "push" => lang.t("プッシュ", "push"),
+        "rich_menu" => {
+            return match lang {
+                ConsoleLang::Ja => format!("リッチメニューの切り替え「{scenario}」（{state}）"),
+                ConsoleLang::En => format!("Rich menu link of {scenario} ({state})"),
+            };
+        }
+        other => other,
+    };
+    // Only a message that went out was "sent"; the others are the bot's
+    // message as recorded.
+    let went = text(entry, "state") == "sent";
+    match (entry["asks"].as_str(), lang, went) {
+        (Some(node), ConsoleLang::Ja, true) => format!("ボットが「{scenario}」の質問 {node} を送信（{route}）"),
+        (Some(node), ConsoleLang::Ja, false) => format!("ボットの「{scenario}」の質問 {node}（{route}・{state}）"),
+        (Some(node), ConsoleLang::En, true) => format!("The bot asked {node} of {scenario} ({route}, sent)"),
+        (Some(node), ConsoleLang::En, false) => format!("The bot's question {node} of {scenario} ({route}, {state})"),
+        (None, ConsoleLang::Ja, true) => format!("ボットが「{scenario}」のメッセージを送信（{route}）"),
+        (None, ConsoleLang::Ja, false) => format!("ボットの「{scenario}」のメッセージ（{route}・{state}）"),
+        (None, ConsoleLang::En, true) => format!("The bot sent a message of {scenario} ({route}, sent)"),
+        (None, ConsoleLang::En, false) => format!("The bot's message of {scenario} ({route}, {state})"),
     }
 }
 
@@ -122,7 +136,8 @@ fn event_words(lang: ConsoleLang, entry: &Value) -> String {
         "postback" => lang.t("ボタンをタップ", "Tapped a button"),
         "follow" => lang.t("友だち追加", "Added the account as a friend"),
         "unfollow" => lang.t("ブロック（友だち解除）", "Blocked the account"),
-        "unsend" => lang.t("メッセージの送信取消", "Unsent a message"),
+        "unsend" => lang.t("メッセージの送信取り消し", "Unsent a message"),
+        "source" => lang.t("流入経路リンクからログイン", "Logged in through a source link"),
         other => other,
     };
     let (answers, messages) = (count(entry, "answerIds"), count(entry, "messageIds"));
@@ -189,17 +204,27 @@ mod tests {
             ),
             (
                 json!({"type": "message", "scenarioId": "lunch", "state": "sent", "route": "reply", "asks": "rating"}),
-                "ボットが「lunch」の質問 rating を送信（返信・送信済み）",
+                "ボットが「lunch」の質問 rating を送信（返信）",
                 "The bot asked rating of lunch (reply, sent)",
             ),
             (
                 json!({"type": "message", "scenarioId": "lunch", "state": "failed", "route": "push", "asks": null}),
-                "ボットが「lunch」のメッセージを送信（プッシュ・送信失敗）",
-                "The bot sent a message of lunch (push, failed)",
+                "ボットの「lunch」のメッセージ（プッシュ・送れず）",
+                "The bot's message of lunch (push, not sent: it failed)",
+            ),
+            (
+                json!({"type": "message", "scenarioId": "menus", "state": "sent", "route": "rich_menu", "asks": null}),
+                "リッチメニューの切り替え「menus」（送信済み）",
+                "Rich menu link of menus (sent)",
+            ),
+            (
+                json!({"type": "timer", "kind": "expire", "state": "skipped", "outcome": "answered", "at": "2026-12-03T01:00:00Z", "scenarioId": "lunch", "nodeId": "rating"}),
+                "回答期限 12/03 10:00（見送り・answered）: lunch / rating",
+                "Answer deadline 12/03 10:00 (skipped, answered): lunch / rating",
             ),
             (
                 json!({"type": "timer", "kind": "remind", "state": "cancelled", "at": "2026-12-03T01:00:00Z", "scenarioId": "lunch", "nodeId": "rating"}),
-                "リマインダー 12/03 10:00（取消）: lunch / rating",
+                "リマインダー 12/03 10:00（取り消し済み）: lunch / rating",
                 "Reminder 12/03 10:00 (cancelled): lunch / rating",
             ),
             (

@@ -201,6 +201,19 @@ pub(crate) fn erase_confirm(nav: &Nav, user: &str) -> Markup {
     )
 }
 
+/// A timer cancel's result, from the user's timeline.
+pub(crate) fn timer_cancelled(nav: &Nav, user: &str, result: (bool, &str)) -> Markup {
+    page(
+        nav.lang,
+        nav.t("予定の取り消し", "Cancel a timer"),
+        Some(nav),
+        html! {
+            (flash(Some(result)))
+            section { a id="back-to-user" href={ "/console/users?id=" (segment(user)) } { (nav.t("ユーザーのページに戻る", "Back to the user")) } }
+        },
+    )
+}
+
 /// A send's result.
 pub(crate) fn send_result(nav: &Nav, user: &str, result: (bool, &str)) -> Markup {
     page(
