@@ -55,6 +55,17 @@ pub(crate) struct Results {
 }
 
 impl Results {
+    /// The text of a question node of a loaded scenario, as the scenario
+    /// now has it (what the bot asks), for the timeline's sentences.
+    pub(crate) fn question_text(&self, scenario: &str, node: &str) -> Option<String> {
+        let id = ScenarioId::parse(scenario).ok()?;
+        self.engine
+            .question_outlines(&id)?
+            .into_iter()
+            .find(|question| question.node == node)
+            .map(|question| question.text)
+    }
+
     pub(crate) fn new(engine: Engine, store: Store, sources: &Sources) -> Self {
         let source_labels = sources
             .all()

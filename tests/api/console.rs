@@ -945,6 +945,11 @@ async fn the_console_is_japanese_and_fits_a_phone() {
     for (path, name) in &pages {
         check_japanese_page(&browser, &app.address, path, name).await;
     }
+    // The timeline tells what the bot asked in the scenario's words.
+    browser.goto(&format!("{}/console/users?id={user}", app.address)).await;
+    let story = browser.text_of("#timeline").await;
+    assert!(story.contains("ボットが質問「How was it?」を送信（返信）"), "{story}");
+    assert!(story.contains("ボタンをタップ（回答を1件記録）"), "{story}");
     // What a refusal says is Japanese too.
     check_japanese_page(&browser, &app.address, "/console/campaigns/ffff", "not-found").await;
     assert!(browser.text_of("#flash").await.contains("一斉配信はありません"));

@@ -1185,6 +1185,18 @@ async fn users(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse
             story["fields"] = profile["fields"].clone();
             story["known"] =
                 serde_json::Value::Bool(profile["firstSeenAt"].is_string() || profile["following"].is_boolean());
+            // What the bot asked, in the scenario's words (never the user's).
+            if let Some(entries) = story["entries"].as_array_mut() {
+                for entry in entries.iter_mut().filter(|entry| entry["type"] == "message") {
+                    let asked = match (entry["scenarioId"].as_str(), entry["asks"].as_str()) {
+                        (Some(scenario), Some(node)) => state.results.question_text(scenario, node),
+                        _ => None,
+                    };
+                    if let Some(text) = asked {
+                        entry["asksText"] = serde_json::Value::String(text);
+                    }
+                }
+            }
             html(StatusCode::OK, pages::user(&nav, asked, Some(&story), None))
         }
         (Err(error), _) | (_, Err(error)) => unavailable(&state, error),

@@ -117,6 +117,14 @@ fn message_words(lang: ConsoleLang, entry: &Value) -> String {
     // Only a message that went out was "sent"; the others are the bot's
     // message as recorded.
     let went = text(entry, "state") == "sent";
+    if let Some(question) = entry["asksText"].as_str() {
+        return match (lang, went) {
+            (ConsoleLang::Ja, true) => format!("ボットが質問「{question}」を送信（{route}）"),
+            (ConsoleLang::Ja, false) => format!("ボットの質問「{question}」（{route}・{state}）"),
+            (ConsoleLang::En, true) => format!("The bot asked “{question}” ({route}, sent)"),
+            (ConsoleLang::En, false) => format!("The bot's question “{question}” ({route}, {state})"),
+        };
+    }
     match (entry["asks"].as_str(), lang, went) {
         (Some(node), ConsoleLang::Ja, true) => format!("ボットが「{scenario}」の質問 {node} を送信（{route}）"),
         (Some(node), ConsoleLang::Ja, false) => format!("ボットの「{scenario}」の質問 {node}（{route}・{state}）"),
@@ -211,6 +219,11 @@ mod tests {
                 json!({"type": "message", "scenarioId": "lunch", "state": "failed", "route": "push", "asks": null}),
                 "ボットの「lunch」のメッセージ（プッシュ・送れず）",
                 "The bot's message of lunch (push, not sent: it failed)",
+            ),
+            (
+                json!({"type": "message", "scenarioId": "lunch", "state": "sent", "route": "push", "asks": "rating", "asksText": "満足度は？"}),
+                "ボットが質問「満足度は？」を送信（プッシュ）",
+                "The bot asked “満足度は？” (push, sent)",
             ),
             (
                 json!({"type": "message", "scenarioId": "menus", "state": "sent", "route": "rich_menu", "asks": null}),
