@@ -4,7 +4,8 @@
 //! changed role holds on the next request on another instance, idle sessions
 //! end by the service's clock, a wrong password slows its account down
 //! without locking it, and personal API tokens act with their operator's
-//! current role until revoked.
+//! current role until revoked; and the same roles in Chromium, signed in
+//! with their passwords.
 
 use crate::console::{LoginForm, login_form, session_cookie};
 use crate::export::export_scenarios;
@@ -499,4 +500,88 @@ async fn personal_api_tokens_act_with_their_operators_current_role_until_revoked
     for bad in ["lsv_", "lsv_../../x", &format!("lsv_{}", "Z".repeat(64))] {
         assert_eq!(admin_get(&app.address, "/admin/dead-letters", bad).await, 401, "{bad}");
     }
+}
+
+/// Signs `browser` in at `address` with `email`'s password, as a person would.
+async fn browser_sign_in(browser: &crate::helpers::browser::Browser, address: &str, email: &str) {
+    browser.goto(&format!("{address}/console/login")).await;
+    browser.fill("#email", email).await;
+    browser.fill("#password", PASSWORD).await;
+    browser.click("#sign-in").await;
+    assert_eq!(browser.wait_for_path("/console").await, "/console", "{email} signed in");
+}
+
+/// A request from the page itself (its session cookie; for a POST the
+/// page's CSRF token): the status the server answers.
+async fn from_page(browser: &crate::helpers::browser::Browser, method: &str, path: &str, body: &str) -> u64 {
+    let script = format!(
+        "const csrf = document.querySelector('input[name=csrf]').value; \
+         return fetch({path:?}, {{method: {method:?}, redirect: 'manual', \
+         headers: {{'Content-Type': 'application/x-www-form-urlencoded'}}, \
+         body: {method:?} === 'POST' ? 'csrf=' + encodeURIComponent(csrf) + '&' + {body:?} : undefined}}).then(r => r.status)"
+    );
+    browser.run(&script).await.as_u64().expect("a status")
+}
+
+/// In Chromium, signed in with each role's password: the pages offer each
+/// role what it may, the server refuses a viewer's forged send, export and
+/// audit reads and an editor's export, and a disabled editor's open session
+/// is refused on the next click on another instance.
+#[tokio::test]
+async fn each_role_in_a_real_browser_and_a_disabled_editor_on_another_instance() {
+    let Some(browser) = crate::helpers::browser::Browser::start().await else {
+        return;
+    };
+    let first = app(false).await;
+    let second = spawn_app_with(TestOptions {
+        adjust: export_scenarios,
+        ..first.beside()
+    })
+    .await;
+    add_staff(&first);
+    let user = crate::helpers::events::new_user();
+    first.deliver(&crate::helpers::events::text(&user, "export")).await;
+    let user_page = format!("/console/users?id={user}");
+    let send = format!("user={user}&scenario=export&key=console-{}", "0".repeat(32));
+
+    browser_sign_in(&browser, &first.address, VIEWER).await;
+    assert_eq!(
+        browser.count("a[href='/console/audit']").await,
+        0,
+        "no audit link for a viewer"
+    );
+    browser.goto(&format!("{}{user_page}", first.address)).await;
+    browser.wait_for("#timeline").await;
+    for offered in ["#send-scenario", "#user-data", "#erase-user", "#add-tag"] {
+        assert_eq!(browser.count(offered).await, 0, "a viewer is offered no {offered}");
+    }
+    let calls = first.line.accepted().len();
+    assert_eq!(from_page(&browser, "POST", "/console/users/send", &send).await, 403);
+    assert_eq!(
+        from_page(&browser, "GET", "/console/scenarios/export/answers.csv", "").await,
+        403
+    );
+    assert_eq!(from_page(&browser, "GET", "/console/audit", "").await, 403);
+    assert_eq!(first.line.accepted().len(), calls, "nothing was sent");
+    browser.click("#logout").await;
+    browser.wait_for_path("/console/login").await;
+
+    browser_sign_in(&browser, &first.address, EDITOR).await;
+    browser.goto(&format!("{}{user_page}", first.address)).await;
+    browser.wait_for("#timeline").await;
+    assert_eq!(browser.count("#send-scenario").await, 1, "an editor may send");
+    assert_eq!(browser.count("#user-data").await, 0, "but not export");
+    assert_eq!(
+        from_page(&browser, "GET", "/console/scenarios/export/answers.csv", "").await,
+        403
+    );
+    // Disabled while signed in: the next click, on the other instance (the
+    // cookie is the host's, whatever the port), leads to the login.
+    operators(&first, &["disable", EDITOR], "");
+    browser.goto(&format!("{}/console/campaigns", second.address)).await;
+    assert_eq!(browser.path().await, "/console/login");
+
+    browser_sign_in(&browser, &second.address, OWNER).await;
+    browser.goto(&format!("{}/console/audit", second.address)).await;
+    assert_eq!(browser.path().await, "/console/audit", "an owner reads the audit log");
 }
