@@ -6,12 +6,16 @@
 //! Newest first without an index on a time that takes every answer's write:
 //! each question node's latest answers come from the index the results'
 //! latest free-text answers already use (`scenarioId`, `nodeId`,
-//! `answeredAt` descending), at most a page's worth per node; a row's
-//! newest answer is among its node's latest (every answer above it in that
-//! list is another row, newer), so merging the lists finds the page's rows.
-//! Their other answers are then read by user. A page reads at most
-//! `nodes × (ROWS + 10)` answers, the rows' own answers and their users'
-//! records.
+//! `answeredAt` descending), at most a page's worth per node. An answer's id
+//! is the hash of (scenario, node, user), so a node's list holds one answer
+//! per user: every answer above a run's newest in that list is another run's,
+//! no older. So a run placed among the first `ROWS` by its newest answer is in
+//! the lists, as long as its time is above the oldest time of every full list
+//! (below it a list may have been cut inside a tie); runs at or below it wait
+//! for the next batch. Their other answers are then read by user. A batch
+//! reads at most `nodes × ROWS` answers, the rows' own answers and their
+//! users' records; a page reads up to `BATCHES` batches to fill itself when
+//! a tag (or runs met again by an older answer) leaves a batch short.
 
 use crate::engine::Engine;
 use crate::engine::results::{DayRange, QuestionOutline, RangeError};
@@ -107,10 +111,9 @@ fn newest_by_run<'a>(
 ) -> HashMap<RunKey, i64> {
     let mut newest: HashMap<RunKey, i64> = HashMap::new();
     for answer in answers {
-        let Some(ms) = answered_ms(answer) else { continue };
-        if from.is_some_and(|from| ms < from) || to.is_some_and(|to| ms >= to) {
+        let Some(ms) = answered_ms(answer).filter(|_| in_range(answer, (from, to))) else {
             continue;
-        }
+        };
         let at = newest.entry(RunKey::of(answer)).or_insert(ms);
         *at = (*at).max(ms);
     }
@@ -129,23 +132,51 @@ fn in_page_order(newest: HashMap<RunKey, i64>, after: Option<&Cursor>, limit: us
     runs
 }
 
-/// The page's rows from the nodes' latest answers: candidates in page order,
-/// then kept only when their newest answer of all (`all`, every answer of
-/// their users) is the one that placed them, so a run shown on an earlier
-/// page (by a newer answer) is not shown again.
-pub(crate) fn pick_runs(
-    latest: &[ListedAnswer],
+/// The answers to the scenario's questions: one to a node it no longer has
+/// places no row and fills no cell.
+fn of_questions(answers: Vec<ListedAnswer>, questions: &[QuestionOutline]) -> Vec<ListedAnswer> {
+    answers
+        .into_iter()
+        .filter(|answer| questions.iter().any(|question| question.node == answer.node_id))
+        .collect()
+}
+
+/// The candidates whose newest answer of all (`all`: every answer of their
+/// users) is the one that placed them, so a run shown on an earlier page (by
+/// a newer answer) is not shown again.
+fn keep_placed(
+    candidates: Vec<(RunKey, i64)>,
     all: &[ListedAnswer],
     range: (Option<i64>, Option<i64>),
-    after: Option<&Cursor>,
-    limit: usize,
 ) -> Vec<(RunKey, i64)> {
-    let candidates = in_page_order(newest_by_run(latest, range), after, limit);
     let truly = newest_by_run(all, range);
     candidates
         .into_iter()
         .filter(|(key, ms)| truly.get(key) == Some(ms))
         .collect()
+}
+
+/// The candidates of a batch: runs after `after` in page order, at most
+/// `limit`, and of those only the ones placed above `complete_above` (the
+/// newest time a full node list may have cut short: below it a run's newest
+/// answer may be missing from the lists), unless none is (a tie wider than a
+/// list: then the lists' order is all there is). Whether more may follow.
+fn batch_candidates(
+    latest: &[ListedAnswer],
+    range: (Option<i64>, Option<i64>),
+    after: Option<&Cursor>,
+    limit: usize,
+    complete_above: Option<i64>,
+) -> (Vec<(RunKey, i64)>, bool) {
+    let all = in_page_order(newest_by_run(latest, range), after, usize::MAX);
+    let total = all.len();
+    let mut safe: Vec<(RunKey, i64)> = match complete_above {
+        Some(floor) if all.iter().any(|(_, ms)| *ms > floor) => all.into_iter().filter(|(_, ms)| *ms > floor).collect(),
+        _ => all,
+    };
+    let more = complete_above.is_some() || safe.len() < total || safe.len() > limit;
+    safe.truncate(limit);
+    (safe, more)
 }
 
 /// One row: a user's run and their answers, a cell per question.
@@ -246,41 +277,75 @@ impl AnswerRuns {
         let questions = self.engine.question_outlines(&id).ok_or_else(unknown)?;
         let zone = self.engine.zone_of(&id);
         let range = self.engine.range_ms(&id, DayRange::parse(query.from, query.to)?);
-        let after = match query.after.filter(|after| !after.is_empty()) {
+        let mut after = match query.after.filter(|after| !after.is_empty()) {
             Some(text) => Some(Cursor::decode(text).ok_or(AnswerRunsError::BadCursor)?),
             None => None,
         };
-        // Ties at the cursor's time may hold runs shown already: read a few more.
-        let per_node = u32::try_from(ROWS + 10).unwrap_or(u32::MAX);
+        let asked = Asked {
+            scenario,
+            questions: &questions,
+            range,
+            tag: query.tag,
+        };
+        // A filter (or runs met again by an older answer) can leave a batch
+        // short: read on, within a budget, to fill the page.
+        let mut rows = Vec::new();
+        let mut next = None;
+        for _ in 0..BATCHES {
+            let batch = self.batch(&asked, after.as_ref()).await?;
+            rows.extend(batch.rows);
+            next = batch.next;
+            if rows.len() >= ROWS || next.is_none() {
+                break;
+            }
+            after = next.clone();
+        }
+        Ok(RunsPage {
+            rows,
+            questions,
+            next: next.map(|cursor| cursor.encode()),
+            zone,
+        })
+    }
+
+    /// Up to `ROWS` rows after `after`, and where the next batch starts.
+    async fn batch(&self, asked: &Asked<'_>, after: Option<&Cursor>) -> Result<Batch, AnswerRunsError> {
+        let per_node = u32::try_from(ROWS).unwrap_or(u32::MAX);
         let mut latest = Vec::new();
-        let mut more = false;
-        for question in &questions {
+        let mut complete_above: Option<i64> = None;
+        for question in asked.questions {
             let answers = self
                 .store
                 .recent_answers(
-                    scenario,
+                    asked.scenario,
                     &question.node,
-                    range,
-                    after.as_ref().map(|cursor| cursor.ms),
+                    asked.range,
+                    after.map(|cursor| cursor.ms),
                     per_node,
                 )
                 .await?;
-            more |= answers.len() >= per_node as usize;
+            if answers.len() >= per_node as usize
+                && let Some(oldest) = answers.last().and_then(answered_ms)
+            {
+                complete_above = Some(complete_above.map_or(oldest, |floor| floor.max(oldest)));
+            }
             latest.extend(answers);
         }
-        let candidates = in_page_order(newest_by_run(&latest, range), after.as_ref(), ROWS);
+        let (candidates, more) = batch_candidates(&latest, asked.range, after, ROWS, complete_above);
         let mut users: Vec<String> = candidates.iter().map(|(key, _)| key.user.clone()).collect();
         users.sort_unstable();
         users.dedup();
-        let all = self
-            .store
-            .answers_of_users(scenario, &users, ANSWERS_PER_USER_QUERY)
-            .await?;
-        let runs = pick_runs(&latest, &all, range, after.as_ref(), ROWS);
+        let all = of_questions(
+            self.store
+                .answers_of_users(asked.scenario, &users, ANSWERS_PER_USER_QUERY)
+                .await?,
+            asked.questions,
+        );
+        let runs = keep_placed(candidates.clone(), &all, asked.range);
         let facts = self.store.users_by_id(&users).await?;
         let tagged: Vec<&str> = facts
             .iter()
-            .filter(|user| query.tag.is_none_or(|tag| user.tags.iter().any(|has| has == tag)))
+            .filter(|user| asked.tag.is_none_or(|tag| user.tags.iter().any(|has| has == tag)))
             .map(|user| user.id.as_str())
             .collect();
         let names: HashMap<String, String> = facts
@@ -289,27 +354,42 @@ impl AnswerRuns {
             .collect();
         let shown: Vec<(RunKey, i64)> = runs
             .into_iter()
-            .filter(|(key, _)| query.tag.is_none() || tagged.contains(&key.user.as_str()))
+            .filter(|(key, _)| asked.tag.is_none() || tagged.contains(&key.user.as_str()))
             .collect();
+        // The cells hold the answers of the days asked, as the CSV does.
+        let in_days: Vec<ListedAnswer> = all.into_iter().filter(|answer| in_range(answer, asked.range)).collect();
         // The cursor is the last candidate, shown or not: a filter never makes
         // a page repeat or skip one.
-        let next = candidates
-            .last()
-            .filter(|_| more || candidates.len() >= ROWS)
-            .map(|(key, ms)| {
-                Cursor {
-                    ms: *ms,
-                    key: key.clone(),
-                }
-                .encode()
-            });
-        Ok(RunsPage {
-            rows: rows_of(&shown, &all, &questions, &names),
-            questions,
+        let next = candidates.last().filter(|_| more).map(|(key, ms)| Cursor {
+            ms: *ms,
+            key: key.clone(),
+        });
+        Ok(Batch {
+            rows: rows_of(&shown, &in_days, asked.questions, &names),
             next,
-            zone,
         })
     }
+}
+
+/// Batches a page reads at most to fill itself.
+const BATCHES: usize = 4;
+
+/// What a page asks of each batch.
+struct Asked<'a> {
+    scenario: &'a str,
+    questions: &'a [QuestionOutline],
+    range: (Option<i64>, Option<i64>),
+    tag: Option<&'a str>,
+}
+
+/// One batch's rows and where the next starts.
+struct Batch {
+    rows: Vec<RunRow>,
+    next: Option<Cursor>,
+}
+
+fn in_range(answer: &ListedAnswer, (from, to): (Option<i64>, Option<i64>)) -> bool {
+    answered_ms(answer).is_some_and(|ms| from.is_none_or(|from| ms >= from) && to.is_none_or(|to| ms < to))
 }
 
 #[cfg(test)]
@@ -391,18 +471,87 @@ mod tests {
                 vec![(key(C, None), 300)],
             ),
         ];
+        let pick = |latest: &[ListedAnswer], range, after: Option<&Cursor>, limit| {
+            let (candidates, _) = batch_candidates(latest, range, after, limit, None);
+            keep_placed(candidates, &all, range)
+        };
         for (latest, after, limit, expected) in cases {
             assert_eq!(
-                pick_runs(&latest, &all, (None, None), after.as_ref(), limit),
+                pick(&latest, (None, None), after.as_ref(), limit),
                 expected,
                 "{after:?}"
             );
         }
         // A day range counts only its answers: A's newest in range is 100.
+        assert_eq!(pick(&all, (Some(0), Some(200)), None, 10), vec![(key(A, None), 100)]);
+    }
+
+    #[test]
+    fn runs_at_or_below_a_full_lists_oldest_time_wait_for_the_next_batch() {
+        let latest = vec![
+            answer(A, "rating", "good", 500, None),
+            answer(B, "rating", "good", 300, None),
+            answer(C, "comment", "x", 300, None),
+        ];
+        // (complete above, expected runs, more)
+        let cases = [
+            (
+                None,
+                vec![(key(A, None), 500), (key(B, None), 300), (key(C, None), 300)],
+                false,
+            ),
+            (Some(300), vec![(key(A, None), 500)], true),
+            // Nothing above it (a tie wider than a list): the lists' order.
+            (
+                Some(600),
+                vec![(key(A, None), 500), (key(B, None), 300), (key(C, None), 300)],
+                true,
+            ),
+        ];
+        for (floor, expected, more) in cases {
+            assert_eq!(
+                batch_candidates(&latest, (None, None), None, 10, floor),
+                (expected, more),
+                "{floor:?}"
+            );
+        }
+        // Cut to the limit: more follow.
+        let (runs, more) = batch_candidates(&latest, (None, None), None, 2, None);
+        assert_eq!((runs.len(), more), (2, true));
+    }
+
+    #[test]
+    fn runs_in_one_millisecond_follow_the_cursor_in_key_order_and_old_nodes_are_left_out() {
+        let mut b = answer(B, "rating", "good", 400, None);
+        let mut a = answer(A, "rating", "good", 400, None);
+        a.answered_at = firestore::FirestoreInstant::from_microsecond(400_300).ok();
+        b.answered_at = firestore::FirestoreInstant::from_microsecond(400_700).ok();
+        let latest = vec![a, b];
+        let after = Cursor {
+            ms: 400,
+            key: key(A, None),
+        };
+        let (runs, _) = batch_candidates(&latest, (None, None), Some(&after), 10, None);
         assert_eq!(
-            pick_runs(&all, &all, (Some(0), Some(200)), None, 10),
-            vec![(key(A, None), 100)]
+            runs,
+            vec![(key(B, None), 400)],
+            "B, tied with A to the millisecond, comes next"
         );
+        let questions = vec![QuestionOutline {
+            node: "rating".to_owned(),
+            kind: "survey",
+            text: String::new(),
+            choices: Vec::new(),
+        }];
+        let kept = of_questions(
+            vec![
+                answer(A, "rating", "good", 1, None),
+                answer(A, "removed_node", "x", 2, None),
+            ],
+            &questions,
+        );
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].node_id, "rating");
     }
 
     #[test]

@@ -158,7 +158,8 @@ impl Store {
                     q.field("nodeId").eq(node),
                     from_ms.and_then(|ms| q.field("answeredAt").greater_than_or_equal(instant(ms))),
                     to_ms.and_then(|ms| q.field("answeredAt").less_than(instant(ms))),
-                    until_ms.and_then(|ms| q.field("answeredAt").less_than_or_equal(instant(ms))),
+                    // Times are stored to the microsecond: the whole cursor's millisecond.
+                    until_ms.and_then(|ms| q.field("answeredAt").less_than(instant(ms.saturating_add(1)))),
                 ])
             })
             .order(|o| o.fields([o.field("answeredAt").descending()]))
@@ -180,27 +181,48 @@ impl Store {
     ) -> Result<Vec<ListedAnswer>, StoreError> {
         let mut answers = Vec::new();
         for chunk in users.chunks(USERS_PER_QUERY) {
-            super::round_trips::count();
-            let documents: Vec<gcloud_sdk::google::firestore::v1::Document> = self
-                .scan_db
-                .fluent()
-                .select()
-                .fields(ANSWER_FIELDS)
-                .from(SURVEY_RESPONSES)
-                .filter(|q| {
-                    q.for_all([
-                        q.field("scenarioId").eq(scenario),
-                        q.field("lineUserId").is_in(chunk.to_vec()),
-                    ])
-                })
-                .limit(limit.clamp(1, 1000))
-                .query()
-                .timed(super::round_trips::QUERY)
-                .await
-                .map_err(super::classify)?;
-            answers.extend(listed(&documents));
+            let found = self.answers_of_chunk(scenario, chunk, limit).await?;
+            if found.len() >= limit as usize && chunk.len() > 1 {
+                // Cut short: user by user instead, so no user's answers are missing.
+                for user in chunk {
+                    answers.extend(
+                        self.answers_of_chunk(scenario, std::slice::from_ref(user), limit)
+                            .await?,
+                    );
+                }
+            } else {
+                answers.extend(found);
+            }
         }
         Ok(answers)
+    }
+
+    /// The answers of `chunk`'s users to `scenario`, up to `limit`.
+    async fn answers_of_chunk(
+        &self,
+        scenario: &str,
+        chunk: &[String],
+        limit: u32,
+    ) -> Result<Vec<ListedAnswer>, StoreError> {
+        super::round_trips::count();
+        let documents: Vec<gcloud_sdk::google::firestore::v1::Document> = self
+            .scan_db
+            .fluent()
+            .select()
+            .fields(ANSWER_FIELDS)
+            .from(SURVEY_RESPONSES)
+            .filter(|q| {
+                q.for_all([
+                    q.field("scenarioId").eq(scenario),
+                    q.field("lineUserId").is_in(chunk.to_vec()),
+                ])
+            })
+            .limit(limit.clamp(1, 1000))
+            .query()
+            .timed(super::round_trips::QUERY)
+            .await
+            .map_err(super::classify)?;
+        Ok(listed(&documents))
     }
 }
 

@@ -1071,3 +1071,89 @@ async fn the_answers_page_has_a_row_per_user_newest_first_and_the_csv_takes_its_
         app.firestore.count("survey_responses").await + 1
     );
 }
+
+/// Pages of the answers page hold every run once, newest first, however the
+/// runs tie: 130 users answered, three at a time inside one millisecond (a
+/// few hundred microseconds apart), some a second question later, and
+/// answers to a node the scenario no longer has. Seeded as stored, so the
+/// times are exact.
+#[tokio::test]
+async fn the_answers_pages_hold_every_run_once_newest_first_through_ties() {
+    let app = app().await;
+    let cookie = console_cookie(&app).await;
+    let base = chrono::Utc::now() - chrono::Duration::hours(1);
+    let at = |ms: i64, micros: i64| {
+        (base + chrono::Duration::milliseconds(ms) + chrono::Duration::microseconds(micros))
+            .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+    };
+    let mut documents = Vec::new();
+    // (user, newest ms, newest micros within it)
+    let mut expected: Vec<(i64, i64, String)> = Vec::new();
+    for i in 0..130_i64 {
+        let user = format!("U{:032x}", 0xabc000 + i);
+        let (ms, micros) = (-(i / 3), (i % 3) * 300);
+        let answer = |node: &str, value: &str, when: String| {
+            (
+                "survey_responses".to_owned(),
+                format!("{node}-{user}"),
+                json!({
+                    "scenarioId": {"stringValue": "export"},
+                    "nodeId": {"stringValue": node},
+                    "lineUserId": {"stringValue": user},
+                    "value": {"stringValue": value},
+                    "valueType": {"stringValue": "choice"},
+                    "tags": {"arrayValue": {}},
+                    "scenarioVersion": {"integerValue": "4"},
+                    "answeredAt": {"timestampValue": when},
+                    "webhookEventId": {"stringValue": format!("seed-{node}-{i}")},
+                }),
+            )
+        };
+        documents.push(answer("rating", "good", at(ms - 10_000, micros)));
+        if i % 7 == 0 {
+            // A second question, later: the run's newest answer.
+            documents.push(answer("comment", "later", at(ms, micros)));
+            expected.push((ms, micros, user.clone()));
+        } else {
+            expected.push((ms - 10_000, micros, user.clone()));
+        }
+        if i % 11 == 0 {
+            // Newer than anything, but to a node the scenario no longer has.
+            documents.push(answer("removed_node", "x", at(5_000, 0)));
+        }
+    }
+    app.firestore.write_all(&documents).await;
+    // Newest first; runs in one millisecond by user id (the page's key order).
+    expected.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.2.cmp(&b.2)));
+    let expected: Vec<String> = expected.into_iter().map(|(_, _, user)| user).collect();
+
+    let mut seen: Vec<String> = Vec::new();
+    let mut path = "/console/scenarios/export".to_owned();
+    for _ in 0..20 {
+        let page = app
+            .http
+            .get(format!("{}{path}", app.address))
+            .header("Cookie", &cookie)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        seen.extend(
+            page.split("<tr data-user=\"")
+                .skip(1)
+                .filter_map(|rest| rest.split('"').next().map(str::to_owned)),
+        );
+        match page
+            .split("id=\"next\" href=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+        {
+            Some(next) => path = next.replace("&amp;", "&"),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), expected.len(), "every run once");
+    assert_eq!(seen, expected, "newest first, ties in key order");
+}

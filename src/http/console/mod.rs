@@ -816,9 +816,10 @@ async fn answers_csv(request: HttpRequest, state: web::Data<AppState>, path: web
             "そのIDのシナリオは読み込まれていません。",
             "No scenario with that id is loaded.",
         ),
-        Err(ExportError::BadRange(problem)) => {
-            html(StatusCode::BAD_REQUEST, pages::refused(me.lang, &problem.to_string()))
-        }
+        Err(ExportError::BadRange(problem)) => html(
+            StatusCode::BAD_REQUEST,
+            pages::refused(me.lang, &detail(me.lang, &problem)),
+        ),
         Err(error) => unavailable(&state, error),
     };
     state.auditor.finish(&entry, response.status().as_u16(), None).await;

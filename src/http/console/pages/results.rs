@@ -310,7 +310,14 @@ pub(crate) fn answer_runs(
                 @match found {
                     Err(problem) => p class="flash bad" id="problem" { (problem) },
                     Ok(found) => {
-                        @if found.rows.is_empty() {
+                        @if found.rows.is_empty() && found.next.is_some() {
+                            p id="no-runs-here" {
+                                (nav.t(
+                                    "ここまでに該当する回答はありません。続きは次のページにあります。",
+                                    "No answers match up to here; more follow on the next page.",
+                                ))
+                            }
+                        } @else if found.rows.is_empty() {
                             p id="no-runs" { (nav.t("該当する回答はありません。", "No answers match.")) }
                         } @else {
                             div class="scroll" {
