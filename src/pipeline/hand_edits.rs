@@ -34,6 +34,7 @@ impl UserEdits {
         user: &LineUserId,
         edit: &HandEdit,
         audit: &AuditEntry,
+        receipt: Option<&str>,
     ) -> Result<HandEdited, PipelineError> {
         let (changes, removed) = edit.changes();
         for _ in 0..ROUNDS {
@@ -49,7 +50,7 @@ impl UserEdits {
             let exact = matches!(edit, HandEdit::SetField(..));
             match self
                 .store
-                .edit_user_by_hand(&read, &changes, &removed, audit, exact)
+                .edit_user_by_hand(&read, &changes, &removed, audit, exact, receipt)
                 .await?
             {
                 HandEditWrite::Done => return Ok(HandEdited::Done),

@@ -36,6 +36,7 @@ impl Store {
         removed: &[String],
         audit: &AuditEntry,
         exact: bool,
+        receipt: Option<&str>,
     ) -> Result<HandEditWrite, StoreError> {
         let user = read.id.as_str();
         let mut writes = self.user_change_writes(user, changes, None, exact.then_some(Expect::At(read.version)))?;
@@ -52,10 +53,15 @@ impl Store {
             writes.push(write);
         }
         writes.push(self.audit_write(audit)?);
+        if let Some(receipt) = receipt {
+            writes.push(self.form_receipt_write("hand_edit", receipt)?);
+        }
         match self.commit(writes).await {
             CommitOutcome::Committed(_) => Ok(HandEditWrite::Done),
             CommitOutcome::Changed => Ok(HandEditWrite::Moved),
-            // The entry's id is new to this change: there only if it landed.
+            // The entry's id is new to this change: there only if it landed;
+            // the form's receipt is there only if the form's change landed
+            // (before, from a reload or a double click).
             CommitOutcome::AlreadyExists => Ok(HandEditWrite::Done),
             // Landed or not: the entry tells, once it is fenced. Creating it
             // now makes a late landing of the change's commit impossible (its

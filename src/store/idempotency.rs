@@ -13,6 +13,9 @@ use std::time::Duration;
 /// As long as the ledger entries the key names.
 const REQUEST_RETENTION: Duration = Duration::from_secs(90 * 24 * 60 * 60);
 
+/// As long as a console page stays open and is reloaded.
+const FORM_RETENTION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RequestCheck {
     /// The first call with this key.
@@ -24,6 +27,24 @@ pub(crate) enum RequestCheck {
 }
 
 impl Store {
+    /// The create of a console form's receipt (`admin_requests/{id}`, `id`
+    /// from the form's key and what it asks), for the commit of the form's
+    /// change: a second commit with it fails whole, so the form lands once.
+    pub(crate) fn form_receipt_write(
+        &self,
+        operation: &str,
+        id: &str,
+    ) -> Result<gcloud_sdk::google::firestore::v1::Write, StoreError> {
+        let now = self.now();
+        let doc = AdminRequestDoc {
+            operation: operation.to_owned(),
+            body_hash: id.to_owned(),
+            created_at: now,
+            expire_at: later(now, FORM_RETENTION),
+        };
+        Ok(create(self.document_path(ADMIN_REQUESTS, id), &doc)?)
+    }
+
     /// Records (or compares with) the request first made with `key`.
     pub(crate) async fn check_request(
         &self,

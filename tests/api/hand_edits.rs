@@ -198,3 +198,91 @@ async fn an_editor_changes_a_users_tags_and_fields_by_hand_and_each_change_is_au
             .all(|entry| entry["fields"]["operator"]["stringValue"] == EDITOR)
     );
 }
+
+/// A form of the user's page lands once: the same form sent three times at
+/// once (a double click) changes the user once and leaves one receipt; sent
+/// again after another operator changed the same field (a reload of the old
+/// page), it changes nothing, so the newer value stays. A new page's form
+/// changes it again.
+#[tokio::test]
+async fn a_reloaded_or_double_clicked_form_changes_the_user_once() {
+    use crate::operator_access::OWNER;
+    let app = spawn_app().await;
+    add_staff(&app);
+    let user = events::new_user();
+    app.deliver(&events::follow(&user)).await;
+    let editor = session(&app.address, EDITOR).await;
+    let owner = session(&app.address, OWNER).await;
+    let key_of = |page: &str| {
+        page.split("name=\"key\" value=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .expect("the page's form key")
+            .to_owned()
+    };
+    let page_of = |cookie: String| {
+        let (address, user) = (app.address.clone(), user.clone());
+        async move {
+            get(&address, &format!("/console/users?id={user}"), &cookie)
+                .await
+                .text()
+                .await
+                .unwrap()
+        }
+    };
+    let set_plan = |cookie: String, key: String, plan: &'static str| {
+        let (address, user) = (app.address.clone(), user.clone());
+        async move {
+            let csrf = csrf_of(&address, &cookie).await;
+            let form = [
+                ("csrf", csrf.as_str()),
+                ("user", user.as_str()),
+                ("key", key.as_str()),
+                ("op", "set_field"),
+                ("field", "plan"),
+                ("value", plan),
+                ("kind", "text"),
+            ];
+            post(&address, "/console/users/edit", &cookie, &form).await.status()
+        }
+    };
+    let plan = |record: serde_json::Value| field(&record, "plan")["stringValue"].as_str().map(str::to_owned);
+    let receipts = || async {
+        app.firestore
+            .list("admin_requests")
+            .await
+            .iter()
+            .filter(|doc| doc["fields"]["operation"]["stringValue"] == "hand_edit")
+            .count()
+    };
+
+    let old_page = key_of(&page_of(editor.clone()).await);
+    let clicks = (0..3).map(|_| set_plan(editor.clone(), old_page.clone(), "gold"));
+    for status in futures::future::join_all(clicks).await {
+        assert_eq!(status, 303);
+    }
+    assert_eq!(
+        plan(app.firestore.get("users", &user).await.unwrap()).as_deref(),
+        Some("gold")
+    );
+    assert_eq!(receipts().await, 1, "one form, one change");
+
+    let owners_page = key_of(&page_of(owner.clone()).await);
+    assert_ne!(owners_page, old_page, "each page has its own key");
+    assert_eq!(set_plan(owner.clone(), owners_page, "silver").await, 303);
+    // The editor's old page, reloaded and sent again: nothing changes.
+    assert_eq!(set_plan(editor.clone(), old_page, "gold").await, 303);
+    assert_eq!(
+        plan(app.firestore.get("users", &user).await.unwrap()).as_deref(),
+        Some("silver"),
+        "a resent form does not undo a newer change"
+    );
+    // A new page of the editor's changes it again.
+    let new_page = key_of(&page_of(editor.clone()).await);
+    assert_eq!(set_plan(editor, new_page, "gold").await, 303);
+    assert_eq!(
+        plan(app.firestore.get("users", &user).await.unwrap()).as_deref(),
+        Some("gold")
+    );
+    assert_eq!(receipts().await, 3);
+}

@@ -1186,6 +1186,8 @@ async fn users(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse
             story["fields"] = profile["fields"].clone();
             story["known"] =
                 serde_json::Value::Bool(profile["firstSeenAt"].is_string() || profile["following"].is_boolean());
+            // This page's key: each of its forms changes the user once.
+            story["formKey"] = serde_json::Value::String(format!("console-{}", uuid::Uuid::new_v4().simple()));
             // What the bot asked, in the scenario's words (never the user's).
             if let Some(entries) = story["entries"].as_array_mut() {
                 for entry in entries.iter_mut().filter(|entry| entry["type"] == "message") {
@@ -1713,7 +1715,21 @@ async fn edit_user(request: HttpRequest, state: web::Data<AppState>, body: web::
             touched: vec![user.to_string()],
         },
     );
-    let result = state.user_edits.apply(&user, &edit, &entry).await;
+    // A form of the page's (its key and what it asks) lands once: a reload
+    // or a double click finds its receipt and changes nothing again.
+    let receipt = is_form_key(&form.key).then(|| {
+        crate::ids::deterministic_id(&[
+            "hand_edit",
+            &form.key,
+            user.as_str(),
+            &form.op,
+            &form.tag,
+            &form.field,
+            &form.value,
+            &form.kind,
+        ])
+    });
+    let result = state.user_edits.apply(&user, &edit, &entry, receipt.as_deref()).await;
     let (status, response) = match result {
         Ok(HandEdited::Done) => (303, see_other(&format!("/console/users?id={}", user.as_str()))),
         Ok(HandEdited::UnknownUser) => (

@@ -33,6 +33,8 @@ fn tags_and_fields(nav: &Nav, story: &serde_json::Value) -> Markup {
             input type="hidden" name="csrf" value=(nav.csrf);
             input type="hidden" name="user" value=(user);
             input type="hidden" name="op" value=(op);
+            // The page's own key: a reload or a double click changes once.
+            input type="hidden" name="key" value=(story["formKey"].as_str().unwrap_or_default());
         }
     };
     html! {
