@@ -55,6 +55,12 @@ pub(crate) struct Results {
 }
 
 impl Results {
+    /// The time zone of a loaded scenario (its days and times), by name.
+    pub(crate) fn zone_name(&self, scenario: &str) -> Option<&'static str> {
+        let id = ScenarioId::parse(scenario).ok()?;
+        self.engine.scenario(&id).map(|loaded| loaded.timing().zone.name())
+    }
+
     /// The text of a question node of a loaded scenario, as the scenario
     /// now has it (what the bot asks), for the timeline's sentences.
     pub(crate) fn question_text(&self, scenario: &str, node: &str) -> Option<String> {

@@ -1081,7 +1081,10 @@ async fn the_answers_page_has_a_row_per_user_newest_first_and_the_csv_takes_its_
 async fn the_answers_pages_hold_every_run_once_newest_first_through_ties() {
     let app = app().await;
     let cookie = console_cookie(&app).await;
-    let base = chrono::Utc::now() - chrono::Duration::hours(1);
+    // On a whole millisecond, so the microseconds below stay inside theirs.
+    let base =
+        chrono::DateTime::from_timestamp_millis((chrono::Utc::now() - chrono::Duration::hours(1)).timestamp_millis())
+            .expect("a time");
     let at = |ms: i64, micros: i64| {
         (base + chrono::Duration::milliseconds(ms) + chrono::Duration::microseconds(micros))
             .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)

@@ -1188,8 +1188,14 @@ async fn users(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse
                 serde_json::Value::Bool(profile["firstSeenAt"].is_string() || profile["following"].is_boolean());
             // This page's key: each of its forms changes the user once.
             story["formKey"] = serde_json::Value::String(format!("console-{}", uuid::Uuid::new_v4().simple()));
-            // What the bot asked, in the scenario's words (never the user's).
+            // What the bot asked, in the scenario's words (never the user's),
+            // and each entry's time in its scenario's zone.
             if let Some(entries) = story["entries"].as_array_mut() {
+                for entry in entries.iter_mut() {
+                    if let Some(zone) = entry["scenarioId"].as_str().and_then(|id| state.results.zone_name(id)) {
+                        entry["zone"] = serde_json::Value::String(zone.to_owned());
+                    }
+                }
                 for entry in entries.iter_mut().filter(|entry| entry["type"] == "message") {
                     let asked = match (entry["scenarioId"].as_str(), entry["asks"].as_str()) {
                         (Some(scenario), Some(node)) => state.results.question_text(scenario, node),

@@ -182,9 +182,29 @@ fn segment(text: &str) -> String {
     percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
-/// An RFC 3339 instant (the API's) as [`time`] shows it; anything else as is.
+/// An RFC 3339 instant (the API's) as [`time`] shows it: one in UTC in
+/// Japan time, one given in a scenario's zone in that zone (its offset
+/// shown, or JST); anything else as is.
 fn time_of_text(at: &str) -> String {
-    chrono::DateTime::parse_from_rfc3339(at).map_or_else(|_| at.to_owned(), |at| time(at.timestamp_millis()))
+    match chrono::DateTime::parse_from_rfc3339(at) {
+        Err(_) => at.to_owned(),
+        Ok(at) if at.offset().local_minus_utc() == 0 || at.offset().local_minus_utc() == 9 * 3600 => {
+            time(at.timestamp_millis())
+        }
+        Ok(at) => at.format("%Y-%m-%d %H:%M:%S UTC%:z").to_string(),
+    }
+}
+
+/// An RFC 3339 instant shown in the time zone named `zone` (a scenario's),
+/// as [`time_of_text`] when the zone is not one.
+fn time_of_text_in(at: &str, zone: Option<&str>) -> String {
+    match (
+        chrono::DateTime::parse_from_rfc3339(at),
+        zone.and_then(|zone| zone.parse::<chrono_tz::Tz>().ok()),
+    ) {
+        (Ok(at), Some(zone)) => time_in(at.timestamp_millis(), zone),
+        _ => time_of_text(at),
+    }
 }
 
 /// An instant in a scenario's time zone, the zone shown (`IST`, `JST`).
@@ -225,6 +245,17 @@ mod tests {
         assert_eq!(time(0), "1970-01-01 09:00:00 JST");
         assert_eq!(time_of_text("2026-12-01T15:30:00.000Z"), "2026-12-02 00:30:00 JST");
         assert_eq!(time_of_text("not a time"), "not a time");
+        // (text, zone, shown)
+        let cases = [
+            ("2026-12-01T15:30:00.000+09:00", None, "2026-12-01 15:30:00 JST"),
+            ("2026-12-01T15:30:00.000+05:30", None, "2026-12-01 15:30:00 UTC+05:30"),
+            ("2026-12-01T10:00:00Z", Some("Asia/Kolkata"), "2026-12-01 15:30:00 IST"),
+            ("2026-12-01T10:00:00Z", Some("Asia/Tokyo"), "2026-12-01 19:00:00 JST"),
+            ("2026-12-01T10:00:00Z", Some("Mars/Base"), "2026-12-01 19:00:00 JST"),
+        ];
+        for (text, zone, shown) in cases {
+            assert_eq!(time_of_text_in(text, zone), shown, "{text} in {zone:?}");
+        }
     }
 
     #[test]

@@ -14,15 +14,15 @@ fn count(entry: &Value, name: &str) -> usize {
     entry[name].as_array().map_or(0, Vec::len)
 }
 
-/// An RFC 3339 instant as `12/03 10:00` in Japan time (the page's zone).
-pub(super) fn short_time(at: &str) -> String {
+/// An RFC 3339 instant as `12/03 10:00` in the zone named `zone` (the
+/// entry's scenario's), Japan time without one.
+pub(super) fn short_time(at: &str, zone: Option<&str>) -> String {
+    let zone = zone
+        .and_then(|zone| zone.parse::<chrono_tz::Tz>().ok())
+        .unwrap_or(crate::scenario::DEFAULT_TIME_ZONE);
     chrono::DateTime::parse_from_rfc3339(at).map_or_else(
         |_| at.to_owned(),
-        |at| {
-            at.with_timezone(&crate::scenario::DEFAULT_TIME_ZONE)
-                .format("%m/%d %H:%M")
-                .to_string()
-        },
+        |at| at.with_timezone(&zone).format("%m/%d %H:%M").to_string(),
     )
 }
 
@@ -77,7 +77,7 @@ pub(super) fn entry_words(lang: ConsoleLang, entry: &Value) -> String {
                 other => other,
             };
             let state = super::timer_state(lang, text(entry, "state"));
-            let when = short_time(text(entry, "at"));
+            let when = short_time(text(entry, "at"), entry["zone"].as_str());
             let place = format!("{} / {}", text(entry, "scenarioId"), text(entry, "nodeId"));
             // Why it was skipped or ended, as the service recorded it.
             let why = entry["outcome"].as_str().filter(|why| !why.is_empty());
@@ -255,7 +255,11 @@ mod tests {
 
     #[test]
     fn short_times_are_japan_time() {
-        assert_eq!(short_time("2026-12-02T15:30:00.000Z"), "12/03 00:30");
-        assert_eq!(short_time("not a time"), "not a time");
+        assert_eq!(short_time("2026-12-02T15:30:00.000Z", None), "12/03 00:30");
+        assert_eq!(
+            short_time("2026-12-02T15:30:00.000Z", Some("Asia/Kolkata")),
+            "12/02 21:00"
+        );
+        assert_eq!(short_time("not a time", Some("Asia/Tokyo")), "not a time");
     }
 }

@@ -1,7 +1,7 @@
 //! A user's page (timeline, tags and fields), the user search, and what an
 //! operator does for one user: a manual send, an erasure.
 
-use super::{Nav, flash, page, segment, time, time_of_text};
+use super::{Nav, flash, page, segment, time, time_of_text_in};
 use crate::values::{ConsoleLang, OperatorRole};
 use maud::{Markup, html};
 
@@ -375,7 +375,7 @@ pub(crate) fn user(nav: &Nav, query: &str, story: Option<&serde_json::Value>, er
                             @for entry in story["entries"].as_array().map(Vec::as_slice).unwrap_or_default() {
                                 @let kind = entry["type"].as_str().unwrap_or_default();
                                 tr data-entry=(kind) {
-                                    td class="when" { (time_of_text(entry["at"].as_str().unwrap_or_default())) }
+                                    td class="when" { (time_of_text_in(entry["at"].as_str().unwrap_or_default(), entry["zone"].as_str())) }
                                     td class="story" { (super::timeline::entry_words(nav.lang, entry)) }
                                     td {
                                         @if kind == "timer" && entry["state"] == "pending" && nav.may(OperatorRole::Editor) {
