@@ -129,6 +129,10 @@ pub(crate) enum Entry {
         answer_id: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         last_error: Option<String>,
+        /// What the messages said, as the scenario wrote them (never the
+        /// user's text, placeholders such as `{name}` unrendered).
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        said: Vec<String>,
     },
     #[serde(rename_all = "camelCase")]
     DeadLetter {
@@ -323,7 +327,43 @@ fn message_entry(id: String, message: UserMessage, listed_events: &HashSet<Strin
         webhook_event_id: message.webhook_event_id,
         answer_id: message.answer_id,
         last_error: message.last_error,
+        said: message.messages.as_deref().map(said_of).unwrap_or_default(),
     }
+}
+
+/// Messages a timeline entry shows, at most.
+const SAID_MESSAGES: usize = 5;
+/// Characters of one message a timeline entry shows, at most.
+const SAID_CHARS: usize = 200;
+
+/// What a message entry said, from its stored messages (LINE's message
+/// objects as the scenario wrote them, placeholders unrendered): a text's
+/// text, a card's alternative text, otherwise its type in brackets; each
+/// cut to [`SAID_CHARS`]. Stored messages that do not read say nothing.
+fn said_of(messages: &str) -> Vec<String> {
+    let Ok(messages) = serde_json::from_str::<Vec<serde_json::Value>>(messages) else {
+        return Vec::new();
+    };
+    messages
+        .iter()
+        .take(SAID_MESSAGES)
+        .map(|message| {
+            let text = message["text"]
+                .as_str()
+                .or_else(|| message["altText"].as_str())
+                .map_or_else(
+                    || format!("[{}]", message["type"].as_str().unwrap_or("message")),
+                    str::to_owned,
+                );
+            if text.chars().count() > SAID_CHARS {
+                let mut cut: String = text.chars().take(SAID_CHARS).collect();
+                cut.push('…');
+                cut
+            } else {
+                text
+            }
+        })
+        .collect()
 }
 
 fn dead_letter_entry(id: String, letter: DeadLetterDoc) -> Entry {
@@ -381,6 +421,27 @@ fn open_question(question: OpenQuestionDoc) -> OpenQuestion {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_says_what_the_scenario_wrote() {
+        let long = "あ".repeat(SAID_CHARS + 5);
+        let cases: [(String, Vec<String>); 5] = [
+            (
+                r#"[{"type":"text","text":"{name}さん、ご来店ありがとうございます"},{"type":"flex","altText":"満足度は？","contents":{}}]"#.to_owned(),
+                vec!["{name}さん、ご来店ありがとうございます".to_owned(), "満足度は？".to_owned()],
+            ),
+            (r#"[{"type":"image","originalContentUrl":"https://x"}]"#.to_owned(), vec!["[image]".to_owned()]),
+            (format!(r#"[{{"type":"text","text":"{long}"}}]"#), vec![format!("{}…", "あ".repeat(SAID_CHARS))]),
+            ("not json".to_owned(), Vec::new()),
+            (
+                serde_json::to_string(&vec![serde_json::json!({"type": "text", "text": "x"}); 9]).unwrap_or_default(),
+                vec!["x".to_owned(); SAID_MESSAGES],
+            ),
+        ];
+        for (messages, said) in cases {
+            assert_eq!(said_of(&messages), said, "{messages}");
+        }
+    }
 
     fn event(at_ms: i64, id: &str) -> Entry {
         event_entry(

@@ -98,9 +98,13 @@ pub(crate) struct UserMessage {
     pub(crate) asks: Option<AsksDoc>,
     #[serde(default)]
     pub(crate) last_error: Option<String>,
+    /// The messages as JSON: the scenario's text, placeholders unrendered
+    /// (the values they take are kept apart and dropped once settled).
+    #[serde(default)]
+    pub(crate) messages: Option<String>,
 }
 
-const MESSAGE_FIELDS: [&str; 10] = [
+const MESSAGE_FIELDS: [&str; 11] = [
     "scenarioId",
     "route",
     "state",
@@ -111,6 +115,7 @@ const MESSAGE_FIELDS: [&str; 10] = [
     "answerId",
     "asks",
     "lastError",
+    "messages",
 ];
 
 /// `users/{id}`: whether the user follows the account, and when they were seen.

@@ -950,6 +950,10 @@ async fn the_console_is_japanese_and_fits_a_phone() {
     let story = browser.text_of("#timeline").await;
     assert!(story.contains("ボットが質問「How was it?」を送信（返信）"), "{story}");
     assert!(story.contains("ボタンをタップ（回答を1件記録）"), "{story}");
+    assert!(
+        story.contains("「Thank you!」"),
+        "what the bot said, as the scenario wrote it: {story}"
+    );
     // What a refusal says is Japanese too.
     check_japanese_page(&browser, &app.address, "/console/campaigns/ffff", "not-found").await;
     assert!(browser.text_of("#flash").await.contains("一斉配信はありません"));

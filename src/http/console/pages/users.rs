@@ -376,7 +376,12 @@ pub(crate) fn user(nav: &Nav, query: &str, story: Option<&serde_json::Value>, er
                                 @let kind = entry["type"].as_str().unwrap_or_default();
                                 tr data-entry=(kind) {
                                     td class="when" { (time_of_text_in(entry["at"].as_str().unwrap_or_default(), entry["zone"].as_str())) }
-                                    td class="story" { (super::timeline::entry_words(nav.lang, entry)) }
+                                    td class="story" {
+                                        (super::timeline::entry_words(nav.lang, entry))
+                                        @for line in entry["said"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                                            br; span class="muted said" style="white-space:pre-wrap" { "「" (line.as_str().unwrap_or_default()) "」" }
+                                        }
+                                    }
                                     td {
                                         @if kind == "timer" && entry["state"] == "pending" && nav.may(OperatorRole::Editor) {
                                             form method="post" action={ "/console/users/timers/" (segment(entry["id"].as_str().unwrap_or_default())) "/cancel" } {
@@ -402,11 +407,9 @@ pub(crate) fn user(nav: &Nav, query: &str, story: Option<&serde_json::Value>, er
 
 /// An entry's fields other than its type and time, as `name: value` pairs.
 fn details(entry: &serde_json::Value) -> Markup {
-    let fields = entry
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(name, value)| !matches!(name.as_str(), "type" | "at") && !value.is_null());
+    let fields = entry.as_object().into_iter().flatten().filter(|(name, value)| {
+        !matches!(name.as_str(), "type" | "at" | "said" | "asksText" | "zone") && !value.is_null()
+    });
     html! {
         @for (name, value) in fields {
             span class="muted" { (name) ": " }
