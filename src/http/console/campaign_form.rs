@@ -70,6 +70,31 @@ pub(crate) enum FormProblem {
     BadWhen,
 }
 
+impl FormProblem {
+    /// The problem in the console's language.
+    pub(crate) fn in_lang(&self, lang: crate::values::ConsoleLang) -> String {
+        use crate::values::ConsoleLang;
+        match (lang, self) {
+            (ConsoleLang::En, problem) => problem.to_string(),
+            (ConsoleLang::Ja, FormProblem::NoScenario) => "シナリオを選んでください。".to_owned(),
+            (ConsoleLang::Ja, FormProblem::BadScenario(id)) => format!("{id:?} はシナリオのIDではありません。"),
+            (ConsoleLang::Ja, FormProblem::BadFieldLine(line)) => format!(
+                "項目の条件 {line:?} は、次のどれにも当てはまりません: 名前 = 値、名前 in a, b、名前 >= 値、名前 <= 値、名前 exists、名前 missing。"
+            ),
+            (ConsoleLang::Ja, FormProblem::TooManyFieldLines) => {
+                format!("項目の条件は{MAX_FIELD_LINES}行までです。")
+            }
+            (ConsoleLang::Ja, FormProblem::NoSendTime) => "送る日時を選ぶか、今すぐ送るを選んでください。".to_owned(),
+            (ConsoleLang::Ja, FormProblem::BadSendTime(text)) => {
+                format!("{text:?} は日時ではありません（YYYY-MM-DD HH:MM）。")
+            }
+            (ConsoleLang::Ja, FormProblem::BadWhen) => {
+                "いつ送るかを選んでください: 今すぐ、または日時を指定。".to_owned()
+            }
+        }
+    }
+}
+
 impl CampaignForm {
     /// The campaign this form asks for.
     pub(crate) fn request(&self) -> Result<CampaignRequest, FormProblem> {
@@ -218,6 +243,26 @@ fn send_at(raw: &str) -> Result<chrono::DateTime<FixedOffset>, FormProblem> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_problem_reads_in_japanese_and_in_english_as_before() {
+        use crate::values::ConsoleLang;
+        let problems = [
+            FormProblem::NoScenario,
+            FormProblem::BadScenario("a b".into()),
+            FormProblem::BadFieldLine("age == 3".into()),
+            FormProblem::TooManyFieldLines,
+            FormProblem::NoSendTime,
+            FormProblem::BadSendTime("tomorrow".into()),
+            FormProblem::BadWhen,
+        ];
+        for problem in problems {
+            assert_eq!(problem.in_lang(ConsoleLang::En), problem.to_string());
+            let ja = problem.in_lang(ConsoleLang::Ja);
+            assert!(ja.ends_with('。'), "{ja}");
+            assert!(!ja.contains("Choose") && !ja.contains(" is not "), "{ja}");
+        }
+    }
     use serde_json::json;
 
     fn form(pairs: &[(&str, &str)]) -> CampaignForm {

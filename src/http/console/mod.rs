@@ -889,6 +889,32 @@ fn detail(lang: ConsoleLang, error: &impl std::fmt::Display) -> String {
     pick(lang, format!("できませんでした: {error}"), error.to_string())
 }
 
+/// What is wrong with a change of tags or fields by hand, in the console's
+/// language.
+fn hand_edit_problem(lang: ConsoleLang, problem: &crate::engine::hand_edit::HandEditError) -> String {
+    use crate::engine::hand_edit::{HandEditError, MAX_TAG_CHARS};
+    match (lang, problem) {
+        (ConsoleLang::En, problem) => problem.to_string(),
+        (ConsoleLang::Ja, HandEditError::BadTag) => {
+            format!("タグは1〜{MAX_TAG_CHARS}文字で、制御文字は使えません。")
+        }
+        (ConsoleLang::Ja, HandEditError::BadFieldName) => {
+            "項目名は半角の英小文字で始まり、英小文字・数字・_ で40文字までです（例: plan, birth_month）。".to_owned()
+        }
+        (ConsoleLang::Ja, HandEditError::BadText) => format!(
+            "テキストの項目は{}文字までで、制御文字は使えません。",
+            crate::scenario::MAX_FIELD_TEXT_CHARS
+        ),
+        (ConsoleLang::Ja, HandEditError::BadNumber(text)) => format!("{text:?} は数値ではありません。"),
+        (ConsoleLang::Ja, HandEditError::BadYesNo) => "はい/いいえ の項目は yes か no です。".to_owned(),
+        (ConsoleLang::Ja, HandEditError::TooManyFields) => format!(
+            "このユーザーの項目はすでに{}個あります。先にどれかを削除してください。",
+            crate::scenario::MAX_FIELD_NAMES
+        ),
+        (ConsoleLang::Ja, HandEditError::UnknownOp(op)) => format!("{op:?} という変更はありません。"),
+    }
+}
+
 /// Firestore's failure, and that the same form may be sent again.
 fn try_again(lang: ConsoleLang, error: &impl std::fmt::Display) -> String {
     pick(
@@ -1319,7 +1345,7 @@ async fn campaign_builder(request: HttpRequest, state: web::Data<AppState>) -> H
     }
     let campaign = match asked.request() {
         Ok(campaign) => campaign,
-        Err(problem) => return builder(StatusCode::BAD_REQUEST, Some(&detail(me.lang, &problem))),
+        Err(problem) => return builder(StatusCode::BAD_REQUEST, Some(&problem.in_lang(me.lang))),
     };
     match state.campaigns.dry_run(&campaign).await {
         Ok(found) => {
@@ -1705,7 +1731,7 @@ async fn edit_user(request: HttpRequest, state: web::Data<AppState>, body: web::
         Err(problem) => {
             return html(
                 StatusCode::BAD_REQUEST,
-                pages::refused(me.lang, &detail(me.lang, &problem)),
+                pages::refused(me.lang, &hand_edit_problem(me.lang, &problem)),
             );
         }
     };
@@ -1750,7 +1776,7 @@ async fn edit_user(request: HttpRequest, state: web::Data<AppState>, body: web::
             409,
             html(
                 StatusCode::CONFLICT,
-                pages::refused(me.lang, &detail(me.lang, &problem)),
+                pages::refused(me.lang, &hand_edit_problem(me.lang, &problem)),
             ),
         ),
         Err(crate::pipeline::PipelineError::Store(error)) => (503, unavailable(&state, error)),
@@ -2182,6 +2208,25 @@ async fn revoke_api_token(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_hand_edit_reads_in_japanese_and_in_english_as_before() {
+        use crate::engine::hand_edit::HandEditError;
+        let problems = [
+            HandEditError::BadTag,
+            HandEditError::BadFieldName,
+            HandEditError::BadText,
+            HandEditError::BadNumber("三十".into()),
+            HandEditError::BadYesNo,
+            HandEditError::TooManyFields,
+            HandEditError::UnknownOp("drop".into()),
+        ];
+        for problem in problems {
+            assert_eq!(hand_edit_problem(ConsoleLang::En, &problem), problem.to_string());
+            let ja = hand_edit_problem(ConsoleLang::Ja, &problem);
+            assert!(ja.ends_with('。') && ja != problem.to_string(), "{ja}");
+        }
+    }
     use actix_web::test::TestRequest;
 
     #[test]
