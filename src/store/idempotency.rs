@@ -45,6 +45,22 @@ impl Store {
         Ok(create(self.document_path(ADMIN_REQUESTS, id), &doc)?)
     }
 
+    /// Records a console form's receipt on its own, after the form's action
+    /// (an action that is the same however often it runs, such as a cancel):
+    /// a form sent again finds it. One recorded already is fine.
+    pub(crate) async fn record_form_receipt(&self, operation: &str, id: &str) -> Result<(), StoreError> {
+        match self.commit(vec![self.form_receipt_write(operation, id)?]).await {
+            CommitOutcome::Committed(_) | CommitOutcome::AlreadyExists => Ok(()),
+            CommitOutcome::Unknown(error) | CommitOutcome::Failed(error) => Err(error),
+            CommitOutcome::Changed => Err(StoreError::Unavailable("unexpected precondition failure".into())),
+        }
+    }
+
+    /// Whether a console form's receipt is recorded.
+    pub(crate) async fn has_form_receipt(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(self.get_stored::<AdminRequestDoc>(ADMIN_REQUESTS, id).await?.is_some())
+    }
+
     /// Records (or compares with) the request first made with `key`.
     pub(crate) async fn check_request(
         &self,

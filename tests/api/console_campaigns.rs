@@ -96,6 +96,68 @@ async fn an_editor_cancels_a_scheduled_campaign_after_a_confirmation() {
     );
 }
 
+/// A cancel form sent three times at once (a double click) and once more
+/// (a reload) cancels once: every answer is 200, the last says this form
+/// did it already, and the form's receipt is one.
+#[tokio::test]
+async fn a_cancel_form_sent_again_cancels_once() {
+    let app = spawn_app().await;
+    add_staff(&app);
+    let send_at = (Utc::now() + TimeDelta::days(2))
+        .with_nanosecond(0)
+        .expect("a whole second")
+        .to_rfc3339();
+    let created = app
+        .http
+        .post(format!("{}/admin/campaigns", app.address))
+        .bearer_auth(ADMIN_TOKEN)
+        .header("Idempotency-Key", "console-cancel-twice")
+        .json(&json!({"scenarioId": "news", "sendAt": send_at}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 202);
+    let id = created.json::<serde_json::Value>().await.unwrap()["campaignId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let cancel = format!("/console/campaigns/{id}/cancel");
+    let editor = session(&app.address, EDITOR).await;
+    let page = get(&app.address, &cancel, &editor).await.text().await.unwrap();
+    let key = page
+        .split("name=\"key\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the form's key")
+        .to_owned();
+    let csrf = csrf_of(&app.address, &editor).await;
+    let fields = [("csrf", csrf.as_str()), ("key", key.as_str())];
+    let send = || post(&app.address, &cancel, &editor, &fields);
+    let clicks = futures::future::join_all([send(), send(), send()]).await;
+    for click in clicks {
+        assert_eq!(click.status(), 200);
+    }
+    let reload = send().await;
+    assert_eq!(reload.status(), 200);
+    assert!(
+        reload
+            .text()
+            .await
+            .unwrap()
+            .contains("This form cancelled the campaign already.")
+    );
+    let receipts = app
+        .firestore
+        .list("admin_requests")
+        .await
+        .iter()
+        .filter(|doc| doc["fields"]["operation"]["stringValue"] == "campaign_cancel")
+        .count();
+    assert_eq!(receipts, 1, "one form, one receipt");
+    let state = crate::helpers::admin_json(&app.address, &format!("/admin/campaigns/{id}")).await["state"].clone();
+    assert!(state == "cancelling" || state == "cancelled", "{state}");
+}
+
 /// The hidden fields of the confirm form on a campaign preview, unescaped.
 fn confirm_fields(page: &str) -> Vec<(String, String)> {
     let unescape = |value: &str| {

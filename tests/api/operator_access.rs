@@ -571,6 +571,10 @@ async fn each_role_in_a_real_browser_and_a_disabled_editor_on_another_instance()
     browser.wait_for("#timeline").await;
     assert_eq!(browser.count("#send-scenario").await, 1, "an editor may send");
     assert_eq!(browser.count("#user-data").await, 0, "but not export");
+    // A tag added from the page, as a person would: the audit log names the editor.
+    browser.fill("#new-tag", "常連").await;
+    browser.click("#add-tag button").await;
+    browser.wait_for("tr[data-tag='常連']").await;
     assert_eq!(
         from_page(&browser, "GET", "/console/scenarios/export/answers.csv", "").await,
         403
@@ -582,6 +586,17 @@ async fn each_role_in_a_real_browser_and_a_disabled_editor_on_another_instance()
     assert_eq!(browser.path().await, "/console/login");
 
     browser_sign_in(&browser, &second.address, OWNER).await;
-    browser.goto(&format!("{}/console/audit", second.address)).await;
+    browser
+        .goto(&format!("{}/console/audit?action=tag_add", second.address))
+        .await;
     assert_eq!(browser.path().await, "/console/audit", "an owner reads the audit log");
+    let rows = browser.text_of("#audit").await;
+    assert!(
+        rows.contains(EDITOR) && rows.contains("tag_add"),
+        "the editor's tag, as theirs: {rows}"
+    );
+    assert!(
+        !rows.contains(VIEWER),
+        "the viewer's refused requests changed nothing: {rows}"
+    );
 }

@@ -1868,7 +1868,11 @@ async fn cancel_form(request: HttpRequest, state: web::Data<AppState>, path: web
         return not_found(&state, "そのIDの一斉配信はありません。", "No campaign with that id.");
     }
     match state.campaigns.status(&id).await {
-        Ok(Some(status)) => html(StatusCode::OK, pages::campaign_cancel(&me.nav(), &status)),
+        Ok(Some(status)) => {
+            // This form's own key: a double click or a reload cancels once.
+            let key = format!("console-{}", uuid::Uuid::new_v4().simple());
+            html(StatusCode::OK, pages::campaign_cancel(&me.nav(), &status, &key))
+        }
         Ok(None) => not_found(&state, "そのIDの一斉配信はありません。", "No campaign with that id."),
         Err(error) => unavailable(&state, error),
     }
@@ -1899,8 +1903,46 @@ async fn cancel_confirmed(
         )
         .await
     );
-    let (status, ok, message) = match state.campaigns.cancel(&id, timers).await {
-        Ok(now) => (
+    // The form's receipt: a form sent again (a double click, a reload) finds
+    // its cancel done and cancels nothing again.
+    let receipt = is_form_key(&form.key)
+        .then(|| crate::ids::deterministic_id(&["campaign_cancel", &form.key, &id, &timers.to_string()]));
+    let done_by_this_form = || {
+        (
+            200,
+            true,
+            me.lang
+                .t(
+                    "この一斉配信は、このフォームですでに取り消しています。",
+                    "This form cancelled the campaign already.",
+                )
+                .to_owned(),
+        )
+    };
+    let seen = match &receipt {
+        Some(receipt) => match state.store.has_form_receipt(receipt).await {
+            Ok(seen) => seen,
+            Err(error) => {
+                state.auditor.finish(&entry, 503, None).await;
+                return unavailable(&state, error);
+            }
+        },
+        None => false,
+    };
+    let cancelled = if seen {
+        None
+    } else {
+        Some(state.campaigns.cancel(&id, timers).await)
+    };
+    if let (Some(Ok(_)), Some(receipt)) = (&cancelled, &receipt)
+        && let Err(error) = state.store.record_form_receipt("campaign_cancel", receipt).await
+    {
+        // The cancel is done; only a resend of this form would answer 409.
+        tracing::warn!(error = %error, outcome = "receipt_missing", "a campaign cancel's form receipt was not recorded");
+    }
+    let (status, ok, message) = match cancelled {
+        None => done_by_this_form(),
+        Some(Ok(now)) => (
             200,
             true,
             pick(
@@ -1909,7 +1951,7 @@ async fn cancel_confirmed(
                 format!("The campaign is {now}."),
             ),
         ),
-        Err(crate::pipeline::campaigns::CampaignError::UnknownCampaign(_)) => (
+        Some(Err(crate::pipeline::campaigns::CampaignError::UnknownCampaign(_))) => (
             404,
             false,
             state
@@ -1917,7 +1959,18 @@ async fn cancel_confirmed(
                 .t("そのIDの一斉配信はありません。", "No campaign with that id.")
                 .to_owned(),
         ),
-        Err(crate::pipeline::campaigns::CampaignError::Finished(state)) => (
+        // The same form's other click may have cancelled it a moment ago.
+        Some(Err(crate::pipeline::campaigns::CampaignError::Finished(_)))
+            if receipt.is_some()
+                && state
+                    .store
+                    .has_form_receipt(receipt.as_deref().unwrap_or_default())
+                    .await
+                    .unwrap_or(false) =>
+        {
+            done_by_this_form()
+        }
+        Some(Err(crate::pipeline::campaigns::CampaignError::Finished(state))) => (
             409,
             false,
             pick(
@@ -1929,10 +1982,10 @@ async fn cancel_confirmed(
                 format!("The campaign is {state}: there is nothing left to cancel."),
             ),
         ),
-        Err(crate::pipeline::campaigns::CampaignError::Pipeline(crate::pipeline::PipelineError::Store(error))) => {
-            (503, false, try_again(me.lang, &error))
-        }
-        Err(error) => (409, false, detail(me.lang, &error)),
+        Some(Err(crate::pipeline::campaigns::CampaignError::Pipeline(crate::pipeline::PipelineError::Store(
+            error,
+        )))) => (503, false, try_again(me.lang, &error)),
+        Some(Err(error)) => (409, false, detail(me.lang, &error)),
     };
     state.auditor.finish(&entry, status, None).await;
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);

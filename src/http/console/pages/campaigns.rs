@@ -278,7 +278,7 @@ fn campaign_confirm_form(nav: &Nav, asked: &CampaignForm, key: &str, label: &str
 }
 
 /// The confirmation of a campaign's cancel: what will stop, and the form.
-pub(crate) fn campaign_cancel(nav: &Nav, status: &CampaignStatus) -> Markup {
+pub(crate) fn campaign_cancel(nav: &Nav, status: &CampaignStatus, key: &str) -> Markup {
     let left = status.pending;
     page(
         nav.lang,
@@ -305,6 +305,7 @@ pub(crate) fn campaign_cancel(nav: &Nav, status: &CampaignStatus) -> Markup {
                 }
                 form method="post" action={ "/console/campaigns/" (segment(&status.campaign_id)) "/cancel" } {
                     input type="hidden" name="csrf" value=(nav.csrf);
+                    input type="hidden" name="key" value=(key);
                     p {
                         label {
                             input type="checkbox" name="timers" value="true" checked[status.state == "done"];
