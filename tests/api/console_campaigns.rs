@@ -7,10 +7,8 @@ use crate::operator_access::{EDITOR, VIEWER, add_staff, csrf_of, get, post, sess
 use chrono::{TimeDelta, Timelike, Utc};
 use serde_json::json;
 
-#[tokio::test]
-async fn an_editor_cancels_a_scheduled_campaign_after_a_confirmation() {
-    let app = spawn_app().await;
-    add_staff(&app);
+/// A campaign of `news` scheduled two days ahead through the API: its id.
+async fn scheduled_campaign(app: &crate::helpers::TestApp, key: &str) -> String {
     let send_at = (Utc::now() + TimeDelta::days(2))
         .with_nanosecond(0)
         .expect("a whole second")
@@ -19,16 +17,23 @@ async fn an_editor_cancels_a_scheduled_campaign_after_a_confirmation() {
         .http
         .post(format!("{}/admin/campaigns", app.address))
         .bearer_auth(ADMIN_TOKEN)
-        .header("Idempotency-Key", "console-cancel")
+        .header("Idempotency-Key", key)
         .json(&json!({"scenarioId": "news", "sendAt": send_at}))
         .send()
         .await
         .unwrap();
     assert_eq!(created.status(), 202);
-    let id = created.json::<serde_json::Value>().await.unwrap()["campaignId"]
+    created.json::<serde_json::Value>().await.unwrap()["campaignId"]
         .as_str()
         .unwrap()
-        .to_owned();
+        .to_owned()
+}
+
+#[tokio::test]
+async fn an_editor_cancels_a_scheduled_campaign_after_a_confirmation() {
+    let app = spawn_app().await;
+    add_staff(&app);
+    let id = scheduled_campaign(&app, "console-cancel").await;
     let page = format!("/console/campaigns/{id}");
     let cancel = format!("{page}/cancel");
 
@@ -103,24 +108,7 @@ async fn an_editor_cancels_a_scheduled_campaign_after_a_confirmation() {
 async fn a_cancel_form_sent_again_cancels_once() {
     let app = spawn_app().await;
     add_staff(&app);
-    let send_at = (Utc::now() + TimeDelta::days(2))
-        .with_nanosecond(0)
-        .expect("a whole second")
-        .to_rfc3339();
-    let created = app
-        .http
-        .post(format!("{}/admin/campaigns", app.address))
-        .bearer_auth(ADMIN_TOKEN)
-        .header("Idempotency-Key", "console-cancel-twice")
-        .json(&json!({"scenarioId": "news", "sendAt": send_at}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 202);
-    let id = created.json::<serde_json::Value>().await.unwrap()["campaignId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = scheduled_campaign(&app, "console-cancel-twice").await;
     let cancel = format!("/console/campaigns/{id}/cancel");
     let editor = session(&app.address, EDITOR).await;
     let page = get(&app.address, &cancel, &editor).await.text().await.unwrap();
