@@ -29,10 +29,26 @@ async fn an_editor_changes_a_users_tags_and_fields_by_hand_and_each_change_is_au
         .unwrap();
     assert!(page.contains("id=\"add-tag\"") && page.contains("id=\"set-field\""));
     let csrf = csrf_of(&app.address, &editor).await;
+    // The page's form first says what will happen, and changes nothing.
+    let asked = post(
+        &app.address,
+        "/console/users/edit",
+        &editor,
+        &[("csrf", &csrf), ("user", &user), ("op", "add_tag"), ("tag", "常連さん")],
+    )
+    .await;
+    assert_eq!(asked.status(), 200);
+    let confirmation = asked.text().await.unwrap();
+    assert!(
+        confirmation.contains("This adds the tag “常連さん”.") && confirmation.contains("id=\"confirm-edit\""),
+        "{confirmation}"
+    );
+    assert!(app.user_tags(&user).await.is_empty(), "nothing before the confirmation");
     let edit = |fields: Vec<(&'static str, String)>| {
         let (csrf, editor, address, user) = (csrf.clone(), editor.clone(), app.address.clone(), user.clone());
         async move {
-            let mut form: Vec<(&str, String)> = vec![("csrf", csrf), ("user", user)];
+            // As the confirmation page sends it.
+            let mut form: Vec<(&str, String)> = vec![("csrf", csrf), ("user", user), ("confirm", "yes".to_owned())];
             form.extend(fields);
             let form: Vec<(&str, &str)> = form.iter().map(|(key, value)| (*key, value.as_str())).collect();
             post(&address, "/console/users/edit", &editor, &form).await
@@ -132,6 +148,7 @@ async fn an_editor_changes_a_users_tags_and_fields_by_hand_and_each_change_is_au
             ("user", &stranger),
             ("op", "add_tag"),
             ("tag", "x"),
+            ("confirm", "yes"),
         ],
     )
     .await;
@@ -242,6 +259,7 @@ async fn a_reloaded_or_double_clicked_form_changes_the_user_once() {
                 ("field", "plan"),
                 ("value", plan),
                 ("kind", "text"),
+                ("confirm", "yes"),
             ];
             post(&address, "/console/users/edit", &cookie, &form).await.status()
         }

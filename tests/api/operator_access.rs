@@ -574,6 +574,9 @@ async fn each_role_in_a_real_browser_and_a_disabled_editor_on_another_instance()
     // A tag added from the page, as a person would: the audit log names the editor.
     browser.fill("#new-tag", "常連").await;
     browser.click("#add-tag button").await;
+    browser.wait_for("#confirm-edit").await;
+    assert!(browser.text_of("#edit-does").await.contains("常連"));
+    browser.click("#confirm-edit").await;
     browser.wait_for("tr[data-tag='常連']").await;
     assert_eq!(
         from_page(&browser, "GET", "/console/scenarios/export/answers.csv", "").await,

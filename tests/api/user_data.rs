@@ -50,6 +50,7 @@ async fn an_owner_exports_a_users_data_and_erases_it_leaving_no_typed_answer_fie
             ("field", "phone"),
             ("value", "090-1234-5678"),
             ("kind", "text"),
+            ("confirm", "yes"),
         ],
     )
     .await;

@@ -291,6 +291,9 @@ struct Form {
     value: String,
     #[serde(default)]
     kind: String,
+    /// `yes` from a confirmation page: the action it describes runs.
+    #[serde(default)]
+    confirm: String,
     /// A personal API token's label and role (`/console/tokens`).
     #[serde(default)]
     label: String,
@@ -1735,6 +1738,19 @@ async fn edit_user(request: HttpRequest, state: web::Data<AppState>, body: web::
             );
         }
     };
+    if form.confirm != "yes" {
+        // First what will happen; the change runs from the confirmation.
+        let asked = pages::HandEditAsked {
+            user: user.as_str(),
+            op: &form.op,
+            tag: &form.tag,
+            field: &form.field,
+            value: &form.value,
+            kind: &form.kind,
+            key: &form.key,
+        };
+        return html(StatusCode::OK, pages::hand_edit_confirm(&me.nav(), &asked, &edit));
+    }
     let (kind, name) = edit.subject();
     // The entry lands in the change's own commit (not before it).
     let entry = state.auditor.entry(

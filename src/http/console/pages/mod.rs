@@ -19,7 +19,10 @@ pub(crate) use graph::scenario_graph;
 pub(crate) use results::{
     AnswerFilters, CrossTabAsked, SourceCard, answer_runs, answers, cross_tab, scenarios, sources,
 };
-pub(crate) use users::{erase_confirm, send_choice, send_preview, send_result, timer_cancelled, user, user_search};
+pub(crate) use users::{
+    HandEditAsked, erase_confirm, hand_edit_confirm, send_choice, send_preview, send_result, timer_cancelled, user,
+    user_search,
+};
 
 use crate::values::{ConsoleLang, OperatorRole};
 use maud::{DOCTYPE, Markup, PreEscaped, html};

@@ -203,6 +203,76 @@ pub(crate) fn erase_confirm(nav: &Nav, user: &str) -> Markup {
     )
 }
 
+/// A change by hand as the form asked it, carried by its confirmation.
+pub(crate) struct HandEditAsked<'a> {
+    pub(crate) user: &'a str,
+    pub(crate) op: &'a str,
+    pub(crate) tag: &'a str,
+    pub(crate) field: &'a str,
+    pub(crate) value: &'a str,
+    pub(crate) kind: &'a str,
+    pub(crate) key: &'a str,
+}
+
+/// What a change by hand will do, and the form that does it.
+pub(crate) fn hand_edit_confirm(
+    nav: &Nav,
+    asked: &HandEditAsked<'_>,
+    edit: &crate::engine::hand_edit::HandEdit,
+) -> Markup {
+    use crate::engine::hand_edit::HandEdit;
+    let value_text = |value: &crate::values::FieldValue| match value {
+        crate::values::FieldValue::Text(text) => text.clone(),
+        crate::values::FieldValue::Bool(yes) => nav
+            .t(if *yes { "はい" } else { "いいえ" }, if *yes { "yes" } else { "no" })
+            .to_owned(),
+        crate::values::FieldValue::Integer(number) => number.to_string(),
+        crate::values::FieldValue::Number(number) => number.to_string(),
+    };
+    let does = match (edit, nav.lang) {
+        (HandEdit::AddTag(tag), ConsoleLang::Ja) => format!("タグ「{tag}」を付けます。"),
+        (HandEdit::AddTag(tag), ConsoleLang::En) => format!("This adds the tag “{tag}”."),
+        (HandEdit::RemoveTag(tag), ConsoleLang::Ja) => format!("タグ「{tag}」を外します。"),
+        (HandEdit::RemoveTag(tag), ConsoleLang::En) => format!("This removes the tag “{tag}”."),
+        (HandEdit::SetField(name, value), ConsoleLang::Ja) => {
+            format!("項目 {name} を「{}」にします。", value_text(value))
+        }
+        (HandEdit::SetField(name, value), ConsoleLang::En) => {
+            format!("This sets the field {name} to “{}”.", value_text(value))
+        }
+        (HandEdit::RemoveField(name), ConsoleLang::Ja) => format!("項目 {name} を削除します。"),
+        (HandEdit::RemoveField(name), ConsoleLang::En) => format!("This removes the field {name}."),
+    };
+    page(
+        nav.lang,
+        nav.t("タグと項目の変更", "Change tags and fields"),
+        Some(nav),
+        html! {
+            section {
+                p id="edit-does" { (does) }
+                p class="muted" {
+                    (nav.t("対象: ", "User: ")) code { (asked.user) } " · "
+                    (nav.t("この変更はあなたの操作として操作履歴に残ります。", "The change is recorded in the audit log as yours."))
+                }
+                form method="post" action="/console/users/edit" {
+                    input type="hidden" name="csrf" value=(nav.csrf);
+                    input type="hidden" name="user" value=(asked.user);
+                    input type="hidden" name="op" value=(asked.op);
+                    input type="hidden" name="tag" value=(asked.tag);
+                    input type="hidden" name="field" value=(asked.field);
+                    input type="hidden" name="value" value=(asked.value);
+                    input type="hidden" name="kind" value=(asked.kind);
+                    input type="hidden" name="key" value=(asked.key);
+                    input type="hidden" name="confirm" value="yes";
+                    button class="primary" type="submit" id="confirm-edit" { (nav.t("変更する", "Change")) }
+                    " "
+                    a href={ "/console/users?id=" (segment(asked.user)) } { (nav.t("やめる", "Keep it as it is")) }
+                }
+            }
+        },
+    )
+}
+
 /// A timer cancel's result, from the user's timeline.
 pub(crate) fn timer_cancelled(nav: &Nav, user: &str, result: (bool, &str)) -> Markup {
     page(
