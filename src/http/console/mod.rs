@@ -1740,16 +1740,10 @@ async fn edit_user(request: HttpRequest, state: web::Data<AppState>, body: web::
     };
     if form.confirm != "yes" {
         // First what will happen; the change runs from the confirmation.
-        let asked = pages::HandEditAsked {
-            user: user.as_str(),
-            op: &form.op,
-            tag: &form.tag,
-            field: &form.field,
-            value: &form.value,
-            kind: &form.kind,
-            key: &form.key,
-        };
-        return html(StatusCode::OK, pages::hand_edit_confirm(&me.nav(), &asked, &edit));
+        return html(
+            StatusCode::OK,
+            pages::hand_edit_confirm(&me.nav(), (user.as_str(), &form.key), &asked, &edit),
+        );
     }
     let (kind, name) = edit.subject();
     // The entry lands in the change's own commit (not before it).

@@ -20,8 +20,7 @@ pub(crate) use results::{
     AnswerFilters, CrossTabAsked, SourceCard, answer_runs, answers, cross_tab, scenarios, sources,
 };
 pub(crate) use users::{
-    HandEditAsked, erase_confirm, hand_edit_confirm, send_choice, send_preview, send_result, timer_cancelled, user,
-    user_search,
+    erase_confirm, hand_edit_confirm, send_choice, send_preview, send_result, timer_cancelled, user, user_search,
 };
 
 use crate::values::{ConsoleLang, OperatorRole};

@@ -203,21 +203,13 @@ pub(crate) fn erase_confirm(nav: &Nav, user: &str) -> Markup {
     )
 }
 
-/// A change by hand as the form asked it, carried by its confirmation.
-pub(crate) struct HandEditAsked<'a> {
-    pub(crate) user: &'a str,
-    pub(crate) op: &'a str,
-    pub(crate) tag: &'a str,
-    pub(crate) field: &'a str,
-    pub(crate) value: &'a str,
-    pub(crate) kind: &'a str,
-    pub(crate) key: &'a str,
-}
-
 /// What a change by hand will do, and the form that does it.
+/// `asked` is the form as typed, carried by the confirmation with the
+/// user and the page's key.
 pub(crate) fn hand_edit_confirm(
     nav: &Nav,
-    asked: &HandEditAsked<'_>,
+    (user, key): (&str, &str),
+    asked: &crate::engine::hand_edit::HandEditForm<'_>,
     edit: &crate::engine::hand_edit::HandEdit,
 ) -> Markup {
     use crate::engine::hand_edit::HandEdit;
@@ -251,22 +243,22 @@ pub(crate) fn hand_edit_confirm(
             section {
                 p id="edit-does" { (does) }
                 p class="muted" {
-                    (nav.t("対象: ", "User: ")) code { (asked.user) } " · "
+                    (nav.t("対象: ", "User: ")) code { (user) } " · "
                     (nav.t("この変更はあなたの操作として操作履歴に残ります。", "The change is recorded in the audit log as yours."))
                 }
                 form method="post" action="/console/users/edit" {
                     input type="hidden" name="csrf" value=(nav.csrf);
-                    input type="hidden" name="user" value=(asked.user);
+                    input type="hidden" name="user" value=(user);
                     input type="hidden" name="op" value=(asked.op);
                     input type="hidden" name="tag" value=(asked.tag);
                     input type="hidden" name="field" value=(asked.field);
                     input type="hidden" name="value" value=(asked.value);
                     input type="hidden" name="kind" value=(asked.kind);
-                    input type="hidden" name="key" value=(asked.key);
+                    input type="hidden" name="key" value=(key);
                     input type="hidden" name="confirm" value="yes";
                     button class="primary" type="submit" id="confirm-edit" { (nav.t("変更する", "Change")) }
                     " "
-                    a href={ "/console/users?id=" (segment(asked.user)) } { (nav.t("やめる", "Keep it as it is")) }
+                    a href={ "/console/users?id=" (segment(user)) } { (nav.t("やめる", "Keep it as it is")) }
                 }
             }
         },
