@@ -30,6 +30,8 @@ impl Via {
 /// The result an HTTP status stands for.
 pub(crate) fn result_of(status: u16) -> &'static str {
     match status {
+        // A console form sent again whose action had landed: nothing done now.
+        208 => "repeat",
         200..=399 => "done",
         400..=499 => "refused",
         _ => "failed",
@@ -152,6 +154,7 @@ mod tests {
             (200, "done"),
             (202, "done"),
             (303, "done"),
+            (208, "repeat"),
             (400, "refused"),
             (403, "refused"),
             (409, "refused"),

@@ -14,6 +14,8 @@ const ROUNDS: usize = 3;
 #[derive(Debug)]
 pub(crate) enum HandEdited {
     Done,
+    /// The same form landed before (its receipt is there): nothing changed now.
+    Repeat,
     /// The service never saw the user: nothing written.
     UnknownUser,
     /// The change does not fit the user's record (a field beyond the limit).
@@ -37,6 +39,12 @@ impl UserEdits {
         receipt: Option<&str>,
     ) -> Result<HandEdited, PipelineError> {
         let (changes, removed) = edit.changes();
+        // A form that landed before is done, whatever the record is now.
+        if let Some(receipt) = receipt
+            && self.store.has_form_receipt(receipt).await?
+        {
+            return Ok(HandEdited::Repeat);
+        }
         for _ in 0..ROUNDS {
             let Some(read) = self.store.user_for_edit(user.as_str()).await? else {
                 return Ok(HandEdited::UnknownUser);
@@ -54,6 +62,7 @@ impl UserEdits {
                 .await?
             {
                 HandEditWrite::Done => return Ok(HandEdited::Done),
+                HandEditWrite::Repeat => return Ok(HandEdited::Repeat),
                 // Moved, or (not exact) gone since the read: read again.
                 HandEditWrite::Moved => {}
             }

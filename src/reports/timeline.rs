@@ -341,20 +341,28 @@ const SAID_CHARS: usize = 200;
 /// text, a card's alternative text, otherwise its type in brackets; each
 /// cut to [`SAID_CHARS`]. Stored messages that do not read say nothing.
 fn said_of(messages: &str) -> Vec<String> {
-    let Ok(messages) = serde_json::from_str::<Vec<serde_json::Value>>(messages) else {
+    /// Only what is shown is kept: a card's contents are skipped, not built.
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Said {
+        #[serde(rename = "type", default)]
+        kind: Option<String>,
+        #[serde(default)]
+        text: Option<String>,
+        #[serde(default)]
+        alt_text: Option<String>,
+    }
+    let Ok(messages) = serde_json::from_str::<Vec<Said>>(messages) else {
         return Vec::new();
     };
     messages
-        .iter()
+        .into_iter()
         .take(SAID_MESSAGES)
         .map(|message| {
-            let text = message["text"]
-                .as_str()
-                .or_else(|| message["altText"].as_str())
-                .map_or_else(
-                    || format!("[{}]", message["type"].as_str().unwrap_or("message")),
-                    str::to_owned,
-                );
+            let text = message
+                .text
+                .or(message.alt_text)
+                .unwrap_or_else(|| format!("[{}]", message.kind.as_deref().unwrap_or("message")));
             if text.chars().count() > SAID_CHARS {
                 let mut cut: String = text.chars().take(SAID_CHARS).collect();
                 cut.push('…');

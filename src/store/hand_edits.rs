@@ -15,6 +15,8 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum HandEditWrite {
     Done,
+    /// The form's receipt was there: the same form landed before.
+    Repeat,
     /// The record moved under the change (a step of the user's): read again.
     Moved,
 }
@@ -59,9 +61,11 @@ impl Store {
         match self.commit(writes).await {
             CommitOutcome::Committed(_) => Ok(HandEditWrite::Done),
             CommitOutcome::Changed => Ok(HandEditWrite::Moved),
-            // The entry's id is new to this change: there only if it landed;
-            // the form's receipt is there only if the form's change landed
-            // (before, from a reload or a double click).
+            // The entry's id is new to this submission, so what exists is the
+            // form's receipt: the same form's change landed before (a reload,
+            // a double click). Without a receipt only the entry can be there,
+            // and only if this change landed.
+            CommitOutcome::AlreadyExists if receipt.is_some() => Ok(HandEditWrite::Repeat),
             CommitOutcome::AlreadyExists => Ok(HandEditWrite::Done),
             // Landed or not: the entry tells, once it is fenced. Creating it
             // now makes a late landing of the change's commit impossible (its

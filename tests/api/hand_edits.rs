@@ -284,6 +284,20 @@ async fn a_reloaded_or_double_clicked_form_changes_the_user_once() {
         Some("gold")
     );
     assert_eq!(receipts().await, 1, "one form, one change");
+    let results = |entries: Vec<serde_json::Value>| -> Vec<String> {
+        let mut results: Vec<String> = entries
+            .iter()
+            .filter(|entry| entry["fields"]["action"]["stringValue"] == "field_set")
+            .filter_map(|entry| entry["fields"]["result"]["stringValue"].as_str().map(str::to_owned))
+            .collect();
+        results.sort();
+        results
+    };
+    assert_eq!(
+        results(app.firestore.list("audit_log").await),
+        ["done", "repeat", "repeat"],
+        "one change, two repeats in the audit log"
+    );
 
     let owners_page = key_of(&page_of(owner.clone()).await);
     assert_ne!(owners_page, old_page, "each page has its own key");
@@ -303,4 +317,82 @@ async fn a_reloaded_or_double_clicked_form_changes_the_user_once() {
         Some("gold")
     );
     assert_eq!(receipts().await, 3);
+}
+
+/// The confirmation carries the form exactly: a value with quotes, `&`,
+/// `<`, Japanese and spaces comes back from its hidden fields as typed, and
+/// its form sent twice changes the user once.
+#[tokio::test]
+async fn the_confirmation_carries_the_form_as_typed_and_lands_once() {
+    let app = spawn_app().await;
+    add_staff(&app);
+    let user = events::new_user();
+    app.deliver(&events::follow(&user)).await;
+    let editor = session(&app.address, EDITOR).await;
+    let page = get(&app.address, &format!("/console/users?id={user}"), &editor)
+        .await
+        .text()
+        .await
+        .unwrap();
+    let hidden = |html: &str, name: &str| -> String {
+        html.split(&format!("name=\"{name}\" value=\""))
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap_or_default()
+            .replace("&quot;", "\"")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&amp;", "&")
+    };
+    let key = hidden(&page, "key");
+    let csrf = csrf_of(&app.address, &editor).await;
+    let typed = " 「特上」 & <梅> \"松\" ";
+    let asked = post(
+        &app.address,
+        "/console/users/edit",
+        &editor,
+        &[
+            ("csrf", &csrf),
+            ("user", &user),
+            ("key", &key),
+            ("op", "set_field"),
+            ("field", "course"),
+            ("value", typed),
+            ("kind", "text"),
+        ],
+    )
+    .await;
+    assert_eq!(asked.status(), 200);
+    let confirmation = asked.text().await.unwrap();
+    assert!(
+        app.firestore
+            .get("users", &user)
+            .await
+            .is_some_and(|record| field(&record, "course").is_null())
+    );
+    let fields: Vec<(String, String)> = ["csrf", "user", "op", "tag", "field", "value", "kind", "key", "confirm"]
+        .into_iter()
+        .map(|name| (name.to_owned(), hidden(&confirmation, name)))
+        .collect();
+    assert!(fields.contains(&("value".to_owned(), typed.to_owned())), "{fields:?}");
+    let form: Vec<(&str, &str)> = fields
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_str()))
+        .collect();
+    for _ in 0..2 {
+        assert_eq!(
+            post(&app.address, "/console/users/edit", &editor, &form).await.status(),
+            303
+        );
+    }
+    let record = app.firestore.get("users", &user).await.unwrap();
+    assert_eq!(field(&record, "course")["stringValue"], typed.trim());
+    let receipts = app
+        .firestore
+        .list("admin_requests")
+        .await
+        .iter()
+        .filter(|doc| doc["fields"]["operation"]["stringValue"] == "hand_edit")
+        .count();
+    assert_eq!(receipts, 1);
 }

@@ -248,16 +248,25 @@ mod tests {
     fn every_problem_reads_in_japanese_and_in_english_as_before() {
         use crate::values::ConsoleLang;
         let problems = [
-            FormProblem::NoScenario,
-            FormProblem::BadScenario("a b".into()),
-            FormProblem::BadFieldLine("age == 3".into()),
-            FormProblem::TooManyFieldLines,
-            FormProblem::NoSendTime,
-            FormProblem::BadSendTime("tomorrow".into()),
-            FormProblem::BadWhen,
+            (FormProblem::NoScenario, "Choose a scenario."),
+            (FormProblem::BadScenario("a b".into()), "\"a b\" is not a scenario id."),
+            (
+                FormProblem::BadFieldLine("age == 3".into()),
+                "Field condition \"age == 3\" is not one of: name = value, name in a, b, name >= value, name <= value, name exists, name missing.",
+            ),
+            (
+                FormProblem::TooManyFieldLines,
+                "The field conditions have more than 40 lines.",
+            ),
+            (FormProblem::NoSendTime, "Choose a send time, or send now."),
+            (
+                FormProblem::BadSendTime("tomorrow".into()),
+                "\"tomorrow\" is not a date and time (YYYY-MM-DD HH:MM).",
+            ),
+            (FormProblem::BadWhen, "Choose when to send: now or at a time."),
         ];
-        for problem in problems {
-            assert_eq!(problem.in_lang(ConsoleLang::En), problem.to_string());
+        for (problem, english) in problems {
+            assert_eq!(problem.in_lang(ConsoleLang::En), english);
             let ja = problem.in_lang(ConsoleLang::Ja);
             assert!(ja.ends_with('。'), "{ja}");
             assert!(!ja.contains("Choose") && !ja.contains(" is not "), "{ja}");

@@ -1722,11 +1722,13 @@ async fn edit_user(request: HttpRequest, state: web::Data<AppState>, body: web::
             "That is not a LINE user id.",
         );
     };
+    // A browser sends a hidden field's line breaks as CRLF: one value either way.
+    let value = form.value.replace("\r\n", "\n");
     let asked = crate::engine::hand_edit::HandEditForm {
         op: &form.op,
         tag: &form.tag,
         field: &form.field,
-        value: &form.value,
+        value: &value,
         kind: &form.kind,
     };
     let edit = match crate::engine::hand_edit::HandEdit::parse(&asked) {
@@ -1767,13 +1769,15 @@ async fn edit_user(request: HttpRequest, state: web::Data<AppState>, body: web::
             &form.op,
             &form.tag,
             &form.field,
-            &form.value,
+            &value,
             &form.kind,
         ])
     });
     let result = state.user_edits.apply(&user, &edit, &entry, receipt.as_deref()).await;
     let (status, response) = match result {
         Ok(HandEdited::Done) => (303, see_other(&format!("/console/users?id={}", user.as_str()))),
+        // 208 in its audit entry: a resent form that changed nothing.
+        Ok(HandEdited::Repeat) => (208, see_other(&format!("/console/users?id={}", user.as_str()))),
         Ok(HandEdited::UnknownUser) => (
             404,
             not_found(
@@ -1919,7 +1923,7 @@ async fn cancel_confirmed(
         .then(|| crate::ids::deterministic_id(&["campaign_cancel", &form.key, &id, &timers.to_string()]));
     let done_by_this_form = || {
         (
-            200,
+            208,
             true,
             me.lang
                 .t(
@@ -1929,14 +1933,9 @@ async fn cancel_confirmed(
                 .to_owned(),
         )
     };
+    // A receipt that cannot be read counts as absent: a cancel is safe to repeat.
     let seen = match &receipt {
-        Some(receipt) => match state.store.has_form_receipt(receipt).await {
-            Ok(seen) => seen,
-            Err(error) => {
-                state.auditor.finish(&entry, 503, None).await;
-                return unavailable(&state, error);
-            }
-        },
+        Some(receipt) => state.store.has_form_receipt(receipt).await.unwrap_or(false),
         None => false,
     };
     let cancelled = if seen {
@@ -1947,10 +1946,11 @@ async fn cancel_confirmed(
     if let (Some(Ok(_)), Some(receipt)) = (&cancelled, &receipt)
         && let Err(error) = state.store.record_form_receipt("campaign_cancel", receipt).await
     {
-        // The cancel is done; only a resend of this form would answer 409.
+        // The cancel is done; a resend of this form cancels (harmlessly) again.
         tracing::warn!(error = %error, outcome = "receipt_missing", "a campaign cancel's form receipt was not recorded");
     }
     let (status, ok, message) = match cancelled {
+        // 208 in its audit entry: a resent form that changed nothing.
         None => done_by_this_form(),
         Some(Ok(now)) => (
             200,
@@ -1969,17 +1969,6 @@ async fn cancel_confirmed(
                 .t("そのIDの一斉配信はありません。", "No campaign with that id.")
                 .to_owned(),
         ),
-        // The same form's other click may have cancelled it a moment ago.
-        Some(Err(crate::pipeline::campaigns::CampaignError::Finished(_)))
-            if receipt.is_some()
-                && state
-                    .store
-                    .has_form_receipt(receipt.as_deref().unwrap_or_default())
-                    .await
-                    .unwrap_or(false) =>
-        {
-            done_by_this_form()
-        }
         Some(Err(crate::pipeline::campaigns::CampaignError::Finished(state))) => (
             409,
             false,
@@ -1998,7 +1987,8 @@ async fn cancel_confirmed(
         Some(Err(error)) => (409, false, detail(me.lang, &error)),
     };
     state.auditor.finish(&entry, status, None).await;
-    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    // A repeat is recorded as one (208); the page answers as any success.
+    let code = StatusCode::from_u16(if status == 208 { 200 } else { status }).unwrap_or(StatusCode::OK);
     html(code, pages::campaign_cancelled(&me.nav(), &id, (ok, &message)))
 }
 
@@ -2276,16 +2266,28 @@ mod tests {
     fn a_refused_hand_edit_reads_in_japanese_and_in_english_as_before() {
         use crate::engine::hand_edit::HandEditError;
         let problems = [
-            HandEditError::BadTag,
-            HandEditError::BadFieldName,
-            HandEditError::BadText,
-            HandEditError::BadNumber("三十".into()),
-            HandEditError::BadYesNo,
-            HandEditError::TooManyFields,
-            HandEditError::UnknownOp("drop".into()),
+            (
+                HandEditError::BadTag,
+                "a tag must be 1 to 100 characters, without control characters",
+            ),
+            (
+                HandEditError::BadFieldName,
+                "a field name must look like [a-z][a-z0-9_]{0,39}",
+            ),
+            (
+                HandEditError::BadText,
+                "a text field holds at most 500 characters, without control characters",
+            ),
+            (HandEditError::BadNumber("三十".into()), "\"三十\" is not a number"),
+            (HandEditError::BadYesNo, "a yes/no field is yes or no"),
+            (
+                HandEditError::TooManyFields,
+                "the user has 50 fields already: remove one first",
+            ),
+            (HandEditError::UnknownOp("drop".into()), "unknown change \"drop\""),
         ];
-        for problem in problems {
-            assert_eq!(hand_edit_problem(ConsoleLang::En, &problem), problem.to_string());
+        for (problem, english) in problems {
+            assert_eq!(hand_edit_problem(ConsoleLang::En, &problem), english);
             let ja = hand_edit_problem(ConsoleLang::Ja, &problem);
             assert!(ja.ends_with('。') && ja != problem.to_string(), "{ja}");
         }
