@@ -159,3 +159,74 @@ async fn an_owner_exports_a_users_data_and_erases_it_leaving_no_typed_answer_fie
     .await;
     assert!(again.text().await.unwrap().contains("Erased: 0 answers"));
 }
+
+/// The same in Chromium, in Japanese, as an owner signed in with their
+/// password: the download from the user's page holds the typed answer, the
+/// field and the name; the erasure, confirmed on its page, leaves no
+/// document of the user holding any of them.
+#[tokio::test]
+async fn an_owner_downloads_and_erases_a_users_data_in_a_real_browser() {
+    let Some(browser) = crate::helpers::browser::Browser::start().await else {
+        return;
+    };
+    let app = spawn_app_with(TestOptions {
+        adjust: |config| {
+            export_scenarios(config);
+            config.console_lang = line_survey::values::ConsoleLang::Ja;
+        },
+        ..TestOptions::default()
+    })
+    .await;
+    add_staff(&app);
+    let user = events::new_user();
+    let typed = "予約の電話がつながりにくい";
+    app.deliver(&events::follow(&user)).await;
+    app.deliver(&text(&user, "export")).await;
+    app.deliver(&postback(&user, &events::answer_data("export", "rating", "good")))
+        .await;
+    app.deliver(&text(&user, typed)).await;
+    app.firestore
+        .patch(
+            "users",
+            &user,
+            &[
+                ("displayName", json!({"stringValue": "佐藤 花子"})),
+                (
+                    "fields",
+                    json!({"mapValue": {"fields": {"phone": {"stringValue": "080-1111-2222"}}}}),
+                ),
+            ],
+        )
+        .await;
+
+    browser.goto(&format!("{}/console/login", app.address)).await;
+    browser.fill("#email", OWNER).await;
+    browser.fill("#password", crate::operator_access::PASSWORD).await;
+    browser.click("#sign-in").await;
+    browser.wait_for_path("/console").await;
+    browser.goto(&format!("{}/console/users?id={user}", app.address)).await;
+    browser.wait_for("#user-data").await;
+    let script = "return fetch(document.querySelector('#user-data').getAttribute('href')).then(r => r.text())";
+    let downloaded: Value = serde_json::from_str(browser.run(script).await.as_str().unwrap_or_default()).expect("JSON");
+    assert_eq!(downloaded["displayName"], "佐藤 花子");
+    assert_eq!(downloaded["profile"]["fields"]["phone"], "080-1111-2222");
+    let values: Vec<&Value> = downloaded["answers"]
+        .as_array()
+        .map(|answers| answers.iter().map(|answer| &answer["value"]).collect())
+        .unwrap_or_default();
+    assert!(values.contains(&&json!(typed)), "{downloaded}");
+
+    browser.click("#erase-user").await;
+    browser.wait_for("#confirm-erase").await;
+    browser.screenshot("ja-erase-confirm").await;
+    browser.click("#confirm-erase").await;
+    browser.wait_for("#flash").await;
+    let done = browser.text_of("#flash").await;
+    assert!(done.contains("消去しました"), "{done}");
+    let dump = app.firestore.dump().await;
+    for line in dump.lines().filter(|line| line.contains(user.as_str())) {
+        for secret in [typed, "080-1111-2222", "佐藤 花子"] {
+            assert!(!line.contains(secret), "{secret} is still in {line}");
+        }
+    }
+}
