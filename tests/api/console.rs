@@ -882,6 +882,18 @@ async fn check_japanese_page(browser: &Browser, address: &str, path: &str, name:
     }
 }
 
+/// The export scenarios with the console in Japanese, its default.
+pub(crate) async fn japanese_app() -> TestApp {
+    spawn_app_with(TestOptions {
+        adjust: |config| {
+            export_scenarios(config);
+            config.console_lang = line_survey::values::ConsoleLang::Ja;
+        },
+        ..TestOptions::default()
+    })
+    .await
+}
+
 /// The console's default language is Japanese: every page an operator
 /// opens, at a phone's width, with screenshots (`ja-*.png`).
 #[tokio::test]
@@ -889,14 +901,7 @@ async fn the_console_is_japanese_and_fits_a_phone() {
     let Some(browser) = Browser::start().await else {
         return;
     };
-    let app = spawn_app_with(TestOptions {
-        adjust: |config| {
-            export_scenarios(config);
-            config.console_lang = line_survey::values::ConsoleLang::Ja;
-        },
-        ..TestOptions::default()
-    })
-    .await;
+    let app = japanese_app().await;
     let users: Vec<String> = (0..3).map(|_| events::new_user()).collect();
     answer_storm(&app, &users).await;
     park_a_refused_push(&app).await;

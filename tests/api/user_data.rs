@@ -169,14 +169,7 @@ async fn an_owner_downloads_and_erases_a_users_data_in_a_real_browser() {
     let Some(browser) = crate::helpers::browser::Browser::start().await else {
         return;
     };
-    let app = spawn_app_with(TestOptions {
-        adjust: |config| {
-            export_scenarios(config);
-            config.console_lang = line_survey::values::ConsoleLang::Ja;
-        },
-        ..TestOptions::default()
-    })
-    .await;
+    let app = crate::console::japanese_app().await;
     add_staff(&app);
     let user = events::new_user();
     let typed = "予約の電話がつながりにくい";
