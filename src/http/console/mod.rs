@@ -21,6 +21,7 @@ macro_rules! or_answer {
 mod campaign_form;
 pub(crate) mod pages;
 mod session;
+mod words;
 
 use super::AppState;
 use super::admin::export::csv_response;
@@ -674,7 +675,13 @@ async fn answer_runs(state: &AppState, me: &Signed, scenario: &str, query: &Page
         ),
         Err(AnswerRunsError::BadRange(problem)) => html(
             StatusCode::BAD_REQUEST,
-            pages::answer_runs(&me.nav(), scenario, &filters, Err(&detail(me.lang, &problem)), false),
+            pages::answer_runs(
+                &me.nav(),
+                scenario,
+                &filters,
+                Err(&words::range(me.lang, &problem)),
+                false,
+            ),
         ),
         Err(AnswerRunsError::BadCursor) => refusal(
             state,
@@ -740,11 +747,11 @@ async fn cross_tab(request: HttpRequest, state: web::Data<AppState>, path: web::
         ),
         Err(ResultsError::BadBy(problem)) => html(
             StatusCode::BAD_REQUEST,
-            pages::cross_tab(&nav, &asked, Err(&detail(me.lang, &problem))),
+            pages::cross_tab(&nav, &asked, Err(&words::cross_by(me.lang, &problem))),
         ),
         Err(ResultsError::BadRange(problem)) => html(
             StatusCode::BAD_REQUEST,
-            pages::cross_tab(&nav, &asked, Err(&detail(me.lang, &problem))),
+            pages::cross_tab(&nav, &asked, Err(&words::range(me.lang, &problem))),
         ),
         Err(ResultsError::Store(error)) => unavailable(&state, error),
     }
@@ -821,7 +828,7 @@ async fn answers_csv(request: HttpRequest, state: web::Data<AppState>, path: web
         ),
         Err(ExportError::BadRange(problem)) => html(
             StatusCode::BAD_REQUEST,
-            pages::refused(me.lang, &detail(me.lang, &problem)),
+            pages::refused(me.lang, &words::range(me.lang, &problem)),
         ),
         Err(error) => unavailable(&state, error),
     };
@@ -890,32 +897,6 @@ fn pick(lang: ConsoleLang, ja: String, en: String) -> String {
 /// by the console's in Japanese.
 fn detail(lang: ConsoleLang, error: &impl std::fmt::Display) -> String {
     pick(lang, format!("できませんでした: {error}"), error.to_string())
-}
-
-/// What is wrong with a change of tags or fields by hand, in the console's
-/// language.
-fn hand_edit_problem(lang: ConsoleLang, problem: &crate::engine::hand_edit::HandEditError) -> String {
-    use crate::engine::hand_edit::{HandEditError, MAX_TAG_CHARS};
-    match (lang, problem) {
-        (ConsoleLang::En, problem) => problem.to_string(),
-        (ConsoleLang::Ja, HandEditError::BadTag) => {
-            format!("タグは1〜{MAX_TAG_CHARS}文字で、制御文字は使えません。")
-        }
-        (ConsoleLang::Ja, HandEditError::BadFieldName) => {
-            "項目名は半角の英小文字で始まり、英小文字・数字・_ で40文字までです（例: plan, birth_month）。".to_owned()
-        }
-        (ConsoleLang::Ja, HandEditError::BadText) => format!(
-            "テキストの項目は{}文字までで、制御文字は使えません。",
-            crate::scenario::MAX_FIELD_TEXT_CHARS
-        ),
-        (ConsoleLang::Ja, HandEditError::BadNumber(text)) => format!("{text:?} は数値ではありません。"),
-        (ConsoleLang::Ja, HandEditError::BadYesNo) => "はい/いいえ の項目は yes か no です。".to_owned(),
-        (ConsoleLang::Ja, HandEditError::TooManyFields) => format!(
-            "このユーザーの項目はすでに{}個あります。先にどれかを削除してください。",
-            crate::scenario::MAX_FIELD_NAMES
-        ),
-        (ConsoleLang::Ja, HandEditError::UnknownOp(op)) => format!("{op:?} という変更はありません。"),
-    }
 }
 
 /// Firestore's failure, and that the same form may be sent again.
@@ -1375,11 +1356,11 @@ fn campaign_refusal(lang: ConsoleLang, error: crate::pipeline::campaigns::Campai
             tracing::error!(error = %error, outcome = "defect", "a campaign's scenario does not render");
             (StatusCode::INTERNAL_SERVER_ERROR, detail(lang, &error))
         }
-        CampaignError::Audience(_)
-        | CampaignError::Scenario(_)
-        | CampaignError::SendAt(_)
-        | CampaignError::BadRate(_)
-        | CampaignError::BadKey => (StatusCode::BAD_REQUEST, detail(lang, &error)),
+        CampaignError::Audience(problem) => (StatusCode::BAD_REQUEST, words::audience(lang, &problem)),
+        CampaignError::SendAt(problem) => (StatusCode::BAD_REQUEST, words::send_at(lang, &problem)),
+        CampaignError::Scenario(_) | CampaignError::BadRate(_) | CampaignError::BadKey => {
+            (StatusCode::BAD_REQUEST, detail(lang, &error))
+        }
         CampaignError::KeyReused => (
             StatusCode::UNPROCESSABLE_ENTITY,
             lang.t(
@@ -1736,7 +1717,7 @@ async fn edit_user(request: HttpRequest, state: web::Data<AppState>, body: web::
         Err(problem) => {
             return html(
                 StatusCode::BAD_REQUEST,
-                pages::refused(me.lang, &hand_edit_problem(me.lang, &problem)),
+                pages::refused(me.lang, &words::hand_edit(me.lang, &problem)),
             );
         }
     };
@@ -1790,7 +1771,7 @@ async fn edit_user(request: HttpRequest, state: web::Data<AppState>, body: web::
             409,
             html(
                 StatusCode::CONFLICT,
-                pages::refused(me.lang, &hand_edit_problem(me.lang, &problem)),
+                pages::refused(me.lang, &words::hand_edit(me.lang, &problem)),
             ),
         ),
         Err(crate::pipeline::PipelineError::Store(error)) => (503, unavailable(&state, error)),
@@ -2159,7 +2140,7 @@ async fn audit(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse
 async fn tokens_refusal(state: &AppState, me: &Signed, status: StatusCode, error: AccessError) -> HttpResponse {
     match error {
         AccessError::Store(error) => unavailable(state, error),
-        error => tokens_page(state, me, status, None, Some((false, &detail(me.lang, &error)))).await,
+        error => tokens_page(state, me, status, None, Some((false, &words::access(me.lang, &error)))).await,
     }
 }
 
@@ -2287,8 +2268,8 @@ mod tests {
             (HandEditError::UnknownOp("drop".into()), "unknown change \"drop\""),
         ];
         for (problem, english) in problems {
-            assert_eq!(hand_edit_problem(ConsoleLang::En, &problem), english);
-            let ja = hand_edit_problem(ConsoleLang::Ja, &problem);
+            assert_eq!(words::hand_edit(ConsoleLang::En, &problem), english);
+            let ja = words::hand_edit(ConsoleLang::Ja, &problem);
             assert!(ja.ends_with('。') && ja != problem.to_string(), "{ja}");
         }
     }
