@@ -313,17 +313,18 @@ impl AnswerRuns {
         let per_node = u32::try_from(ROWS).unwrap_or(u32::MAX);
         let mut latest = Vec::new();
         let mut complete_above: Option<i64> = None;
-        for question in asked.questions {
-            let answers = self
-                .store
-                .recent_answers(
-                    asked.scenario,
-                    &question.node,
-                    asked.range,
-                    after.map(|cursor| cursor.ms),
-                    per_node,
-                )
-                .await?;
+        // The questions' lists at once: one round trip's wait, not one per question.
+        let lists = futures::future::try_join_all(asked.questions.iter().map(|question| {
+            self.store.recent_answers(
+                asked.scenario,
+                &question.node,
+                asked.range,
+                after.map(|cursor| cursor.ms),
+                per_node,
+            )
+        }))
+        .await?;
+        for answers in lists {
             if answers.len() >= per_node as usize
                 && let Some(oldest) = answers.last().and_then(answered_ms)
             {
