@@ -1126,41 +1126,19 @@ async fn users(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse
     let nav = me.nav();
     if let Some(text) = query.q.as_deref().map(str::trim).filter(|text| !text.is_empty()) {
         let by = query.by.as_deref().unwrap_or("name");
+        let refuse = |ja: &'static str, en: &'static str| {
+            html(
+                StatusCode::BAD_REQUEST,
+                pages::user_search(&nav, text, by, None, Some(state.console_lang.t(ja, en))),
+            )
+        };
         let search = match by {
             _ if text.chars().count() > SEARCH_CHARS || text.contains('\0') => {
-                return html(
-                    StatusCode::BAD_REQUEST,
-                    pages::user_search(
-                        &nav,
-                        text,
-                        by,
-                        None,
-                        Some(
-                            state
-                                .console_lang
-                                .t("検索する言葉が長すぎます。", "That is too long to search for."),
-                        ),
-                    ),
-                );
+                return refuse("検索する言葉が長すぎます。", "That is too long to search for.");
             }
             "name" => crate::store::UserSearch::NamePrefix(text.to_owned()),
             "tag" => crate::store::UserSearch::Tag(text.to_owned()),
-            _ => {
-                return html(
-                    StatusCode::BAD_REQUEST,
-                    pages::user_search(
-                        &nav,
-                        text,
-                        by,
-                        None,
-                        Some(
-                            state
-                                .console_lang
-                                .t("名前かタグで検索してください。", "Search by name or by tag."),
-                        ),
-                    ),
-                );
-            }
+            _ => return refuse("名前かタグで検索してください。", "Search by name or by tag."),
         };
         return match state.user_profiles.find(&search).await {
             Ok(found) => html(StatusCode::OK, pages::user_search(&nav, text, by, Some(&found), None)),
