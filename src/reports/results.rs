@@ -143,19 +143,23 @@ impl Results {
         let variants = self.engine.split_results(&id, &view).ok_or_else(unknown)?;
         let (from_ms, to_ms) = self.engine.range_ms(&id, range);
         for node in nodes.iter_mut().filter(|node| node.kind == "text_question") {
+            // The answers page's query of a question's latest answers, with no cursor.
             let latest = self
                 .store
-                .latest_answers(id.as_str(), &node.node_id, from_ms, to_ms, LATEST_TEXT_ANSWERS)
+                .recent_answers(id.as_str(), &node.node_id, (from_ms, to_ms), None, LATEST_TEXT_ANSWERS)
                 .await?;
             node.latest = Some(
                 latest
                     .into_iter()
-                    .map(|answer| LatestAnswer {
-                        answered_at: self.engine.local_time(&id, answer.answered_at_ms),
-                        answer_id: answer.answer_id,
-                        user_id: answer.user,
-                        // A redacted answer (the user unsent it) has no value.
-                        value: answer.value.map(|value| value.to_string()).unwrap_or_default(),
+                    .filter_map(|answer| {
+                        let at = answer.answered_at?.as_millisecond();
+                        Some(LatestAnswer {
+                            answered_at: self.engine.local_time(&id, at),
+                            answer_id: answer.id,
+                            user_id: answer.line_user_id,
+                            // A redacted answer (the user unsent it) has no value.
+                            value: answer.value.map(|value| value.to_string()).unwrap_or_default(),
+                        })
                     })
                     .collect(),
             );

@@ -13,12 +13,11 @@
 //! `sent.{node}`, `answered.{node}` and `choices.{node}.{value}`, each key
 //! prefixed with `~` (Firestore reserves keys such as `__x__`).
 
-use super::docs::collections::{RESULT_COUNTERS, SURVEY_RESPONSES};
+use super::docs::collections::RESULT_COUNTERS;
 use super::docs::{AnswerDoc, LedgerDoc};
 use super::lease::reference_value;
-use super::round_trips::Timed;
 use super::writes::merge;
-use super::{Store, StoreError, classify};
+use super::{Store, StoreError};
 use crate::ids::deterministic_id;
 use gcloud_sdk::google::firestore::v1::document_transform::FieldTransform;
 use gcloud_sdk::google::firestore::v1::document_transform::field_transform::TransformType;
@@ -48,15 +47,6 @@ pub(crate) struct ResultCounts {
     pub(crate) choices_by_variant: BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>>,
     /// Per split node, per arm label: the runs that took it.
     pub(crate) runs: BTreeMap<String, BTreeMap<String, u64>>,
-}
-
-/// One answer as a results page lists it (a free-text question's latest).
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ListedAnswer {
-    pub(crate) answer_id: String,
-    pub(crate) user: String,
-    pub(crate) value: Option<crate::values::AnswerValue>,
-    pub(crate) answered_at_ms: i64,
 }
 
 /// A stored counter document, as read.
@@ -240,58 +230,6 @@ impl Store {
         .await?;
         Ok(counts)
     }
-
-    /// The latest `limit` answers to one node answered in `[from_ms, to_ms)`,
-    /// newest first. Needs the composite index (scenarioId, nodeId, answeredAt
-    /// descending) in `firestore.indexes.json`.
-    pub(crate) async fn latest_answers(
-        &self,
-        scenario_id: &str,
-        node_id: &str,
-        from_ms: Option<i64>,
-        to_ms: Option<i64>,
-        limit: u32,
-    ) -> Result<Vec<ListedAnswer>, StoreError> {
-        let instant = |ms: i64| {
-            firestore::FirestoreTimestamp(
-                firestore::FirestoreInstant::from_microsecond(ms.saturating_mul(1000))
-                    .unwrap_or(firestore::FirestoreInstant::MAX),
-            )
-        };
-        super::round_trips::count();
-        let documents: Vec<Document> = self
-            .scan_db
-            .fluent()
-            .select()
-            .fields(["lineUserId", "value", "answeredAt"])
-            .from(SURVEY_RESPONSES)
-            .filter(|q| {
-                q.for_all([
-                    q.field("scenarioId").eq(scenario_id),
-                    q.field("nodeId").eq(node_id),
-                    from_ms.and_then(|ms| q.field("answeredAt").greater_than_or_equal(instant(ms))),
-                    to_ms.and_then(|ms| q.field("answeredAt").less_than(instant(ms))),
-                ])
-            })
-            .order(|o| o.fields([o.field("answeredAt").descending()]))
-            .limit(limit)
-            .query()
-            .timed(super::round_trips::QUERY)
-            .await
-            .map_err(classify)?;
-        // One unreadable answer (written by hand, or by an older version) is
-        // left out and logged rather than failing the whole report.
-        Ok(documents
-            .iter()
-            .filter_map(|document| match listed_answer(document) {
-                Ok(answer) => Some(answer),
-                Err(error) => {
-                    tracing::warn!(answer.id = %super::lease::document_id(&document.name), %error, "unreadable answer left out of results");
-                    None
-                }
-            })
-            .collect())
-    }
 }
 
 /// Adds one counter document into the totals; a count that went negative or
@@ -320,25 +258,6 @@ fn add_nested(totals: &mut BTreeMap<String, BTreeMap<String, u64>>, stored: BTre
     for (key, inner) in stored {
         add_map(totals.entry(unkey(&key)).or_default(), inner);
     }
-}
-
-fn listed_answer(document: &Document) -> Result<ListedAnswer, StoreError> {
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Listed {
-        line_user_id: String,
-        #[serde(default)]
-        value: Option<crate::values::AnswerValue>,
-        #[serde(with = "firestore::serialize_as_timestamp")]
-        answered_at: firestore::FirestoreInstant,
-    }
-    let listed: Listed = firestore::FirestoreDb::deserialize_doc_to(document)?;
-    Ok(ListedAnswer {
-        answer_id: super::lease::document_id(&document.name).to_owned(),
-        user: listed.line_user_id,
-        value: listed.value,
-        answered_at_ms: listed.answered_at.as_millisecond(),
-    })
 }
 
 /// The counter document a count for `shard_by` (a user id, or a campaign
