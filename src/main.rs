@@ -65,14 +65,21 @@ enum Command {
     },
     /// Prints the JSON Schema of the scenario file format.
     Schema,
-    /// Rich menus on LINE, from the files of $RICH_MENUS_DIR (needs the
-    /// service's settings: LINE and Firestore).
     /// The console's operators: add, list, set-role, disable, reset-password
     /// (against the Firestore the settings name).
     Operators {
         #[command(subcommand)]
         command: cli::operators::OperatorsCommand,
     },
+    /// Data migrations against the Firestore the settings name:
+    /// `legacy-answers` (answers an earlier bot saved under random ids) and
+    /// `status`.
+    Migrate {
+        #[command(subcommand)]
+        command: cli::migrate::MigrateCommand,
+    },
+    /// Rich menus on LINE, from the files of $RICH_MENUS_DIR (needs the
+    /// service's settings: LINE and Firestore).
     Richmenus {
         #[command(subcommand)]
         command: RichMenusCommand,
@@ -171,6 +178,7 @@ fn main() -> ExitCode {
             command: RichMenusCommand::Deploy { dry_run },
         } => deploy_rich_menus(dry_run),
         Command::Operators { command } => operators(command),
+        Command::Migrate { command } => migrate(command),
         Command::Schema => match stdout().write_all(cli::schema().as_bytes()) {
             Ok(()) => ExitCode::SUCCESS,
             // A closed pipe (`| head`) is not worth a panic.
@@ -239,6 +247,23 @@ fn operators(command: cli::operators::OperatorsCommand) -> ExitCode {
                 } else {
                     ExitCode::from(1)
                 }
+            }
+            Err(error) => failed(&format!("{error:#}")),
+        }
+    })
+}
+
+fn migrate(command: cli::migrate::MigrateCommand) -> ExitCode {
+    with_settings(|config| async move {
+        match line_survey::startup::migrate(config, command).await {
+            Ok(lines) => {
+                let mut out = std::io::stdout().lock();
+                for line in &lines {
+                    if writeln!(out, "{line}").is_err() {
+                        break;
+                    }
+                }
+                ExitCode::SUCCESS
             }
             Err(error) => failed(&format!("{error:#}")),
         }

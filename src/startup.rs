@@ -216,6 +216,9 @@ impl Application {
             legacy_answer_lookup = config.legacy_answer_lookup,
             "scenarios loaded"
         );
+        if config.legacy_answer_lookup {
+            tell_whether_the_legacy_lookup_can_go(&store).await;
+        }
 
         let campaigns = Campaigns::new(
             versions.clone(),
@@ -489,6 +492,19 @@ async fn termination() -> &'static str {
 }
 
 /// The Firestore handle every service of this process shares.
+/// Said once at start-up with `LEGACY_ANSWER_LOOKUP=true`: once the
+/// legacy-answers migration finished, the lookup's queries are not needed.
+async fn tell_whether_the_legacy_lookup_can_go(store: &Store) {
+    match store.migration_progress().await {
+        Ok(Some(progress)) if progress.finished => tracing::info!(
+            setting = "LEGACY_ANSWER_LOOKUP",
+            "the legacy-answers migration has finished: LEGACY_ANSWER_LOOKUP=true can go (set it to false)"
+        ),
+        Ok(_) => {}
+        Err(error) => tracing::warn!(error = %error, "cannot read whether the legacy-answers migration finished"),
+    }
+}
+
 async fn connect_store(config: &Config, clock: Clock) -> anyhow::Result<Store> {
     Store::connect(StoreOptions {
         project_id: config.google_cloud_project.clone(),
@@ -580,6 +596,12 @@ pub async fn operators(
     let mut piped = (!stdin.is_terminal()).then(|| stdin.lock());
     let stdin = piped.as_mut().map(|lock| lock as &mut dyn std::io::BufRead);
     Ok(crate::cli::operators::run(&store, command, stdin).await?)
+}
+
+/// `line-survey migrate ...`: the report's lines.
+pub async fn migrate(config: Config, command: crate::cli::migrate::MigrateCommand) -> anyhow::Result<Vec<String>> {
+    let store = connect_store(&config, Clock::system()).await?;
+    Ok(crate::cli::migrate::run(store, command).await?.lines)
 }
 
 pub async fn deploy_rich_menus(config: Config, dry_run: bool) -> anyhow::Result<Vec<String>> {

@@ -3,6 +3,7 @@
 //! which manages the console's operators in Firestore.
 
 mod conversation;
+pub mod migrate;
 pub mod operators;
 mod transcript;
 

@@ -7,6 +7,7 @@ pub(crate) mod branch;
 pub(crate) mod campaign;
 pub(crate) mod crosstab;
 pub(crate) mod hand_edit;
+pub(crate) mod legacy;
 mod notice;
 pub(crate) mod personal;
 mod render;

@@ -28,6 +28,7 @@ pub(crate) mod follower_sync;
 pub(crate) mod hand_edits;
 mod hold;
 pub(crate) mod ingest;
+pub(crate) mod legacy_answers;
 mod liveness;
 pub(crate) mod manual_send;
 mod notice;

@@ -34,6 +34,7 @@ pub(crate) mod collections {
     pub(crate) const CONSOLE_SESSIONS: &str = "console_sessions";
     pub(crate) const API_TOKENS: &str = "api_tokens";
     pub(crate) const AUDIT_LOG: &str = "audit_log";
+    pub(crate) const MIGRATIONS: &str = "migrations";
 }
 
 /// `survey_responses/{answerId}`: one user's answer to one survey node.

@@ -32,6 +32,7 @@ mod inbox;
 mod instances;
 mod lease;
 mod ledger;
+mod legacy_answers;
 mod messages;
 mod notices;
 mod operators;
@@ -73,6 +74,10 @@ pub(crate) use idempotency::RequestCheck;
 pub(crate) use inbox::{Claim, INBOX_RETENTION, InboxKey, NewEvent};
 pub(crate) use lease::{Stored, Swept};
 pub(crate) use ledger::{Attempted, NewAction, Recorded, SettleWrite, Settlement, UserWrite};
+pub(crate) use legacy_answers::{
+    DoubtfulUser, GroupState, GroupWrite, HeldMigration, LegacyDoc, LegacyKey, MarkerSeen, Met, MigrationCounts,
+    MigrationProgress, NAMED_UNREADABLE, USERS_PER_QUERY,
+};
 pub(crate) use messages::{MessageKey, UnsendOutcome};
 pub(crate) use notices::NoticeWrite;
 pub(crate) use operators::{OperatorChange, OperatorDoc, OperatorWrite, normalise_email, operator_id};

@@ -524,6 +524,9 @@ async fn a_replay_that_may_send_twice_asks_for_a_confirmation_first() {
     app.advance_clock(Duration::from_secs(23 * 3600 + 60)).await;
 
     log_in(&browser, &app.address, ADMIN_TOKEN).await;
+    // The login lands before the next page is asked for (a navigation started
+    // while the form's POST is in flight would cancel it).
+    assert_eq!(browser.wait_for_path("/console").await, "/console");
     browser.goto(&format!("{}/console/dead-letters", app.address)).await;
     assert_eq!(
         browser.count("#replay-anyway").await,

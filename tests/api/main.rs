@@ -31,6 +31,7 @@ mod guesses;
 mod hand_edits;
 mod inbox;
 mod indexes;
+mod legacy_migration;
 mod logs;
 mod metrics;
 mod notices;

@@ -8,8 +8,9 @@ use crate::helpers::firestore_rest::{FirestoreRest, string_field};
 use crate::helpers::{CHANNEL_SECRET, emulator_host, new_project_id};
 use std::process::{Command, Output};
 
-/// Runs `line-survey operators ARGS` for `project`, with `stdin` piped in.
-pub(crate) fn operators(project: &str, args: &[&str], stdin: &str) -> Output {
+/// The binary with the settings a command against `project`'s Firestore
+/// needs (and nothing else from the environment), not yet started.
+pub(crate) fn command_for(project: &str) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_line-survey"));
     command
         .env_clear()
@@ -18,9 +19,14 @@ pub(crate) fn operators(project: &str, args: &[&str], stdin: &str) -> Output {
         .env("LINE_DRY_RUN", "true")
         .env("GOOGLE_CLOUD_PROJECT", project)
         .env("FIRESTORE_EMULATOR_HOST", emulator_host())
-        .env("LOG_FORMAT", "json")
-        .arg("operators")
-        .args(args);
+        .env("LOG_FORMAT", "json");
+    command
+}
+
+/// Runs `line-survey operators ARGS` for `project`, with `stdin` piped in.
+pub(crate) fn operators(project: &str, args: &[&str], stdin: &str) -> Output {
+    let mut command = command_for(project);
+    command.arg("operators").args(args);
     run_piped(command, Some(stdin))
 }
 
