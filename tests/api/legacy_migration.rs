@@ -746,4 +746,14 @@ async fn users_answering_during_the_migration_get_one_answer_each() {
     }
     let last = report(&migrate(&app.project_id, &["status", "--format", "json"]));
     assert_eq!(counts(&last), seeded.expected());
+
+    // A service started with the lookup on says, once, that it can go.
+    let service = crate::helpers::process::ServiceProcess::start(
+        &app.project_id,
+        &app.line.uri(),
+        &[("LEGACY_ANSWER_LOOKUP", "true")],
+    )
+    .await;
+    let log = service.log_text();
+    assert_eq!(log.matches("LEGACY_ANSWER_LOOKUP=true can go").count(), 1, "{log}");
 }
