@@ -491,12 +491,11 @@ async fn termination() -> &'static str {
     }
 }
 
-/// The Firestore handle every service of this process shares.
 /// Said once at start-up with `LEGACY_ANSWER_LOOKUP=true`: once the
 /// legacy-answers migration finished, the lookup's queries are not needed.
 async fn tell_whether_the_legacy_lookup_can_go(store: &Store) {
     match store.migration_progress().await {
-        Ok(Some(progress)) if progress.finished => tracing::info!(
+        Ok(Some(progress)) if progress.lookup_can_go() => tracing::info!(
             setting = "LEGACY_ANSWER_LOOKUP",
             "the legacy-answers migration has finished: LEGACY_ANSWER_LOOKUP=true can go (set it to false)"
         ),
@@ -505,6 +504,7 @@ async fn tell_whether_the_legacy_lookup_can_go(store: &Store) {
     }
 }
 
+/// The Firestore handle every service of this process shares.
 async fn connect_store(config: &Config, clock: Clock) -> anyhow::Result<Store> {
     Store::connect(StoreOptions {
         project_id: config.google_cloud_project.clone(),

@@ -94,7 +94,7 @@ pub(crate) fn report_lines(report: &MigrationReport, format: Format) -> Vec<Stri
                     "alreadyMigrated": counts.already_migrated,
                     "finished": report.finished,
                     "dryRun": report.dry_run,
-                    "lookupCanBeSwitchedOff": report.finished,
+                    "lookupCanBeSwitchedOff": report.lookup_can_go,
                     "doubtfulUsers": doubtful,
                     "unreadableIds": report.unreadable_ids,
                 })
@@ -155,8 +155,13 @@ pub(crate) fn report_lines(report: &MigrationReport, format: Format) -> Vec<Stri
                     ));
                 }
             }
-            lines.push(if report.finished {
+            lines.push(if report.lookup_can_go {
                 "The migration has finished: LEGACY_ANSWER_LOOKUP can be switched off.".to_owned()
+            } else if report.finished {
+                format!(
+                    "The migration has finished, but {} unreadable documents name a scenario and a user: the lookup still finds them, and without it those users could start their surveys again. Fix or delete them, run the migration again, then switch LEGACY_ANSWER_LOOKUP off.",
+                    counts.unreadable_with_user
+                )
             } else if report.started {
                 "The migration has not finished: run `line-survey migrate legacy-answers` again to go on; keep LEGACY_ANSWER_LOOKUP=true until it has.".to_owned()
             } else {

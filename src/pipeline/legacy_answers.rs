@@ -71,6 +71,8 @@ pub(crate) struct MigrationReport {
     /// The first unreadable documents' ids.
     pub(crate) unreadable_ids: Vec<String>,
     pub(crate) finished: bool,
+    /// Finished, and no unreadable document the lookup still finds.
+    pub(crate) lookup_can_go: bool,
     /// Whether a run is under way (a pass started and not finished).
     pub(crate) started: bool,
     pub(crate) dry_run: bool,
@@ -226,6 +228,7 @@ impl LegacyMigration {
                 .collect(),
             unreadable_ids,
             finished: stored.as_ref().is_some_and(|progress| progress.finished),
+            lookup_can_go: stored.as_ref().is_some_and(MigrationProgress::lookup_can_go),
             started: stored.is_some_and(|progress| !progress.finished),
             dry_run: true,
         })
@@ -245,8 +248,9 @@ impl LegacyMigration {
         for (id, met) in page {
             match met {
                 Met::Deterministic => {}
-                Met::Unreadable => {
+                Met::Unreadable { scenario_user } => {
                     counts.unreadable += 1;
+                    counts.unreadable_with_user += u64::from(*scenario_user);
                     unreadable.push(id.clone());
                 }
                 Met::Legacy(key) => {
@@ -398,7 +402,8 @@ impl LegacyMigration {
             }
             Some(held)
         };
-        let deleting = self.delete_pages(dry_run).await;
+        let mut held = held;
+        let deleting = self.delete_pages(held.as_mut()).await;
         if let Some(held) = &held
             && let Err(error) = self.store.release_migration(held).await
         {
@@ -407,7 +412,10 @@ impl LegacyMigration {
         deleting
     }
 
-    async fn delete_pages(&self, dry_run: bool) -> Result<DeleteReport, MigrationError> {
+    /// The deletion's pages; with `held` (not a dry run) it deletes, and
+    /// renews the lease with each page, so no pass starts under it.
+    async fn delete_pages(&self, mut held: Option<&mut HeldMigration>) -> Result<DeleteReport, MigrationError> {
+        let dry_run = held.is_none();
         let mut report = DeleteReport {
             deletable: 0,
             deleted: 0,
@@ -443,7 +451,11 @@ impl LegacyMigration {
             for id in doomed.iter().take(NAMED_UNREADABLE.saturating_sub(report.named.len())) {
                 report.named.push(id.clone());
             }
-            if !dry_run {
+            if let Some(held) = held.as_deref_mut() {
+                let progress = held.progress.clone().unwrap_or_default();
+                if !self.store.save_migration(held, &progress).await? {
+                    return Err(MigrationError::LostLease);
+                }
                 self.store.delete_responses(&doomed).await?;
                 report.deleted += doomed.len() as u64;
             }
@@ -460,6 +472,7 @@ impl LegacyMigration {
                 doubtful: Vec::new(),
                 unreadable_ids: Vec::new(),
                 finished: false,
+                lookup_can_go: false,
                 started: false,
                 dry_run: false,
             }),
@@ -472,6 +485,7 @@ impl LegacyMigration {
             counts: progress.counts,
             doubtful_tag_users,
             doubtful,
+            lookup_can_go: progress.lookup_can_go(),
             unreadable_ids: progress.unreadable_ids,
             finished: progress.finished,
             started: !progress.finished,

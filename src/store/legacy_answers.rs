@@ -57,8 +57,10 @@ pub(crate) enum Met {
     Deterministic,
     /// Under another id, with readable fields.
     Legacy(LegacyKey),
-    /// A field missing or not an id (empty, with a NUL, over the limits).
-    Unreadable,
+    /// A field missing or not an id (empty, with a NUL, over the limits);
+    /// `scenario_user`: its `scenarioId` and `lineUserId` are ids, so the
+    /// lookup's scenario-level query finds it and the guards rely on it.
+    Unreadable { scenario_user: bool },
 }
 
 /// The group a legacy document belongs to.
@@ -87,6 +89,9 @@ pub(crate) struct LegacyDoc {
     pub(crate) answer: LegacyAnswer,
     fields: HashMap<String, v1::Value>,
     create_time: Option<gcloud_sdk::prost_types::Timestamp>,
+    /// The version read: the group's commit is conditional on it, so an
+    /// erasure of the user's data in between makes the group read again.
+    version: Version,
 }
 
 /// What a group's deterministic answer says, when it exists.
@@ -140,6 +145,10 @@ pub(crate) struct MigrationCounts {
     pub(crate) duplicated_groups: u64,
     pub(crate) conflicting_groups: u64,
     pub(crate) unreadable: u64,
+    /// Unreadable documents with a scenario and a user: the lookup still
+    /// sees them, so it cannot go while there are any.
+    #[serde(default)]
+    pub(crate) unreadable_with_user: u64,
     pub(crate) migrated: u64,
     pub(crate) already_migrated: u64,
 }
@@ -151,6 +160,7 @@ impl std::ops::AddAssign for MigrationCounts {
         self.duplicated_groups += other.duplicated_groups;
         self.conflicting_groups += other.conflicting_groups;
         self.unreadable += other.unreadable;
+        self.unreadable_with_user += other.unreadable_with_user;
         self.migrated += other.migrated;
         self.already_migrated += other.already_migrated;
     }
@@ -174,6 +184,14 @@ pub(crate) struct MigrationProgress {
     pub(crate) finished: bool,
     #[serde(default)]
     pub(crate) finished_ms: Option<i64>,
+}
+
+impl MigrationProgress {
+    /// Whether `LEGACY_ANSWER_LOOKUP` can be switched off: the migration
+    /// finished, and no unreadable document names a scenario and a user.
+    pub(crate) fn lookup_can_go(&self) -> bool {
+        self.finished && self.counts.unreadable_with_user == 0
+    }
 }
 
 /// `migrations/legacy-answers`: the lease and the progress.
@@ -234,7 +252,10 @@ impl Store {
             .map(|document| {
                 let id = document_id(&document.name).to_owned();
                 let met = match key_of(document) {
-                    None => Met::Unreadable,
+                    None => Met::Unreadable {
+                        scenario_user: id_field(document, "scenarioId").is_some()
+                            && id_field(document, "lineUserId").is_some(),
+                    },
                     Some(key) if key.answer_id() == id => Met::Deterministic,
                     Some(key) => Met::Legacy(key),
                 };
@@ -368,6 +389,12 @@ impl Store {
                 _ => canonical.create_time.unwrap_or_default(),
             };
             answered_at = Some(stamp);
+            // Unchanged since read (an erasure of the user's data strips
+            // the legacy answers' values): a no-op write that says so.
+            writes.push(expecting(
+                super::writes::transform_only(self.document_path(SURVEY_RESPONSES, &canonical.answer.id), Vec::new()),
+                Expect::At(canonical.version),
+            ));
             fields.insert("answeredAt".to_owned(), timestamp(stamp));
             fields.insert("migratedFrom".to_owned(), string(&canonical.answer.id));
             fields.insert(
@@ -579,14 +606,19 @@ impl Store {
     }
 }
 
-/// The group key of a document, when its three fields are ids.
-fn key_of(document: &Document) -> Option<LegacyKey> {
-    let field = |name: &str| match document.fields.get(name) {
+/// A field of `document` that is an id.
+fn id_field(document: &Document, name: &str) -> Option<String> {
+    match document.fields.get(name) {
         Some(v1::Value {
             value_type: Some(ValueType::StringValue(text)),
         }) if check_id(text).is_ok() => Some(text.clone()),
         _ => None,
-    };
+    }
+}
+
+/// The group key of a document, when its three fields are ids.
+fn key_of(document: &Document) -> Option<LegacyKey> {
+    let field = |name: &str| id_field(document, name);
     Some(LegacyKey {
         scenario: ScenarioId::parse(field("scenarioId")?).ok()?,
         node: NodeId::parse(field("nodeId")?).ok()?,
@@ -610,6 +642,7 @@ fn legacy_doc(document: Document) -> LegacyDoc {
     };
     LegacyDoc {
         answer,
+        version: Version::new(document.update_time.unwrap_or_default()),
         fields: document.fields,
         create_time: document.create_time,
     }

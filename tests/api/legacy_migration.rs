@@ -91,6 +91,9 @@ impl Group {
 
 struct Seeded {
     groups: Vec<Group>,
+    /// Unreadable documents whose scenario and user are ids: the lookup
+    /// still finds them.
+    unreadable_with_user: Vec<String>,
     /// Each legacy user's tags on `users/{id}`.
     user_tags: BTreeMap<String, BTreeSet<String>>,
 }
@@ -188,7 +191,7 @@ async fn seed(firestore: &FirestoreRest) -> Seeded {
                 let (value, tags) = if conflicting && k > 0 { other } else { first };
                 let answered_ms = match k {
                     // A double tap saved twice within the same millisecond.
-                    1 if p % 10 == 1 => Some(group_ms),
+                    0 | 1 if p % 10 == 1 => Some(group_ms),
                     // An old version saved no time: its create time counts.
                     k if k == size - 1 && k > 0 && p % 10 == 2 => None,
                     k => Some(group_ms + k as i64 * 700 + (random.next() % 300) as i64),
@@ -290,8 +293,13 @@ async fn seed(firestore: &FirestoreRest) -> Seeded {
             }),
         ));
     }
+    let mut unreadable_with_user = Vec::new();
     for index in 0..UNREADABLE {
         let user = events::new_user();
+        let id = legacy_id();
+        if index % 3 == 1 {
+            unreadable_with_user.push(id.clone());
+        }
         let fields = match index % 3 {
             0 => json!({ "scenarioId": string(SCENARIO), "nodeId": string("ask_food"), "value": string("good") }),
             1 => {
@@ -301,14 +309,18 @@ async fn seed(firestore: &FirestoreRest) -> Seeded {
                 json!({ "scenarioId": string(&"x".repeat(101)), "nodeId": string("ask_food"), "lineUserId": string(&user) })
             }
         };
-        documents.push(("survey_responses".to_owned(), legacy_id(), fields));
+        documents.push(("survey_responses".to_owned(), id, fields));
     }
     for (user, tags) in &user_tags {
         let tags: Vec<String> = tags.iter().cloned().collect();
         documents.push(("users".to_owned(), user.clone(), json!({ "tags": strings(&tags) })));
     }
     firestore.write_all(&documents).await;
-    let seeded = Seeded { groups, user_tags };
+    let seeded = Seeded {
+        groups,
+        unreadable_with_user,
+        user_tags,
+    };
     assert_eq!(firestore.count("survey_responses").await, 5000);
     assert_eq!(
         seeded.groups.iter().map(|group| group.docs.len()).sum::<usize>(),
@@ -488,7 +500,9 @@ async fn legacy_answers_move_onto_deterministic_ids_with_an_exact_report() {
     );
     assert_eq!(counts(&run), expected);
     assert_eq!(run["finished"], true);
-    assert_eq!(run["lookupCanBeSwitchedOff"], true);
+    // Seven unreadable documents name a scenario and a user: the lookup
+    // still finds them, so it cannot go yet.
+    assert_eq!(run["lookupCanBeSwitchedOff"], false);
     let doubtful = run["doubtfulUsers"].as_array().cloned().unwrap_or_default();
     assert_eq!(
         doubtful.len() as u64,
@@ -507,7 +521,7 @@ async fn legacy_answers_move_onto_deterministic_ids_with_an_exact_report() {
     assert_migrated(&app.firestore, &seeded, 0).await;
     let status = migrate(&project, &["status"]);
     assert!(
-        stdout(&status).contains("LEGACY_ANSWER_LOOKUP can be switched off"),
+        stdout(&status).contains("7 unreadable documents name a scenario and a user"),
         "{}",
         shown(&status)
     );
@@ -515,6 +529,32 @@ async fn legacy_answers_move_onto_deterministic_ids_with_an_exact_report() {
         counts(&report(&migrate(&project, &["status", "--format", "json"]))),
         expected
     );
+
+    // The operator deletes them and runs it again: a new pass, in which
+    // every group is already migrated, and then the lookup can go.
+    for id in &seeded.unreadable_with_user {
+        app.firestore.delete("survey_responses", id).await;
+    }
+    let again = report(&migrate(&project, &["legacy-answers", "--format", "json"]));
+    let mut expected_again = expected.clone();
+    expected_again["unreadable"] = json!(UNREADABLE - seeded.unreadable_with_user.len());
+    expected_again["migrated"] = json!(0);
+    expected_again["alreadyMigrated"] = json!(GROUPS);
+    assert_eq!(counts(&again), expected_again);
+    assert_eq!(again["lookupCanBeSwitchedOff"], true);
+    let status = migrate(&project, &["status"]);
+    assert!(
+        stdout(&status).contains("LEGACY_ANSWER_LOOKUP can be switched off"),
+        "{}",
+        shown(&status)
+    );
+    // A service started with the lookup on now says, once, that it can go.
+    let service =
+        crate::helpers::process::ServiceProcess::start(&project, &app.line.uri(), &[("LEGACY_ANSWER_LOOKUP", "true")])
+            .await;
+    let log = service.log_text();
+    assert_eq!(log.matches("LEGACY_ANSWER_LOOKUP=true can go").count(), 1, "{log}");
+    drop(service);
 
     assert_guards_hold(&app, &seeded).await;
 
@@ -556,7 +596,10 @@ async fn assert_migrated_after_deletion(firestore: &FirestoreRest, seeded: &Seed
             assert!(!ids.contains(&doc.id), "legacy document {} deleted", doc.id);
         }
     }
-    assert_eq!(ids.len(), 5000 + GROUPS - ANSWERED_HERE - LEGACY_DOCUMENTS);
+    assert_eq!(
+        ids.len(),
+        5000 + GROUPS - ANSWERED_HERE - LEGACY_DOCUMENTS - seeded.unreadable_with_user.len()
+    );
 }
 
 /// Starts `line-survey migrate legacy-answers` in the background.
@@ -581,14 +624,14 @@ async fn a_migration_killed_ten_times_ends_as_one_run() {
         firestore
             .get("migrations", "legacy-answers")
             .await
-            .and_then(|progress| progress["updateTime"].as_str().map(str::to_owned))
+            .and_then(|progress| string_field(&progress, "cursor"))
     };
     for kill in 1..=10 {
         let before = saved().await;
         let mut child = start_migration(&project, &log);
-        // Once this run saved its progress (a restarted one first waits for
-        // the killed one's lease to run out), kill it at a random moment of
-        // the pages that follow.
+        // Once this run saved a page (its cursor moved; a restarted run
+        // first waits for the killed one's lease to run out), kill it at a
+        // random moment of the pages that follow.
         let deadline = Instant::now() + Duration::from_secs(60);
         while saved().await == before {
             assert!(Instant::now() < deadline, "run {kill} saved no progress");
@@ -747,7 +790,8 @@ async fn users_answering_during_the_migration_get_one_answer_each() {
     let last = report(&migrate(&app.project_id, &["status", "--format", "json"]));
     assert_eq!(counts(&last), seeded.expected());
 
-    // A service started with the lookup on says, once, that it can go.
+    // Unreadable documents the lookup still finds: a service started with
+    // the lookup on does not say it can go.
     let service = crate::helpers::process::ServiceProcess::start(
         &app.project_id,
         &app.line.uri(),
@@ -755,5 +799,6 @@ async fn users_answering_during_the_migration_get_one_answer_each() {
     )
     .await;
     let log = service.log_text();
-    assert_eq!(log.matches("LEGACY_ANSWER_LOOKUP=true can go").count(), 1, "{log}");
+    assert!(log.contains("scenarios loaded"), "{log}");
+    assert!(!log.contains("LEGACY_ANSWER_LOOKUP=true can go"), "{log}");
 }

@@ -143,6 +143,19 @@ impl FirestoreRest {
         Some(response.json().await.expect("emulator answers JSON"))
     }
 
+    /// Deletes one document (as the admin).
+    pub async fn delete(&self, collection: &str, id: &str) {
+        let status = self
+            .http
+            .delete(format!("{}/{collection}/{id}", self.documents))
+            .bearer_auth("owner")
+            .send()
+            .await
+            .expect("emulator reachable")
+            .status();
+        assert!(status.is_success(), "deleting a document failed: {status}");
+    }
+
     /// Creates a document with fields given as plain strings, under a random id.
     pub async fn create_with_random_id(&self, collection: &str, fields: &[(&str, &str)]) {
         let fields: serde_json::Map<String, Value> = fields
