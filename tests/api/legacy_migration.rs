@@ -9,6 +9,7 @@
 use crate::cli::{run_piped, stdout};
 use crate::helpers::firestore_rest::{FirestoreRest, document_id, string_array, string_field};
 use crate::helpers::{TestApp, TestOptions, emulator_host, events, spawn_app_with};
+use crate::operators::shown;
 use line_survey::ids::{LineUserId, NodeId, ScenarioId, answer_id, scenario_marker_id};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -342,15 +343,6 @@ fn migrate_command(project: &str, args: &[&str]) -> Command {
 
 fn migrate(project: &str, args: &[&str]) -> Output {
     run_piped(migrate_command(project, args), None)
-}
-
-fn shown(output: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        output.status.code(),
-        stdout(output),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 /// The JSON report a successful command printed (its last stdout line).

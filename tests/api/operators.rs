@@ -30,7 +30,8 @@ pub(crate) fn operators(project: &str, args: &[&str], stdin: &str) -> Output {
     run_piped(command, Some(stdin))
 }
 
-fn shown(output: &Output) -> String {
+/// A command's status and output, for assertion messages.
+pub(crate) fn shown(output: &Output) -> String {
     format!(
         "status {:?}\nstdout: {}\nstderr: {}",
         output.status.code(),
