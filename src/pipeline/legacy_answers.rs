@@ -277,7 +277,7 @@ impl LegacyMigration {
             .iter()
             .filter_map(|(id, key)| {
                 let members = groups.get(*key)?;
-                let answers: Vec<LegacyAnswer> = members.iter().map(|member| member.answer.clone()).collect();
+                let answers = answers_of(members);
                 decides_group(id, &answers).then_some((*key, members.as_slice()))
             })
             .collect();
@@ -313,7 +313,7 @@ impl LegacyMigration {
         pass_ms: i64,
         dry_run: bool,
     ) -> Result<GroupTally, MigrationError> {
-        let answers: Vec<LegacyAnswer> = members.iter().map(|member| member.answer.clone()).collect();
+        let answers = answers_of(members);
         let mut state = Some(state);
         for _ in 0..ATTEMPTS {
             let state = match state.take() {
@@ -343,7 +343,7 @@ impl LegacyMigration {
             }
             let canonical = members
                 .iter()
-                .find(|member| member.answer.id == verdict.canonical)
+                .find(|member| member.id == verdict.canonical)
                 .ok_or_else(|| MigrationError::Contended(key.answer_id()))?;
             let write = GroupWrite {
                 key,
@@ -512,4 +512,17 @@ impl LegacyMigration {
             }
         }
     }
+}
+
+/// What the engine decides a group on, from its documents as read.
+fn answers_of(members: &[LegacyDoc]) -> Vec<LegacyAnswer> {
+    members
+        .iter()
+        .map(|member| LegacyAnswer {
+            id: member.id.clone(),
+            answered_ms: member.answered_ms,
+            value: member.value.clone(),
+            tags: member.tags.clone(),
+        })
+        .collect()
 }

@@ -21,7 +21,6 @@ use super::lease::{Stored, document_id};
 use super::round_trips::Timed;
 use super::writes::{CommitOutcome, Expect, array_union, delete, expecting, merge, set};
 use super::{Store, StoreError, Version, classify};
-use crate::engine::legacy::LegacyAnswer;
 use crate::ids::{LineUserId, NodeId, ScenarioId, answer_id, check_id, deterministic_id, scenario_marker_id};
 use firestore::{FirestoreInstant, FirestoreQueryCursor};
 use gcloud_sdk::google::firestore::v1::value::ValueType;
@@ -86,7 +85,12 @@ impl LegacyKey {
 /// as stored, copied whole onto the deterministic answer.
 #[derive(Debug, Clone)]
 pub(crate) struct LegacyDoc {
-    pub(crate) answer: LegacyAnswer,
+    pub(crate) id: String,
+    /// `answeredAt` in epoch ms, or the document's create time without one.
+    pub(crate) answered_ms: i64,
+    /// The stored value, rendered so equal values compare equal.
+    pub(crate) value: Option<String>,
+    pub(crate) tags: Vec<String>,
     fields: HashMap<String, v1::Value>,
     create_time: Option<gcloud_sdk::prost_types::Timestamp>,
     /// The version read: the group's commit is conditional on it, so an
@@ -392,11 +396,11 @@ impl Store {
             // Unchanged since read (an erasure of the user's data strips
             // the legacy answers' values): a no-op write that says so.
             writes.push(expecting(
-                super::writes::transform_only(self.document_path(SURVEY_RESPONSES, &canonical.answer.id), Vec::new()),
+                super::writes::transform_only(self.document_path(SURVEY_RESPONSES, &canonical.id), Vec::new()),
                 Expect::At(canonical.version),
             ));
             fields.insert("answeredAt".to_owned(), timestamp(stamp));
-            fields.insert("migratedFrom".to_owned(), string(&canonical.answer.id));
+            fields.insert("migratedFrom".to_owned(), string(&canonical.id));
             fields.insert(
                 "legacyDuplicates".to_owned(),
                 v1::Value {
@@ -634,14 +638,11 @@ fn legacy_doc(document: Document) -> LegacyDoc {
         }) => millis(stamp),
         _ => document.create_time.as_ref().map(millis).unwrap_or_default(),
     };
-    let answer = LegacyAnswer {
+    LegacyDoc {
         id,
         answered_ms,
         value: document.fields.get("value").map(rendered),
         tags: document.fields.get("tags").map(strings).unwrap_or_default(),
-    };
-    LegacyDoc {
-        answer,
         version: Version::new(document.update_time.unwrap_or_default()),
         fields: document.fields,
         create_time: document.create_time,
