@@ -5,7 +5,7 @@
 use crate::engine::Engine;
 use crate::engine::crosstab::{CrossBy, CrossByError, CrossTab, UserView};
 use crate::engine::results::{
-    Counts, DayRange, LATEST_TEXT_ANSWERS, LatestAnswer, NodeResults, RangeError, SplitResults,
+    Counts, DayRange, LATEST_TEXT_ANSWERS, LatestAnswer, NodeResults, QuestionOutline, RangeError, SplitResults,
 };
 use crate::ids::ScenarioId;
 use crate::scenario::sources::Sources;
@@ -61,15 +61,32 @@ impl Results {
         self.engine.scenario(&id).map(|loaded| loaded.timing().zone.name())
     }
 
-    /// The text of a question node of a loaded scenario, as the scenario
-    /// now has it (what the bot asks), for the timeline's sentences.
-    pub(crate) fn question_text(&self, scenario: &str, node: &str) -> Option<String> {
+    /// A question node of a loaded scenario as the scenario now has it (what
+    /// the bot asks, for the timeline's sentences): its text, and its
+    /// choices' labels by value.
+    pub(crate) fn question(&self, scenario: &str, node: &str) -> Option<QuestionOutline> {
         let id = ScenarioId::parse(scenario).ok()?;
         self.engine
             .question_outlines(&id)?
             .into_iter()
             .find(|question| question.node == node)
-            .map(|question| question.text)
+    }
+
+    /// The first question of a loaded scenario in file order: the one a run
+    /// starts with.
+    pub(crate) fn first_question(&self, scenario: &str) -> Option<String> {
+        let id = ScenarioId::parse(scenario).ok()?;
+        self.engine
+            .question_outlines(&id)?
+            .into_iter()
+            .next()
+            .map(|question| question.node)
+    }
+
+    /// A loaded scenario's title, as operators named it.
+    pub(crate) fn title(&self, scenario: &str) -> Option<String> {
+        let id = ScenarioId::parse(scenario).ok()?;
+        self.engine.scenario(&id)?.scenario.title.clone()
     }
 
     pub(crate) fn new(engine: Engine, store: Store, sources: &Sources) -> Self {

@@ -651,27 +651,69 @@ async fn a_dead_letter_keeps_lines_details_and_is_replayed_only_after_its_confir
     assert_eq!(app.firestore.count("dead_letters").await, 1);
     assert_eq!(pushes_to(&app, &parked), 0, "reading the confirmation sends nothing");
     // Replayed from the confirmation's own form: sent once, the result shown.
-    let csrf = confirm
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("the confirmation's form")
-        .to_owned();
-    let replayed = crate::operator_access::post(
-        &app.address,
-        &format!("/console/dead-letters/{letter}/replay"),
-        &cookie,
-        &[("csrf", &csrf)],
-    )
-    .await;
-    assert_eq!(replayed.status(), 303);
-    let location = replayed.headers()["location"].to_str().unwrap().to_owned();
-    assert!(
-        location.contains("Replayed") && location.contains("ok=true"),
-        "{location}"
+    let csrf = hidden_value(&confirm, "csrf").expect("the confirmation's form");
+    // The form carries its own key: three clicks at once replay once.
+    let key = hidden_value(&confirm, "key").expect("the confirmation's key");
+    assert!(key.starts_with("console-"), "{key}");
+    let path = format!("/console/dead-letters/{letter}/replay");
+    let click = || async {
+        crate::operator_access::post(&app.address, &path, &cookie, &[("csrf", &csrf), ("key", &key)]).await
+    };
+    let clicks = futures::future::join_all([click(), click(), click()]).await;
+    let locations: Vec<String> = clicks
+        .iter()
+        .map(|replayed| {
+            assert_eq!(replayed.status(), 303);
+            replayed.headers()["location"].to_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(
+        locations
+            .iter()
+            .filter(|location| location.contains("Replayed"))
+            .count(),
+        1,
+        "{locations:?}"
     );
     assert_eq!(pushes_to(&app, &parked), 1);
     assert_eq!(app.firestore.count("dead_letters").await, 0);
+    // Sent again later (a reload), the form says it replayed already.
+    let again = click().await;
+    let location = again.headers()["location"].to_str().unwrap().to_owned();
+    assert!(
+        location.contains("replayed") && location.contains("already") && location.contains("ok=true"),
+        "{location}"
+    );
+    assert_eq!(pushes_to(&app, &parked), 1, "a resent form replays nothing");
+    let replays: Vec<(String, i64)> = app
+        .firestore
+        .list("audit_log")
+        .await
+        .iter()
+        .filter(|entry| string_field(entry, "action").as_deref() == Some("replay"))
+        .map(|entry| {
+            (
+                string_field(entry, "result").unwrap_or_default(),
+                entry["fields"]["status"]["integerValue"]
+                    .as_str()
+                    .and_then(|status| status.parse().ok())
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(replays.len(), 4, "{replays:?}");
+    assert_eq!(
+        replays
+            .iter()
+            .filter(|(result, status)| result == "done" && *status == 200)
+            .count(),
+        1,
+        "{replays:?}"
+    );
+    assert!(
+        replays.contains(&("repeat".to_owned(), 208)),
+        "the resent form is a repeat: {replays:?}"
+    );
     // Unknown and malformed letters: 404.
     for missing in [
         "outbound-0123456789abcdef0123456789abcdef01234567",
@@ -684,6 +726,14 @@ async fn a_dead_letter_keeps_lines_details_and_is_replayed_only_after_its_confir
             "{missing}"
         );
     }
+}
+
+/// The value of the hidden field `name` of the first form on `page` that has one.
+pub(crate) fn hidden_value(page: &str, name: &str) -> Option<String> {
+    page.split(&format!("type=\"hidden\" name=\"{name}\" value=\""))
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .map(str::to_owned)
 }
 
 /// The messages LINE accepted for `user`.
@@ -846,7 +896,7 @@ const ENGLISH_LABELS: [&str; 30] = [
     "Campaign",
     "Following",
     "Tags",
-    "When (JST)",
+    "When",
     "Log out",
     "Log in",
     "Scenarios",
@@ -956,7 +1006,20 @@ async fn the_console_is_japanese_and_fits_a_phone() {
     // The timeline tells what the bot asked in the scenario's words.
     browser.goto(&format!("{}/console/users?id={user}", app.address)).await;
     let story = browser.text_of("#timeline").await;
-    assert!(story.contains("ボットが質問「How was it?」を送信（返信）"), "{story}");
+    // The keyword started a run; the answer reads with its choice's label
+    // and the question (the scenario has no title: its id names it).
+    assert!(
+        story.contains("アンケート「export」を開始: 質問「How was it?」を送信（返信）"),
+        "{story}"
+    );
+    assert!(
+        story.contains("回答: bad Bad, really（export「How was it?」）"),
+        "{story}"
+    );
+    assert!(
+        story.contains("ボットが質問「Anything else?」を送信（返信）"),
+        "{story}"
+    );
     assert!(story.contains("ボタンをタップ（回答を1件記録）"), "{story}");
     assert!(
         story.contains("「Thank you!」"),

@@ -102,6 +102,7 @@ async fn an_owner_exports_a_users_data_and_erases_it_leaving_no_typed_answer_fie
     assert_eq!(get(&app.address, &erase, &editor).await.status(), 403);
     let confirm = get(&app.address, &erase, &owner).await.text().await.unwrap();
     assert!(confirm.contains("counts stay") && confirm.contains("cannot be undone"));
+    let key = crate::console::hidden_value(&confirm, "key").expect("the confirmation's own key");
     let editor_csrf = csrf_of(&app.address, &editor).await;
     let refused = post(
         &app.address,
@@ -115,7 +116,7 @@ async fn an_owner_exports_a_users_data_and_erases_it_leaving_no_typed_answer_fie
         &app.address,
         "/console/users/erase",
         &owner,
-        &[("csrf", &csrf), ("user", &user)],
+        &[("csrf", &csrf), ("user", &user), ("key", &key)],
     )
     .await;
     assert_eq!(erased.status(), 200);
@@ -149,7 +150,46 @@ async fn an_owner_exports_a_users_data_and_erases_it_leaving_no_typed_answer_fie
         assert_eq!(entry["fields"]["operator"]["stringValue"], OWNER);
         assert_eq!(entry["fields"]["status"]["integerValue"], "200");
     }
-    // Erasing again finds nothing left.
+    // The same form sent again (a reload) says it erased already: one more
+    // entry, a repeat.
+    let resent = post(
+        &app.address,
+        "/console/users/erase",
+        &owner,
+        &[("csrf", &csrf), ("user", &user), ("key", &key)],
+    )
+    .await;
+    assert_eq!(resent.status(), 200);
+    assert!(resent.text().await.unwrap().contains("This form erased the data"));
+    let erasures: Vec<(String, String)> = app
+        .firestore
+        .list("audit_log")
+        .await
+        .iter()
+        .filter(|entry| entry["fields"]["action"]["stringValue"] == "user_data_erase")
+        .map(|entry| {
+            (
+                entry["fields"]["result"]["stringValue"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                entry["fields"]["status"]["integerValue"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect();
+    let mut erasures = erasures;
+    erasures.sort();
+    assert_eq!(
+        erasures,
+        [
+            ("done".to_owned(), "200".to_owned()),
+            ("repeat".to_owned(), "208".to_owned())
+        ]
+    );
+    // A new confirmation (no key, or another) erases again and finds nothing left.
     let again = post(
         &app.address,
         "/console/users/erase",

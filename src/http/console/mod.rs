@@ -32,7 +32,7 @@ use crate::pipeline::hand_edits::HandEdited;
 use crate::pipeline::manual_send::{ManualSendError, UserSend};
 use crate::pipeline::replay::{ReplayError, Replayed};
 use crate::reports::export::ExportError;
-use crate::reports::results::ResultsError;
+use crate::reports::results::{Results, ResultsError};
 use crate::store::Settlement;
 use crate::values::{ConsoleLang, OperatorRole};
 use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieAge};
@@ -300,6 +300,12 @@ struct Form {
     label: String,
     #[serde(default)]
     role: String,
+}
+
+/// A new key for one confirmation form (`console-<32 hex>`): the same form
+/// sent twice carries it twice, a new page a new one.
+fn new_form_key() -> String {
+    format!("console-{}", uuid::Uuid::new_v4().simple())
 }
 
 fn form(body: &[u8]) -> Form {
@@ -1032,6 +1038,7 @@ async fn replay_form(request: HttpRequest, state: web::Data<AppState>, path: web
                 &id,
                 &look.letter,
                 look.risk.map(|risk| confirmation(state.console_lang, risk)),
+                &new_form_key(),
             ),
         ),
         Ok(None) => not_found(
@@ -1084,7 +1091,21 @@ async fn replay(
         )
         .await
     );
+    // The confirmation's receipt: the same form sent again (a double click,
+    // a reload) finds its replay done and replays nothing again.
+    let receipt = is_form_key(&form.key).then(|| crate::ids::deterministic_id(&["replay", &form.key, &id]));
+    if form_repeated(&state, &entry, receipt.as_deref()).await {
+        let message = pick(
+            state.console_lang,
+            format!("{id} は、このフォームですでに再送しています。"),
+            format!("This form replayed {id} already."),
+        );
+        return see_other(&replay_result_location(&state, true, message, None));
+    }
     let result = state.replayer.replay(&id, force).await;
+    if let (Ok(_), Some(receipt)) = (&result, &receipt) {
+        record_form_done(&state, "replay", receipt).await;
+    }
     let status = replay_status(&result);
     state.auditor.finish(&entry, status, None).await;
     let confirm = matches!(result, Err(ReplayError::NeedsForce(_)));
@@ -1175,29 +1196,60 @@ async fn users(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse
             story["known"] =
                 serde_json::Value::Bool(profile["firstSeenAt"].is_string() || profile["following"].is_boolean());
             // This page's key: each of its forms changes the user once.
-            story["formKey"] = serde_json::Value::String(format!("console-{}", uuid::Uuid::new_v4().simple()));
-            // What the bot asked, in the scenario's words (never the user's),
-            // and each entry's time in its scenario's zone.
+            story["formKey"] = serde_json::Value::String(new_form_key());
             if let Some(entries) = story["entries"].as_array_mut() {
                 for entry in entries.iter_mut() {
-                    if let Some(zone) = entry["scenarioId"].as_str().and_then(|id| state.results.zone_name(id)) {
-                        entry["zone"] = serde_json::Value::String(zone.to_owned());
-                    }
-                }
-                for entry in entries.iter_mut().filter(|entry| entry["type"] == "message") {
-                    let asked = match (entry["scenarioId"].as_str(), entry["asks"].as_str()) {
-                        (Some(scenario), Some(node)) => state.results.question_text(scenario, node),
-                        _ => None,
-                    };
-                    if let Some(text) = asked {
-                        entry["asksText"] = serde_json::Value::String(text);
-                    }
+                    describe_entry(&state.results, entry);
                 }
             }
             html(StatusCode::OK, pages::user(&nav, asked, Some(&story), None))
         }
         (Err(error), _) | (_, Err(error)) => unavailable(&state, error),
     }
+}
+
+/// What a timeline entry's sentence needs from the loaded scenario, added to
+/// the entry: the scenario's title and time zone, the question an answer,
+/// a message or a timer is about in the scenario's words (never the user's),
+/// an answered choice's label, and whether a message starts a run (it asks
+/// the scenario's first question and answers nothing).
+fn describe_entry(results: &Results, entry: &mut serde_json::Value) {
+    use serde_json::Value;
+    let Some(scenario) = entry["scenarioId"].as_str().map(str::to_owned) else {
+        return;
+    };
+    if let Some(zone) = results.zone_name(&scenario) {
+        entry["zone"] = Value::String(zone.to_owned());
+    }
+    if let Some(title) = results.title(&scenario) {
+        entry["scenarioTitle"] = Value::String(title);
+    }
+    let node = match entry["type"].as_str() {
+        Some("message") => entry["asks"].as_str(),
+        Some("answer" | "timer") => entry["nodeId"].as_str(),
+        _ => None,
+    }
+    .map(str::to_owned);
+    let Some(question) = node.and_then(|node| results.question(&scenario, &node)) else {
+        return;
+    };
+    if entry["type"] == "message" {
+        let first = results
+            .first_question(&scenario)
+            .is_some_and(|first| first == question.node);
+        if first && entry["answerId"].is_null() {
+            entry["startsRun"] = Value::Bool(true);
+        }
+        entry["asksText"] = Value::String(question.text);
+        return;
+    }
+    if entry["type"] == "answer"
+        && let Some(value) = entry["value"].as_str()
+        && let Some((_, label)) = question.choices.iter().find(|(choice, _)| choice == value)
+    {
+        entry["choiceLabel"] = Value::String(label.clone());
+    }
+    entry["questionText"] = Value::String(question.text);
 }
 
 async fn sources(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
@@ -1312,7 +1364,7 @@ async fn campaign_builder(request: HttpRequest, state: web::Data<AppState>) -> H
     match state.campaigns.dry_run(&campaign).await {
         Ok(found) => {
             // This form's own key: a double click or a reload creates one campaign.
-            let key = format!("console-{}", uuid::Uuid::new_v4().simple());
+            let key = new_form_key();
             let again = serde_urlencoded::to_string(&asked).unwrap_or_default();
             html(
                 StatusCode::OK,
@@ -1504,7 +1556,7 @@ async fn send_form(request: HttpRequest, state: web::Data<AppState>) -> HttpResp
     match state.manual_sender.preview(&scenario, &user).await {
         Ok(messages) => {
             // This form's own key: a double click or a reload sends once.
-            let key = format!("console-{}", uuid::Uuid::new_v4().simple());
+            let key = new_form_key();
             html(
                 StatusCode::OK,
                 pages::send_preview(&me.nav(), user.as_str(), scenario.as_str(), &messages, &key),
@@ -1843,11 +1895,36 @@ async fn cancel_form(request: HttpRequest, state: web::Data<AppState>, path: web
     match state.campaigns.status(&id).await {
         Ok(Some(status)) => {
             // This form's own key: a double click or a reload cancels once.
-            let key = format!("console-{}", uuid::Uuid::new_v4().simple());
+            let key = new_form_key();
             html(StatusCode::OK, pages::campaign_cancel(&me.nav(), &status, &key))
         }
         Ok(None) => not_found(&state, "そのIDの一斉配信はありません。", "No campaign with that id."),
         Err(error) => unavailable(&state, error),
+    }
+}
+
+/// Whether a confirmation form's action landed already (its receipt is
+/// recorded): then its audit entry is completed as a repeat (208) and the
+/// caller answers that it was done. A receipt that cannot be read counts as
+/// absent: the actions that use this are safe to repeat (a replay of a
+/// letter already replayed finds nothing to replay; an erasure finds
+/// nothing left).
+async fn form_repeated(state: &AppState, entry: &crate::store::AuditEntry, receipt: Option<&str>) -> bool {
+    let Some(receipt) = receipt else {
+        return false;
+    };
+    let done = state.store.has_form_receipt(receipt).await.unwrap_or(false);
+    if done {
+        state.auditor.finish(entry, 208, None).await;
+    }
+    done
+}
+
+/// Records that a confirmation form's action landed; when that write fails,
+/// the same form sent again runs its (repeatable) action again.
+async fn record_form_done(state: &AppState, operation: &str, receipt: &str) {
+    if let Err(error) = state.store.record_form_receipt(operation, receipt).await {
+        tracing::warn!(error = %error, operation, outcome = "receipt_missing", "a console form's receipt was not recorded");
     }
 }
 
@@ -2032,7 +2109,10 @@ async fn user_data(request: HttpRequest, state: web::Data<AppState>) -> HttpResp
 async fn erase_form(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let me = or_answer!(signed_in(&request, &state, OperatorRole::Owner).await);
     match user_of_query(&request, &state) {
-        Ok(user) => html(StatusCode::OK, pages::erase_confirm(&me.nav(), user.as_str())),
+        Ok(user) => html(
+            StatusCode::OK,
+            pages::erase_confirm(&me.nav(), user.as_str(), &new_form_key()),
+        ),
         Err(response) => *response,
     }
 }
@@ -2060,7 +2140,26 @@ async fn erase_confirmed(request: HttpRequest, state: web::Data<AppState>, body:
         )
         .await
     );
-    let (status, result) = match state.user_erasure.erase(&user).await {
+    // The confirmation's receipt: the same form sent again (a double click,
+    // a reload) erases nothing again and says it was done.
+    let receipt =
+        is_form_key(&form.key).then(|| crate::ids::deterministic_id(&["user_data_erase", &form.key, user.as_str()]));
+    if form_repeated(&state, &entry, receipt.as_deref()).await {
+        let message = pick(
+            me.lang,
+            format!("{user} のデータは、このフォームですでに消去しています。"),
+            format!("This form erased the data of {user} already."),
+        );
+        return html(
+            StatusCode::OK,
+            pages::send_result(&me.nav(), user.as_str(), (true, &message)),
+        );
+    }
+    let erased = state.user_erasure.erase(&user).await;
+    if let (Ok(_), Some(receipt)) = (&erased, &receipt) {
+        record_form_done(&state, "user_data_erase", receipt).await;
+    }
+    let (status, result) = match erased {
         Ok(redacted) => (
             200,
             (

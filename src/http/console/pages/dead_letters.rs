@@ -85,7 +85,7 @@ pub(crate) fn dead_letters(
 /// A dead letter's replay, confirmed first: what it is, why it was parked
 /// (LINE's message and details), what a replay does, and, when it may reach
 /// the user twice, the risk with a "Replay anyway" in place of "Replay".
-pub(crate) fn replay_confirm(nav: &Nav, id: &str, letter: &DeadLetterDoc, risk: Option<&str>) -> Markup {
+pub(crate) fn replay_confirm(nav: &Nav, id: &str, letter: &DeadLetterDoc, risk: Option<&str>, key: &str) -> Markup {
     let does = match letter.kind {
         DeadLetterKind::Event => nav.t(
             "再送すると、ユーザーのイベントをもう一度処理します。まだ記録されていない回答は記録され、ボットの次のメッセージが1回だけ送られます。",
@@ -125,6 +125,7 @@ pub(crate) fn replay_confirm(nav: &Nav, id: &str, letter: &DeadLetterDoc, risk: 
                 @if letter.kind != DeadLetterKind::CampaignChunk {
                     form method="post" action=(action) {
                         input type="hidden" name="csrf" value=(nav.csrf);
+                        input type="hidden" name="key" value=(key);
                         @if risk.is_some() {
                             input type="hidden" name="force" value="true";
                             input type="hidden" name="seen" value=(letter.parked_at.as_millisecond());

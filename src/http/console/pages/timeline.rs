@@ -26,12 +26,59 @@ pub(super) fn short_time(at: &str, zone: Option<&str>) -> String {
     )
 }
 
-/// A recorded answer's value as the user gave it (a number stays a number).
-fn answer_value(value: &Value) -> String {
-    match value {
+/// A recorded answer's value as the user gave it (a number stays a number),
+/// followed by its choice's label when the scenario labels it otherwise.
+fn answer_value(value: &Value, label: Option<&str>) -> String {
+    let value = match value {
         Value::String(text) => text.clone(),
         Value::Null => String::new(),
         other => other.to_string(),
+    };
+    match label {
+        Some(label) if label != value => format!("{value} {label}"),
+        _ => value,
+    }
+}
+
+/// The scenario an entry belongs to, by its title (its id without one).
+fn scenario_name(entry: &Value) -> &str {
+    entry["scenarioTitle"]
+        .as_str()
+        .filter(|title| !title.is_empty())
+        .unwrap_or_else(|| text(entry, "scenarioId"))
+}
+
+/// The question an answer or a timer is about: the scenario's name and the
+/// question's text, or the ids when the loaded scenario no longer has it.
+fn question_place(lang: ConsoleLang, entry: &Value) -> String {
+    match (entry["questionText"].as_str(), lang) {
+        (Some(question), ConsoleLang::Ja) => format!("{}「{question}」", scenario_name(entry)),
+        (Some(question), ConsoleLang::En) => format!("{} “{question}”", scenario_name(entry)),
+        (None, _) => format!("{} / {}", text(entry, "scenarioId"), text(entry, "nodeId")),
+    }
+}
+
+/// Why a timer ended or was skipped, as the service recorded it.
+fn timer_outcome(lang: ConsoleLang, why: &str) -> &str {
+    if lang == ConsoleLang::En {
+        return why;
+    }
+    match why {
+        "sent" => "送信",
+        "reminded" => "リマインド送信",
+        "expired" => "期限で締切",
+        "expired_late" => "遅れて締切（送信なし）",
+        "expired_opted_out" | "opted_out" => "配信停止中",
+        "answered" => "回答済み",
+        "not_open" => "質問が開いていない",
+        "late" => "予定から遅れすぎ",
+        "unfollowed" => "ブロック中",
+        "superseded" => "新しい回答の流れに交代",
+        "unknown_scenario" => "シナリオがない",
+        "unknown_node" => "質問がシナリオにない",
+        "cancelled_by_operator" => "オペレーターが取り消し",
+        "campaign_cancelled" => "キャンペーンの取り消し",
+        other => other,
     }
 }
 
@@ -41,7 +88,8 @@ pub(super) fn entry_words(lang: ConsoleLang, entry: &Value) -> String {
     match text(entry, "type") {
         "event" => event_words(lang, entry),
         "answer" => {
-            let place = format!("{} / {}", text(entry, "scenarioId"), text(entry, "nodeId"));
+            let place = question_place(lang, entry);
+            let label = entry["choiceLabel"].as_str();
             let tags: Vec<&str> = entry["tags"]
                 .as_array()
                 .map(|tags| tags.iter().filter_map(Value::as_str).collect())
@@ -49,8 +97,8 @@ pub(super) fn entry_words(lang: ConsoleLang, entry: &Value) -> String {
             let mut words = match (&entry["value"], ja) {
                 (Value::Null, true) => format!("回答（内容は削除済み）: {place}"),
                 (Value::Null, false) => format!("Answer (its value was removed): {place}"),
-                (value, true) => format!("回答: {}（{place}）", answer_value(value)),
-                (value, false) => format!("Answered {} ({place})", answer_value(value)),
+                (value, true) => format!("回答: {}（{place}）", answer_value(value, label)),
+                (value, false) => format!("Answered {} ({place})", answer_value(value, label)),
             };
             if !tags.is_empty() {
                 words.push_str(&if ja {
@@ -78,9 +126,12 @@ pub(super) fn entry_words(lang: ConsoleLang, entry: &Value) -> String {
             };
             let state = super::timer_state(lang, text(entry, "state"));
             let when = short_time(text(entry, "at"), entry["zone"].as_str());
-            let place = format!("{} / {}", text(entry, "scenarioId"), text(entry, "nodeId"));
+            let place = question_place(lang, entry);
             // Why it was skipped or ended, as the service recorded it.
-            let why = entry["outcome"].as_str().filter(|why| !why.is_empty());
+            let why = entry["outcome"]
+                .as_str()
+                .filter(|why| !why.is_empty())
+                .map(|why| timer_outcome(lang, why));
             match (ja, why) {
                 (true, Some(why)) => format!("{kind} {when}（{state}・{why}）: {place}"),
                 (true, None) => format!("{kind} {when}（{state}）: {place}"),
@@ -94,7 +145,7 @@ pub(super) fn entry_words(lang: ConsoleLang, entry: &Value) -> String {
 
 /// A message of the bot's: what it was, and whether it went out.
 fn message_words(lang: ConsoleLang, entry: &Value) -> String {
-    let scenario = text(entry, "scenarioId");
+    let scenario = scenario_name(entry);
     let state = match text(entry, "state") {
         "pending" => lang.t("送信待ち", "waiting to be sent"),
         "sent" => lang.t("送信済み", "sent"),
@@ -117,6 +168,17 @@ fn message_words(lang: ConsoleLang, entry: &Value) -> String {
     // Only a message that went out was "sent"; the others are the bot's
     // message as recorded.
     let went = text(entry, "state") == "sent";
+    let starts = entry["startsRun"].as_bool() == Some(true);
+    if let (Some(question), true) = (entry["asksText"].as_str(), starts) {
+        return match (lang, went) {
+            (ConsoleLang::Ja, true) => format!("アンケート「{scenario}」を開始: 質問「{question}」を送信（{route}）"),
+            (ConsoleLang::Ja, false) => {
+                format!("アンケート「{scenario}」を開始: 質問「{question}」（{route}・{state}）")
+            }
+            (ConsoleLang::En, true) => format!("Started “{scenario}”: asked “{question}” ({route}, sent)"),
+            (ConsoleLang::En, false) => format!("Started “{scenario}”: the question “{question}” ({route}, {state})"),
+        };
+    }
     if let Some(question) = entry["asksText"].as_str() {
         return match (lang, went) {
             (ConsoleLang::Ja, true) => format!("ボットが質問「{question}」を送信（{route}）"),
@@ -186,6 +248,48 @@ mod tests {
                 "Answered 4 (lunch / rating); tags 満足",
             ),
             (
+                json!({"type": "answer", "scenarioId": "sat", "scenarioTitle": "満足度", "nodeId": "rating",
+                       "questionText": "今日の満足度は？", "value": "4", "choiceLabel": "満足", "tags": []}),
+                "回答: 4 満足（満足度「今日の満足度は？」）",
+                "Answered 4 満足 (満足度 “今日の満足度は？”)",
+            ),
+            (
+                // A label that says the value again is not repeated.
+                json!({"type": "answer", "scenarioId": "sat", "nodeId": "rating",
+                       "questionText": "Rate us", "value": "5", "choiceLabel": "5", "tags": []}),
+                "回答: 5（sat「Rate us」）",
+                "Answered 5 (sat “Rate us”)",
+            ),
+            (
+                json!({"type": "message", "scenarioId": "sat", "scenarioTitle": "満足度", "state": "sent", "route": "reply",
+                       "asks": "rating", "asksText": "今日の満足度は？", "startsRun": true}),
+                "アンケート「満足度」を開始: 質問「今日の満足度は？」を送信（返信）",
+                "Started “満足度”: asked “今日の満足度は？” (reply, sent)",
+            ),
+            (
+                json!({"type": "message", "scenarioId": "sat", "scenarioTitle": "満足度", "state": "pending", "route": "push",
+                       "asks": "rating", "asksText": "今日の満足度は？", "startsRun": true}),
+                "アンケート「満足度」を開始: 質問「今日の満足度は？」（プッシュ・送信待ち）",
+                "Started “満足度”: the question “今日の満足度は？” (push, waiting to be sent)",
+            ),
+            (
+                json!({"type": "message", "scenarioId": "sat", "scenarioTitle": "満足度", "state": "sent", "route": "push", "asks": null}),
+                "ボットが「満足度」のメッセージを送信（プッシュ）",
+                "The bot sent a message of 満足度 (push, sent)",
+            ),
+            (
+                json!({"type": "timer", "kind": "remind", "state": "pending", "at": "2026-12-03T01:00:00Z", "scenarioId": "sat",
+                       "scenarioTitle": "満足度", "nodeId": "rating", "questionText": "今日の満足度は？"}),
+                "リマインダー 12/03 10:00（予定）: 満足度「今日の満足度は？」",
+                "Reminder 12/03 10:00 (pending): 満足度 “今日の満足度は？”",
+            ),
+            (
+                json!({"type": "timer", "kind": "step", "state": "cancelled", "outcome": "cancelled_by_operator",
+                       "at": "2026-12-03T01:00:00Z", "scenarioId": "sat", "nodeId": "gone"}),
+                "ステップ配信 12/03 10:00（取り消し済み・オペレーターが取り消し）: sat / gone",
+                "Step 12/03 10:00 (cancelled, cancelled_by_operator): sat / gone",
+            ),
+            (
                 json!({"type": "answer", "scenarioId": "lunch", "nodeId": "age", "value": 31, "tags": []}),
                 "回答: 31（lunch / age）",
                 "Answered 31 (lunch / age)",
@@ -232,7 +336,7 @@ mod tests {
             ),
             (
                 json!({"type": "timer", "kind": "expire", "state": "skipped", "outcome": "answered", "at": "2026-12-03T01:00:00Z", "scenarioId": "lunch", "nodeId": "rating"}),
-                "回答期限 12/03 10:00（見送り・answered）: lunch / rating",
+                "回答期限 12/03 10:00（見送り・回答済み）: lunch / rating",
                 "Answer deadline 12/03 10:00 (skipped, answered): lunch / rating",
             ),
             (

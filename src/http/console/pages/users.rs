@@ -172,7 +172,7 @@ pub(crate) fn send_preview(nav: &Nav, user: &str, scenario: &str, messages: &[St
 }
 
 /// The confirmation of an erasure: what goes, what stays.
-pub(crate) fn erase_confirm(nav: &Nav, user: &str) -> Markup {
+pub(crate) fn erase_confirm(nav: &Nav, user: &str, key: &str) -> Markup {
     page(
         nav.lang,
         nav.t("ユーザーの個人データを消去", "Erase a user's personal data"),
@@ -193,6 +193,7 @@ pub(crate) fn erase_confirm(nav: &Nav, user: &str) -> Markup {
                 p { (nav.t("ユーザーID、タグ、友だち追加の状態と日時、ボットが送ったメッセージ（シナリオの文面のみ）、操作履歴は残ります。この操作は元に戻せません。ユーザーからデータの提供を求められている場合は、先にデータをダウンロードしてください。", "It keeps the user id, tags, follow state and times, the messages the bot sent (scenario text only), and the audit log. It cannot be undone. Download the data first if the user asked for it.")) }
                 form method="post" action="/console/users/erase" {
                     input type="hidden" name="csrf" value=(nav.csrf);
+                    input type="hidden" name="key" value=(key);
                     input type="hidden" name="user" value=(user);
                     button class="danger" type="submit" id="confirm-erase" { (nav.t("消去する", "Erase")) }
                     " "
@@ -433,7 +434,7 @@ pub(crate) fn user(nav: &Nav, query: &str, story: Option<&serde_json::Value>, er
                     }
                     div class="scroll" {
                         table {
-                            tr { th { (nav.t("日時（日本時間）", "When (JST)")) } th { (nav.t("できごと", "What happened")) } th { (nav.t("詳細", "Details")) } }
+                            tr { th { (nav.t("日時", "When")) } th { (nav.t("できごと", "What happened")) } th { (nav.t("詳細", "Details")) } }
                             @for entry in story["entries"].as_array().map(Vec::as_slice).unwrap_or_default() {
                                 @let kind = entry["type"].as_str().unwrap_or_default();
                                 tr data-entry=(kind) {
@@ -470,7 +471,18 @@ pub(crate) fn user(nav: &Nav, query: &str, story: Option<&serde_json::Value>, er
 /// An entry's fields other than its type and time, as `name: value` pairs.
 fn details(entry: &serde_json::Value) -> Markup {
     let fields = entry.as_object().into_iter().flatten().filter(|(name, value)| {
-        !matches!(name.as_str(), "type" | "at" | "said" | "asksText" | "zone") && !value.is_null()
+        !matches!(
+            name.as_str(),
+            "type"
+                | "at"
+                | "said"
+                | "asksText"
+                | "zone"
+                | "scenarioTitle"
+                | "questionText"
+                | "choiceLabel"
+                | "startsRun"
+        ) && !value.is_null()
     });
     html! {
         @for (name, value) in fields {
