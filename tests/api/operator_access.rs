@@ -578,6 +578,27 @@ async fn each_role_in_a_real_browser_and_a_disabled_editor_on_another_instance()
     assert!(browser.text_of("#edit-does").await.contains("常連"));
     browser.click("#confirm-edit").await;
     browser.wait_for("tr[data-tag='常連']").await;
+    // ... removed again, and a scenario sent to the user, from the pages.
+    browser.click("tr[data-tag='常連'] button").await;
+    browser.wait_for("#confirm-edit").await;
+    browser.click("#confirm-edit").await;
+    browser.wait_for("#timeline").await;
+    assert_eq!(browser.count("tr[data-tag='常連']").await, 0, "the tag is gone");
+    let calls = first.line.accepted().len();
+    browser.click("#send-scenario").await;
+    browser.wait_for("#preview").await;
+    browser
+        .run("document.querySelector('#scenario').value = 'export'; return true")
+        .await;
+    browser.click("#preview").await;
+    browser.wait_for("#confirm-send").await;
+    browser.click("#confirm-send").await;
+    browser.wait_for("#back-to-user").await;
+    assert_eq!(
+        first.line.accepted().len(),
+        calls + 1,
+        "the editor's send went out once"
+    );
     assert_eq!(
         from_page(&browser, "GET", "/console/scenarios/export/answers.csv", "").await,
         403
@@ -589,6 +610,34 @@ async fn each_role_in_a_real_browser_and_a_disabled_editor_on_another_instance()
     assert_eq!(browser.path().await, "/console/login");
 
     browser_sign_in(&browser, &second.address, OWNER).await;
+    assert_eq!(
+        from_page(&browser, "GET", "/console/scenarios/export/answers.csv", "").await,
+        200,
+        "an owner downloads the answers"
+    );
+    // Every action of theirs is a row of the owner's audit page, naming who did it.
+    browser.goto(&format!("{}/console/audit", second.address)).await;
+    let rows = browser
+        .run("return Array.from(document.querySelectorAll('#audit tr[data-entry]')).map(row => row.innerText)")
+        .await;
+    let rows: Vec<&str> = rows
+        .as_array()
+        .map(|rows| rows.iter().filter_map(|row| row.as_str()).collect())
+        .unwrap_or_default();
+    for (action, who) in [
+        ("tag_add", EDITOR),
+        ("tag_remove", EDITOR),
+        ("manual_send", EDITOR),
+        ("export", OWNER),
+    ] {
+        assert_eq!(
+            rows.iter()
+                .filter(|row| row.contains(action) && row.contains(who))
+                .count(),
+            1,
+            "one {action} by {who}: {rows:#?}"
+        );
+    }
     browser
         .goto(&format!("{}/console/audit?action=tag_add", second.address))
         .await;

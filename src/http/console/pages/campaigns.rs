@@ -379,6 +379,13 @@ pub(crate) fn campaigns(nav: &Nav, all: &[CampaignStatus]) -> Markup {
     )
 }
 
+/// Seconds after which a campaign's page loads itself again: while its
+/// messages are being planned, sent or cancelled (not while it waits for a
+/// send time that may be days away, nor once it is over).
+fn progress_refresh(state: &str) -> Option<u32> {
+    matches!(state, "planning" | "sending" | "cancelling").then_some(5)
+}
+
 /// One campaign: its state and its results, counted exactly.
 pub(crate) fn campaign(
     nav: &Nav,
@@ -406,13 +413,23 @@ pub(crate) fn campaign(
             results.tally.unfollowed,
         ),
     ];
-    page(
+    let refresh = progress_refresh(status.state);
+    let path = format!("/console/campaigns/{}", segment(&status.campaign_id));
+    super::page_refreshing(
         nav.lang,
         nav.t("一斉配信の状況", "Campaign"),
         Some(nav),
         html! {
             @if created {
-                (flash(Some((true, nav.t("一斉配信を作成しました。このページで進み具合を確認できます。最新の状況はページを再読み込みしてください。", "The campaign is created. This page shows its progress; reload it to see more.")))))
+                (flash(Some((true, nav.t("一斉配信を作成しました。このページで進み具合を確認できます。", "The campaign is created. This page shows its progress.")))))
+            }
+            @if let Some(seconds) = refresh {
+                p id="refreshing" class="muted" {
+                    @match nav.lang {
+                        ConsoleLang::Ja => { "配信が終わるまで、このページは" (seconds) "秒ごとに更新されます。" }
+                        ConsoleLang::En => { "This page refreshes every " (seconds) " s until the campaign is through." }
+                    }
+                }
             }
             section {
                 p { (status.scenario_id) " · " span id="campaign-state" { (super::campaign_state(nav.lang, status.state)) } br; span class="muted" { (status.campaign_id) } }
@@ -461,5 +478,27 @@ pub(crate) fn campaign(
                 }
             }
         },
+        refresh.map(|seconds| (seconds, path.as_str())),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::progress_refresh;
+
+    #[test]
+    fn a_campaign_page_refreshes_only_while_its_messages_are_on_their_way() {
+        let cases = [
+            ("scheduled", None),
+            ("planning", Some(5)),
+            ("sending", Some(5)),
+            ("cancelling", Some(5)),
+            ("cancelled", None),
+            ("done", None),
+            ("something_new", None),
+        ];
+        for (state, refresh) in cases {
+            assert_eq!(progress_refresh(state), refresh, "{state}");
+        }
+    }
 }

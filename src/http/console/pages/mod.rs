@@ -110,12 +110,28 @@ pub(crate) fn timer_state(lang: ConsoleLang, state: &str) -> &str {
 }
 
 fn page(lang: ConsoleLang, title: &str, nav: Option<&Nav>, body: Markup) -> Markup {
+    page_refreshing(lang, title, nav, body, None)
+}
+
+/// A page that, with `refresh`, loads `path` again after that many seconds
+/// (a GET, also when the page answered a form): how an operator watches
+/// work in progress without a script.
+fn page_refreshing(
+    lang: ConsoleLang,
+    title: &str,
+    nav: Option<&Nav>,
+    body: Markup,
+    refresh: Option<(u32, &str)>,
+) -> Markup {
     html! {
         (DOCTYPE)
         html lang=(lang.as_str()) {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
+                @if let Some((seconds, path)) = refresh {
+                    meta http-equiv="refresh" content={ (seconds) "; url=" (path) };
+                }
                 title { (title) " · line-survey" }
                 style { (PreEscaped(STYLE)) }
             }
