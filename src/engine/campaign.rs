@@ -47,6 +47,38 @@ pub(crate) struct AudienceRequest {
     pub(crate) sources: Option<SourceFilter>,
 }
 
+impl AudienceRequest {
+    /// The audience as the audit log records it: field conditions name the
+    /// field and the kinds of test, never the values (an operator may filter
+    /// on a phone number, and the audit log is never erased). Campaigns and
+    /// rich menu links record it alike.
+    pub(crate) fn audit_summary(&self) -> String {
+        let mut audience = self.clone();
+        let fields = audience.fields.take();
+        let mut summary = serde_json::to_value(&audience).unwrap_or_default();
+        if let (Some(fields), Some(object)) = (fields, summary.as_object_mut()) {
+            let kinds: serde_json::Map<String, serde_json::Value> = fields
+                .iter()
+                .map(|(name, condition)| {
+                    let tests: Vec<&str> = [
+                        ("equals", condition.equals.is_some()),
+                        ("in", condition.one_of.is_some()),
+                        ("exists", condition.exists.is_some()),
+                        ("min", condition.min.is_some()),
+                        ("max", condition.max.is_some()),
+                    ]
+                    .into_iter()
+                    .filter_map(|(kind, given)| given.then_some(kind))
+                    .collect();
+                    (name.clone(), serde_json::json!(tests))
+                })
+                .collect();
+            object.insert("fields".to_owned(), serde_json::Value::Object(kinds));
+        }
+        summary.to_string()
+    }
+}
+
 /// `sources` of an audience: `{"anyOf": ["instagram_dec"]}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -132,7 +132,7 @@ impl MenuLinks {
         if self.api.is_none() {
             return Err(LinkError::NoLine);
         }
-        let job_id = crate::ids::deterministic_id(&["rich_menu_link", &request.idempotency_key]);
+        let job_id = link_job_id(&request.idempotency_key);
         let request_hash = crate::ids::deterministic_id(&[
             &request.menu,
             &serde_json::to_string(&request.audience).map_err(|error| PipelineError::Encoding(error.to_string()))?,
@@ -248,4 +248,10 @@ impl MenuLinks {
         }
         Err(LinkError::Line(SendError::NoAnswer("no tries left".into())))
     }
+}
+
+/// The id of the link job an `Idempotency-Key` names (the audit entry of
+/// the link names it too).
+pub(crate) fn link_job_id(idempotency_key: &str) -> String {
+    crate::ids::deterministic_id(&["rich_menu_link", idempotency_key])
 }

@@ -55,9 +55,10 @@ pub(crate) async fn link(
         route: route_of(&request),
         summary: vec![
             ("menu", asked.menu.clone()),
-            ("audience", crate::access::audit::json_summary(&asked.audience)),
+            ("audience", asked.audience.audit_summary()),
         ],
-        touched: Vec::new(),
+        // The link's job: its id names what `GET .../link/{job}` reports.
+        touched: vec![crate::pipeline::rich_menu_links::link_job_id(&asked.idempotency_key)],
     };
     audited(&state, &actor, action, link_now(&state, asked)).await
 }

@@ -81,33 +81,10 @@ impl CampaignRequest {
         }
     }
 
-    /// The audience as the audit log records it: field conditions name the
-    /// field and the kinds of test, never the values (an operator may filter
-    /// on a phone number, and the audit log is never erased).
+    /// The audience as the audit log records it (see
+    /// [`AudienceRequest::audit_summary`]).
     pub(crate) fn audit_audience(&self) -> String {
-        let mut audience = self.audience.clone();
-        let fields = audience.fields.take();
-        let mut summary = serde_json::to_value(&audience).unwrap_or_default();
-        if let (Some(fields), Some(object)) = (fields, summary.as_object_mut()) {
-            let kinds: serde_json::Map<String, serde_json::Value> = fields
-                .iter()
-                .map(|(name, condition)| {
-                    let tests: Vec<&str> = [
-                        ("equals", condition.equals.is_some()),
-                        ("in", condition.one_of.is_some()),
-                        ("exists", condition.exists.is_some()),
-                        ("min", condition.min.is_some()),
-                        ("max", condition.max.is_some()),
-                    ]
-                    .into_iter()
-                    .filter_map(|(kind, given)| given.then_some(kind))
-                    .collect();
-                    (name.clone(), serde_json::json!(tests))
-                })
-                .collect();
-            object.insert("fields".to_owned(), serde_json::Value::Object(kinds));
-        }
-        summary.to_string()
+        self.audience.audit_summary()
     }
 }
 
