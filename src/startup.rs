@@ -309,6 +309,7 @@ impl Application {
             user_edits: crate::pipeline::hand_edits::UserEdits::new(store.clone()),
             user_data: crate::reports::user_data::UserDataReport::new(store.clone()),
             user_erasure: crate::pipeline::user_data::UserErasure::new(store.clone()),
+            form_receipts: crate::pipeline::form_receipts::FormReceipts::new(store.clone()),
             timer_cancels: TimerCancels::new(store.clone()),
             store,
             metrics,

@@ -310,6 +310,43 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// The questions a run of `scenario` asks first: reached from its start
+    /// and from each trigger through message nodes only. A split, a branch,
+    /// a wait or a card on the way ends that walk (what follows is decided
+    /// per user or later), so such a run's first question is not listed.
+    pub(crate) fn entry_questions(&self, scenario: &ScenarioId) -> Option<Vec<String>> {
+        let loaded = self.scenario(scenario)?;
+        Some(entry_questions(loaded))
+    }
+}
+
+fn entry_questions(loaded: &LoadedScenario) -> Vec<String> {
+    let entries = std::iter::once(&loaded.start).chain(loaded.scenario.nodes.iter().filter_map(|node| match node {
+        Node::Trigger(trigger) => Some(&trigger.next),
+        _ => None,
+    }));
+    let mut questions: Vec<String> = Vec::new();
+    for entry in entries {
+        let mut at = Some(entry);
+        // At most one step per node: a loop of messages ends the walk.
+        for _ in 0..loaded.scenario.nodes.len() {
+            match at.and_then(|id| loaded.node(id)) {
+                Some(Node::Message(message)) => at = message.next.as_ref(),
+                Some(question @ (Node::Survey(_) | Node::TextQuestion(_) | Node::DateQuestion(_))) => {
+                    let id = question.id().to_string();
+                    if !questions.contains(&id) {
+                        questions.push(id);
+                    }
+                    break;
+                }
+                _ => break,
+            }
+        }
+    }
+    questions
+}
+
 fn question_nodes(loaded: &LoadedScenario) -> impl Iterator<Item = &Node> {
     loaded
         .scenario
@@ -481,6 +518,76 @@ mod tests {
                 (Err(error), Err(words)) => assert!(error.to_string().contains(words), "{error}"),
                 (got, expected) => panic!("{from:?}..{to:?}: {got:?}, expected {expected:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn a_runs_first_questions_are_reached_from_its_start_and_triggers_through_messages() {
+        const SURVEY: &str = r#"
+[[nodes]]
+id = "rating"
+kind = "survey"
+text = "How was it?"
+choices = [{ label = "Good", value = "good", next = "comment" }]
+
+[[nodes]]
+id = "comment"
+kind = "text_question"
+text = "Anything else?"
+"#;
+        let cases = [
+            // A keyword, a greeting, then the first question (also the start).
+            (
+                r#"
+[[nodes]]
+id = "by_keyword"
+kind = "trigger"
+on = "text"
+keywords = ["go"]
+next = "hello"
+
+[[nodes]]
+id = "hello"
+kind = "message"
+text = "Hello"
+next = "rating"
+"#,
+                vec!["rating"],
+            ),
+            // A start that is not the first question in the file, and a
+            // trigger straight to another question.
+            (
+                r#"
+start = "comment"
+
+[[nodes]]
+id = "by_keyword"
+kind = "trigger"
+on = "text"
+keywords = ["go"]
+next = "rating"
+"#,
+                vec!["comment", "rating"],
+            ),
+            // A split first: which question follows is decided per user.
+            (
+                r#"
+[[nodes]]
+id = "opening"
+kind = "split"
+arms = [
+  { label = "A", weight = 1, next = "rating" },
+  { label = "B", weight = 1, next = "comment" },
+]
+"#,
+                vec![],
+            ),
+        ];
+        for (nodes, expected) in cases {
+            let text = format!("id = \"walk\"\n{nodes}{SURVEY}");
+            let loaded = crate::scenario::load_version(&text, "walk.toml".into())
+                .unwrap_or_else(|error| panic!("{error:?}: {text}"));
+            assert_eq!(entry_questions(&loaded), expected, "{text}");
         }
     }
 

@@ -52,6 +52,8 @@ pub(crate) struct AppState {
     /// One user's data, exported and erased by owners.
     pub(crate) user_data: crate::reports::user_data::UserDataReport,
     pub(crate) user_erasure: crate::pipeline::user_data::UserErasure,
+    /// Receipts of the console's confirmation forms (a resent form does nothing again).
+    pub(crate) form_receipts: crate::pipeline::form_receipts::FormReceipts,
     /// Operators' cancels of users' timers.
     pub(crate) timer_cancels: TimerCancels,
     /// Read-only uses: dead-letter lists and batch counts.

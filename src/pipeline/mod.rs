@@ -25,6 +25,7 @@ pub(crate) mod campaigns;
 pub(crate) mod error;
 mod follow;
 pub(crate) mod follower_sync;
+pub(crate) mod form_receipts;
 pub(crate) mod hand_edits;
 mod hold;
 pub(crate) mod ingest;

@@ -314,7 +314,7 @@ impl Replayer {
 }
 /// Whether `id` has the shape of a dead letter id: 1 to 200 ASCII letters,
 /// digits, `-` and `_`, not starting with `__`.
-fn is_letter_id(id: &str) -> bool {
+pub(crate) fn is_letter_id(id: &str) -> bool {
     (1..=200).contains(&id.len())
         && !id.starts_with("__")
         && id

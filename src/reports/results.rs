@@ -72,15 +72,13 @@ impl Results {
             .find(|question| question.node == node)
     }
 
-    /// The first question of a loaded scenario in file order: the one a run
-    /// starts with.
-    pub(crate) fn first_question(&self, scenario: &str) -> Option<String> {
-        let id = ScenarioId::parse(scenario).ok()?;
-        self.engine
-            .question_outlines(&id)?
-            .into_iter()
-            .next()
-            .map(|question| question.node)
+    /// The questions a run of a loaded scenario asks first (see
+    /// [`Engine::entry_questions`]); none for an unknown scenario.
+    pub(crate) fn entry_questions(&self, scenario: &str) -> Vec<String> {
+        ScenarioId::parse(scenario)
+            .ok()
+            .and_then(|id| self.engine.entry_questions(&id))
+            .unwrap_or_default()
     }
 
     /// A loaded scenario's title, as operators named it.

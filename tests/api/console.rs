@@ -659,6 +659,15 @@ async fn a_dead_letter_keeps_lines_details_and_is_replayed_only_after_its_confir
     let click = || async {
         crate::operator_access::post(&app.address, &path, &cookie, &[("csrf", &csrf), ("key", &key)]).await
     };
+    // LINE refuses the first try: the letter is parked again, and the same
+    // form may try once more (a failed replay leaves no receipt).
+    app.line
+        .fail_next_pushes([Fault::RefuseWith(400, json!({"message": "Failed to send messages"}))]);
+    let refused = click().await;
+    let location = refused.headers()["location"].to_str().unwrap().to_owned();
+    assert!(location.contains("ok=false"), "{location}");
+    assert_eq!(app.firestore.count("dead_letters").await, 1, "parked again");
+    assert_eq!(pushes_to(&app, &parked), 0);
     let clicks = futures::future::join_all([click(), click(), click()]).await;
     let locations: Vec<String> = clicks
         .iter()
@@ -701,7 +710,13 @@ async fn a_dead_letter_keeps_lines_details_and_is_replayed_only_after_its_confir
             )
         })
         .collect();
-    assert_eq!(replays.len(), 4, "{replays:?}");
+    assert_eq!(replays.len(), 5, "{replays:?}");
+    assert!(
+        replays
+            .iter()
+            .any(|(result, status)| result == "failed" && *status == 502),
+        "the refused try: {replays:?}"
+    );
     assert_eq!(
         replays
             .iter()

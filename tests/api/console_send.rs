@@ -166,6 +166,41 @@ async fn an_editor_sends_a_scenario_to_one_user_once_however_often_the_form_is_s
     );
 }
 
+/// The preview is what that user would get: their LINE display name fills
+/// `{name|お客さま}`, and a user LINE does not name gets the fallback.
+#[tokio::test]
+async fn the_preview_is_rendered_for_the_user_it_goes_to() {
+    let app = crate::personal::app().await;
+    add_staff(&app);
+    let editor = session(&app.address, EDITOR).await;
+    let named = events::new_user();
+    app.line.set_profile(&named, "太郎");
+    let unnamed = events::new_user();
+    let preview = |user: String| {
+        let (address, editor) = (app.address.clone(), editor.clone());
+        async move {
+            let page = get(
+                &address,
+                &format!("/console/users/send?id={user}&scenario=greet"),
+                &editor,
+            )
+            .await;
+            assert_eq!(page.status(), 200);
+            page.text().await.unwrap()
+        }
+    };
+    let page = preview(named.clone()).await;
+    assert!(page.contains("太郎さん、友だち追加ありがとうございます。"), "{page}");
+    assert!(page.contains("太郎さんのご利用プランは？"), "{page}");
+    assert!(!page.contains("お客さま"), "{page}");
+    let page = preview(unnamed).await;
+    assert!(
+        page.contains("お客さまさん、友だち追加ありがとうございます。"),
+        "{page}"
+    );
+    assert!(app.line.accepted().is_empty(), "a preview sends nothing");
+}
+
 #[tokio::test]
 async fn a_double_click_on_the_confirm_button_in_a_real_browser_sends_once() {
     let Some(browser) = Browser::start().await else {

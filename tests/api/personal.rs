@@ -24,7 +24,8 @@ fn personal_scenarios(config: &mut Config) {
     config.scenarios_dir = personal_dir();
 }
 
-async fn app() -> TestApp {
+/// A service with the personal-text scenarios (greet, news).
+pub(crate) async fn app() -> TestApp {
     spawn_app_with(TestOptions {
         adjust: personal_scenarios,
         ..TestOptions::default()

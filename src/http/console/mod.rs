@@ -28,6 +28,7 @@ use super::admin::export::csv_response;
 use crate::access::audit::{Action, Via};
 use crate::access::{AccessError, Actor, PasswordLogin};
 use crate::ids::{LineUserId, ScenarioId};
+use crate::pipeline::form_receipts::FormReceipts;
 use crate::pipeline::hand_edits::HandEdited;
 use crate::pipeline::manual_send::{ManualSendError, UserSend};
 use crate::pipeline::replay::{ReplayError, Replayed};
@@ -1093,7 +1094,8 @@ async fn replay(
     );
     // The confirmation's receipt: the same form sent again (a double click,
     // a reload) finds its replay done and replays nothing again.
-    let receipt = is_form_key(&form.key).then(|| crate::ids::deterministic_id(&["replay", &form.key, &id]));
+    let receipt = (is_form_key(&form.key) && crate::pipeline::replay::is_letter_id(&id))
+        .then(|| FormReceipts::id("replay", &form.key, &[&id]));
     if form_repeated(&state, &entry, receipt.as_deref()).await {
         let message = pick(
             state.console_lang,
@@ -1103,10 +1105,12 @@ async fn replay(
         return see_other(&replay_result_location(&state, true, message, None));
     }
     let result = state.replayer.replay(&id, force).await;
-    if let (Ok(_), Some(receipt)) = (&result, &receipt) {
-        record_form_done(&state, "replay", receipt).await;
-    }
     let status = replay_status(&result);
+    // Only a replay that went through: a letter LINE refused again is parked
+    // again under the same id, and the same form may try it once more.
+    if let (200, Some(receipt)) = (status, &receipt) {
+        state.form_receipts.record("replay", receipt).await;
+    }
     state.auditor.finish(&entry, status, None).await;
     let confirm = matches!(result, Err(ReplayError::NeedsForce(_)));
     let (ok, message) = replay_outcome(state.console_lang, &id, result);
@@ -1212,7 +1216,7 @@ async fn users(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse
 /// the entry: the scenario's title and time zone, the question an answer,
 /// a message or a timer is about in the scenario's words (never the user's),
 /// an answered choice's label, and whether a message starts a run (it asks
-/// the scenario's first question and answers nothing).
+/// a question a run asks first and answers nothing).
 fn describe_entry(results: &Results, entry: &mut serde_json::Value) {
     use serde_json::Value;
     let Some(scenario) = entry["scenarioId"].as_str().map(str::to_owned) else {
@@ -1234,9 +1238,10 @@ fn describe_entry(results: &Results, entry: &mut serde_json::Value) {
         return;
     };
     if entry["type"] == "message" {
-        let first = results
-            .first_question(&scenario)
-            .is_some_and(|first| first == question.node);
+        // A run's first question, asked by no answer: a keyword, a follow,
+        // a manual send or a campaign started the run. (A step or an expiry
+        // that leads to such a question reads as a start too.)
+        let first = results.entry_questions(&scenario).contains(&question.node);
         if first && entry["answerId"].is_null() {
             entry["startsRun"] = Value::Bool(true);
         }
@@ -1905,27 +1910,16 @@ async fn cancel_form(request: HttpRequest, state: web::Data<AppState>, path: web
 
 /// Whether a confirmation form's action landed already (its receipt is
 /// recorded): then its audit entry is completed as a repeat (208) and the
-/// caller answers that it was done. A receipt that cannot be read counts as
-/// absent: the actions that use this are safe to repeat (a replay of a
-/// letter already replayed finds nothing to replay; an erasure finds
-/// nothing left).
+/// caller answers that it was done.
 async fn form_repeated(state: &AppState, entry: &crate::store::AuditEntry, receipt: Option<&str>) -> bool {
     let Some(receipt) = receipt else {
         return false;
     };
-    let done = state.store.has_form_receipt(receipt).await.unwrap_or(false);
+    let done = state.form_receipts.landed(receipt).await;
     if done {
         state.auditor.finish(entry, 208, None).await;
     }
     done
-}
-
-/// Records that a confirmation form's action landed; when that write fails,
-/// the same form sent again runs its (repeatable) action again.
-async fn record_form_done(state: &AppState, operation: &str, receipt: &str) {
-    if let Err(error) = state.store.record_form_receipt(operation, receipt).await {
-        tracing::warn!(error = %error, operation, outcome = "receipt_missing", "a console form's receipt was not recorded");
-    }
 }
 
 /// `POST /console/campaigns/{id}/cancel`: the confirmed cancel (audited).
@@ -1955,8 +1949,8 @@ async fn cancel_confirmed(
     );
     // The form's receipt: a form sent again (a double click, a reload) finds
     // its cancel done and cancels nothing again.
-    let receipt = is_form_key(&form.key)
-        .then(|| crate::ids::deterministic_id(&["campaign_cancel", &form.key, &id, &timers.to_string()]));
+    let receipt =
+        is_form_key(&form.key).then(|| FormReceipts::id("campaign_cancel", &form.key, &[&id, &timers.to_string()]));
     let done_by_this_form = || {
         (
             208,
@@ -1971,7 +1965,7 @@ async fn cancel_confirmed(
     };
     // A receipt that cannot be read counts as absent: a cancel is safe to repeat.
     let seen = match &receipt {
-        Some(receipt) => state.store.has_form_receipt(receipt).await.unwrap_or(false),
+        Some(receipt) => state.form_receipts.landed(receipt).await,
         None => false,
     };
     let cancelled = if seen {
@@ -1979,11 +1973,9 @@ async fn cancel_confirmed(
     } else {
         Some(state.campaigns.cancel(&id, timers).await)
     };
-    if let (Some(Ok(_)), Some(receipt)) = (&cancelled, &receipt)
-        && let Err(error) = state.store.record_form_receipt("campaign_cancel", receipt).await
-    {
-        // The cancel is done; a resend of this form cancels (harmlessly) again.
-        tracing::warn!(error = %error, outcome = "receipt_missing", "a campaign cancel's form receipt was not recorded");
+    if let (Some(Ok(_)), Some(receipt)) = (&cancelled, &receipt) {
+        // When this fails, a resend of this form cancels (harmlessly) again.
+        state.form_receipts.record("campaign_cancel", receipt).await;
     }
     let (status, ok, message) = match cancelled {
         // 208 in its audit entry: a resent form that changed nothing.
@@ -2142,8 +2134,7 @@ async fn erase_confirmed(request: HttpRequest, state: web::Data<AppState>, body:
     );
     // The confirmation's receipt: the same form sent again (a double click,
     // a reload) erases nothing again and says it was done.
-    let receipt =
-        is_form_key(&form.key).then(|| crate::ids::deterministic_id(&["user_data_erase", &form.key, user.as_str()]));
+    let receipt = is_form_key(&form.key).then(|| FormReceipts::id("user_data_erase", &form.key, &[user.as_str()]));
     if form_repeated(&state, &entry, receipt.as_deref()).await {
         let message = pick(
             me.lang,
@@ -2157,7 +2148,7 @@ async fn erase_confirmed(request: HttpRequest, state: web::Data<AppState>, body:
     }
     let erased = state.user_erasure.erase(&user).await;
     if let (Ok(_), Some(receipt)) = (&erased, &receipt) {
-        record_form_done(&state, "user_data_erase", receipt).await;
+        state.form_receipts.record("user_data_erase", receipt).await;
     }
     let (status, result) = match erased {
         Ok(redacted) => (

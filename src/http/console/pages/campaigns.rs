@@ -383,7 +383,9 @@ pub(crate) fn campaigns(nav: &Nav, all: &[CampaignStatus]) -> Markup {
 /// messages are being planned, sent or cancelled (not while it waits for a
 /// send time that may be days away, nor once it is over).
 fn progress_refresh(state: &str) -> Option<u32> {
-    matches!(state, "planning" | "sending" | "cancelling").then_some(5)
+    // Longer than the 5 s a campaign's counted results are reused for, so
+    // most loads show new counts.
+    matches!(state, "planning" | "sending" | "cancelling").then_some(10)
 }
 
 /// One campaign: its state and its results, counted exactly.
@@ -490,9 +492,9 @@ mod tests {
     fn a_campaign_page_refreshes_only_while_its_messages_are_on_their_way() {
         let cases = [
             ("scheduled", None),
-            ("planning", Some(5)),
-            ("sending", Some(5)),
-            ("cancelling", Some(5)),
+            ("planning", Some(10)),
+            ("sending", Some(10)),
+            ("cancelling", Some(10)),
             ("cancelled", None),
             ("done", None),
             ("something_new", None),

@@ -77,7 +77,7 @@ fn timer_outcome(lang: ConsoleLang, why: &str) -> &str {
         "unknown_scenario" => "シナリオがない",
         "unknown_node" => "質問がシナリオにない",
         "cancelled_by_operator" => "オペレーターが取り消し",
-        "campaign_cancelled" => "キャンペーンの取り消し",
+        "campaign_cancelled" => "一斉配信の取り消し",
         other => other,
     }
 }
