@@ -311,10 +311,11 @@ impl Engine {
 }
 
 impl Engine {
-    /// The questions a run of `scenario` asks first: reached from its start
-    /// and from each trigger through message nodes only. A split, a branch,
-    /// a wait or a card on the way ends that walk (what follows is decided
-    /// per user or later), so such a run's first question is not listed.
+    /// The questions a run of `scenario` asks first, with no answer behind
+    /// them: reached from its start and from each trigger through messages,
+    /// splits and branches (decided at once, for the user). A wait ends the
+    /// walk (what follows it is a step, sent later), and so do a card and an
+    /// end.
     pub(crate) fn entry_questions(&self, scenario: &ScenarioId) -> Option<Vec<String>> {
         let loaded = self.scenario(scenario)?;
         Some(entry_questions(loaded))
@@ -322,27 +323,37 @@ impl Engine {
 }
 
 fn entry_questions(loaded: &LoadedScenario) -> Vec<String> {
-    let entries = std::iter::once(&loaded.start).chain(loaded.scenario.nodes.iter().filter_map(|node| match node {
-        Node::Trigger(trigger) => Some(&trigger.next),
-        _ => None,
-    }));
+    let mut to_visit: Vec<&NodeId> = std::iter::once(&loaded.start)
+        .chain(loaded.scenario.nodes.iter().filter_map(|node| match node {
+            Node::Trigger(trigger) => Some(&trigger.next),
+            _ => None,
+        }))
+        .collect();
+    to_visit.reverse();
+    let mut seen: std::collections::HashSet<&NodeId> = std::collections::HashSet::new();
     let mut questions: Vec<String> = Vec::new();
-    for entry in entries {
-        let mut at = Some(entry);
-        // At most one step per node: a loop of messages ends the walk.
-        for _ in 0..loaded.scenario.nodes.len() {
-            match at.and_then(|id| loaded.node(id)) {
-                Some(Node::Message(message)) => at = message.next.as_ref(),
-                Some(question @ (Node::Survey(_) | Node::TextQuestion(_) | Node::DateQuestion(_))) => {
-                    let id = question.id().to_string();
-                    if !questions.contains(&id) {
-                        questions.push(id);
-                    }
-                    break;
-                }
-                _ => break,
-            }
+    while let Some(id) = to_visit.pop() {
+        if !seen.insert(id) {
+            continue;
         }
+        let mut next: Vec<&NodeId> = match loaded.node(id) {
+            Some(Node::Message(message)) => message.next.iter().collect(),
+            Some(Node::Split(split)) => split.arms.iter().map(|arm| &arm.next).collect(),
+            Some(Node::Branch(branch)) => branch
+                .arms
+                .iter()
+                .map(|arm| &arm.next)
+                .chain(std::iter::once(&branch.otherwise))
+                .collect(),
+            Some(question @ (Node::Survey(_) | Node::TextQuestion(_) | Node::DateQuestion(_))) => {
+                questions.push(question.id().to_string());
+                Vec::new()
+            }
+            _ => Vec::new(),
+        };
+        // Depth first, in the file's order of the arms.
+        next.reverse();
+        to_visit.extend(next);
     }
     questions
 }
@@ -569,7 +580,7 @@ next = "rating"
 "#,
                 vec!["comment", "rating"],
             ),
-            // A split first: which question follows is decided per user.
+            // A split first: either arm's question starts a run.
             (
                 r#"
 [[nodes]]
@@ -580,9 +591,34 @@ arms = [
   { label = "B", weight = 1, next = "comment" },
 ]
 "#,
+                vec!["rating", "comment"],
+            ),
+            // A greeting, then a wait: the question after it is a step.
+            (
+                r#"
+[[nodes]]
+id = "hello"
+kind = "message"
+text = "Hello"
+next = "later"
+
+[[nodes]]
+id = "later"
+kind = "wait"
+after = "1d"
+next = "rating"
+"#,
                 vec![],
             ),
         ];
+        // The samples: through a branch and a split to the question; a wait
+        // before the question (its step) lists none.
+        let engine = engine();
+        for (scenario, expected) in [("ja_vip", vec!["interest"]), ("ja_followup", vec![])] {
+            let id = ScenarioId::parse(scenario).expect("an id");
+            let listed = engine.entry_questions(&id).expect("a sample");
+            assert_eq!(listed, expected, "{scenario}");
+        }
         for (nodes, expected) in cases {
             let text = format!("id = \"walk\"\n{nodes}{SURVEY}");
             let loaded = crate::scenario::load_version(&text, "walk.toml".into())

@@ -311,12 +311,32 @@ async fn a_reloaded_or_double_clicked_form_changes_the_user_once() {
     );
     // A new page of the editor's changes it again.
     let new_page = key_of(&page_of(editor.clone()).await);
-    assert_eq!(set_plan(editor, new_page, "gold").await, 303);
+    assert_eq!(set_plan(editor.clone(), new_page, "gold").await, 303);
     assert_eq!(
         plan(app.firestore.get("users", &user).await.unwrap()).as_deref(),
         Some("gold")
     );
     assert_eq!(receipts().await, 3);
+
+    // A box the operation does not use may hold anything, a NUL too: the
+    // form still lands once (its receipt is made of what was asked).
+    let page = key_of(&page_of(editor.clone()).await);
+    let csrf = csrf_of(&app.address, &editor).await;
+    let form = [
+        ("csrf", csrf.as_str()),
+        ("user", user.as_str()),
+        ("key", page.as_str()),
+        ("op", "add_tag"),
+        ("tag", "常連"),
+        ("field", "\u{0}"),
+        ("confirm", "yes"),
+    ];
+    for _ in 0..2 {
+        let sent = post(&app.address, "/console/users/edit", &editor, &form).await;
+        assert_eq!(sent.status(), 303);
+    }
+    assert!(app.user_tags(&user).await.contains(&"常連".to_owned()));
+    assert_eq!(receipts().await, 4);
 }
 
 /// The confirmation carries the form exactly: a value with quotes, `&`,

@@ -1239,8 +1239,8 @@ fn describe_entry(results: &Results, entry: &mut serde_json::Value) {
     };
     if entry["type"] == "message" {
         // A run's first question, asked by no answer: a keyword, a follow,
-        // a manual send or a campaign started the run. (A step or an expiry
-        // that leads to such a question reads as a start too.)
+        // a manual send or a campaign started the run. (An expiry's chain
+        // that leads back to such a question reads as a start too.)
         let first = results.entry_questions(&scenario).contains(&question.node);
         if first && entry["answerId"].is_null() {
             entry["startsRun"] = Value::Bool(true);
@@ -1777,18 +1777,10 @@ async fn edit_user(request: HttpRequest, state: web::Data<AppState>, body: web::
     );
     // A form of the page's (its key and what it asks) lands once: a reload
     // or a double click finds its receipt and changes nothing again.
-    let receipt = is_form_key(&form.key).then(|| {
-        crate::ids::deterministic_id(&[
-            "hand_edit",
-            &form.key,
-            user.as_str(),
-            &form.op,
-            &form.tag,
-            &form.field,
-            &value,
-            &form.kind,
-        ])
-    });
+    // What the form asks, as JSON: a part of an id holds no NUL, whatever
+    // was typed into a box the operation does not use.
+    let asked = serde_json::json!([form.op, form.tag, form.field, value, form.kind]).to_string();
+    let receipt = is_form_key(&form.key).then(|| FormReceipts::id("hand_edit", &form.key, &[user.as_str(), &asked]));
     let result = state.user_edits.apply(&user, &edit, &entry, receipt.as_deref()).await;
     let (status, response) = match result {
         Ok(HandEdited::Done) => (303, see_other(&format!("/console/users?id={}", user.as_str()))),
