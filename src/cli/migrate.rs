@@ -206,3 +206,73 @@ fn delete_lines(report: &DeleteReport, format: Format) -> Vec<String> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MigrationCounts;
+
+    fn report(dry_run: bool, started: bool, finished: bool, lookup_can_go: bool) -> MigrationReport {
+        MigrationReport {
+            counts: MigrationCounts {
+                legacy_documents: 2900,
+                groups: 2000,
+                duplicated_groups: 600,
+                conflicting_groups: 200,
+                unreadable: 20,
+                unreadable_with_user: 7,
+                migrated: 1950,
+                already_migrated: 50,
+            },
+            doubtful_tag_users: 3,
+            doubtful: Vec::new(),
+            unreadable_ids: vec!["0a1b".to_owned()],
+            finished,
+            lookup_can_go,
+            started,
+            dry_run,
+        }
+    }
+
+    #[test]
+    fn the_report_in_words_names_each_count_and_what_to_do_next() {
+        // (dry run, started, finished, lookup can go), its first line, a
+        // line it holds, and how it ends.
+        let cases = [
+            (
+                (true, false, false, false),
+                "Legacy answers: a dry run (nothing was written)",
+                "  to migrate:               1950",
+                "The migration has not run",
+            ),
+            (
+                (false, true, false, false),
+                "Legacy answers",
+                "  migrated:                 1950",
+                "The migration has not finished",
+            ),
+            (
+                (false, false, true, false),
+                "Legacy answers",
+                "  groups with duplicates:          600",
+                "The migration has finished, but 7 unreadable documents name a scenario and a user",
+            ),
+            (
+                (false, false, true, true),
+                "Legacy answers",
+                "  unreadable documents:            20",
+                "The migration has finished: LEGACY_ANSWER_LOOKUP can be switched off.",
+            ),
+        ];
+        for ((dry_run, started, finished, can_go), first, holds, last) in cases {
+            let lines = report_lines(&report(dry_run, started, finished, can_go), Format::Text);
+            assert_eq!(lines.first().map(String::as_str), Some(first));
+            assert!(lines.iter().any(|line| line == holds), "{holds:?} in {lines:#?}");
+            assert!(lines.contains(&"  survey_responses/0a1b".to_owned()), "{lines:#?}");
+            assert!(
+                lines.last().is_some_and(|line| line.starts_with(last)),
+                "{last:?} at the end of {lines:#?}"
+            );
+        }
+    }
+}

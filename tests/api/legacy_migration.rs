@@ -480,9 +480,9 @@ async fn legacy_answers_move_onto_deterministic_ids_with_an_exact_report() {
     assert_eq!(dry["unreadableIds"].as_array().map(Vec::len), Some(UNREADABLE));
     assert_eq!(app.firestore.count("survey_responses").await, 5000);
     assert_eq!(app.firestore.count("migrations").await, 0, "a dry run writes nothing");
-    let text = stdout(&migrate(&project, &["legacy-answers", "--dry-run"]));
-    assert!(text.contains("groups with duplicates:          600"), "{text}");
-    assert!(text.contains("a dry run (nothing was written)"), "{text}");
+    // (The report in words is table-tested in cli/migrate.rs: a second dry
+    // run here, a whole pass over the 5,000 documents, only to read it in
+    // words cost this test a sixth of its time.)
 
     let started = Instant::now();
     let run = report(&migrate(&project, &["legacy-answers", "--format", "json"]));
