@@ -37,6 +37,14 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/emulator.sh
 . scripts/lib/emulator.sh
 
+# The emulator's JVM collects garbage with ZGC here (pauses under a millisecond)
+# instead of G1, whose stop-the-world pauses grew to 20-60 ms once a benchmark
+# had seeded tens of thousands of documents, and held every request, idle or
+# not, for as long: a stand-in's pause that Firestore does not have, which
+# decided the slowest acknowledgements (BENCHMARKS.md, "Timers with taps during
+# the storm"). EMULATOR_JAVA_OPTS set by the caller wins; the GC log of a run is
+# kept with EMULATOR_JAVA_OPTS="-XX:+UseZGC -Xlog:gc:file=/tmp/gc.log:time".
+export EMULATOR_JAVA_OPTS="${EMULATOR_JAVA_OPTS:--XX:+UseZGC}"
 start_emulator
 trap stop_emulator EXIT INT TERM
 python3 scripts/warm_emulator.py "$FIRESTORE_EMULATOR_HOST" 3000

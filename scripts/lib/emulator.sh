@@ -36,11 +36,15 @@ emulator_answers() {
 
 # start_emulator [PORT] -> starts it, waits until it answers, and exports
 # FIRESTORE_EMULATOR_HOST and EMULATOR_PID. Its output goes to $EMULATOR_LOG.
+# EMULATOR_JAVA_OPTS (words, optional) go to its JVM: the benchmark picks the
+# garbage collector there.
 start_emulator() {
   local port="${1:-$(free_port)}" jar
   jar="$(emulator_jar)" || return 1
   EMULATOR_LOG="${EMULATOR_LOG:-${TMPDIR:-/tmp}/firestore-emulator-$port.log}"
-  java -Duser.language=en -cp "$jar" "$EMULATOR_MAIN_CLASS" start \
+  local java_opts=()
+  read -r -a java_opts <<<"${EMULATOR_JAVA_OPTS:-}"
+  java -Duser.language=en "${java_opts[@]}" -cp "$jar" "$EMULATOR_MAIN_CLASS" start \
     --host=127.0.0.1 --port="$port" >"$EMULATOR_LOG" 2>&1 &
   EMULATOR_PID=$!
   # Tests that stop an emulator on purpose start one of their own from this jar.
