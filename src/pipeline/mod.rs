@@ -420,8 +420,8 @@ impl Pipeline {
         pipeline
     }
 
-    /// A webhook event came in (see [`timer_pace`]: enough of them make
-    /// timers keep to their floor).
+    /// A webhook event came in (see [`timer_pace`]: timers keep to their
+    /// floor for a moment).
     pub(crate) fn live_event(&self) {
         self.pace.event_came();
     }
@@ -447,6 +447,12 @@ impl Pipeline {
         let room = self.timers.capacity();
         let queued = self.timers.max_capacity().saturating_sub(room);
         self.pace.claims(queued, room, self.store.lease())
+    }
+
+    /// A timer sweep found due timers, the oldest due `waited` ago (see
+    /// [`timer_pace::OVERDUE`]).
+    fn timers_found_due(&self, waited: Option<Duration>) {
+        self.pace.found_due(waited);
     }
 
     fn reserve_in<'a>(&'a self, queue: &'a mpsc::Sender<Job>) -> Option<QueueSlot<'a>> {

@@ -337,6 +337,15 @@ impl Sweeper {
         // mostly claim different timers.
         let limit = u32::try_from(budget.saturating_mul(2)).unwrap_or(u32::MAX);
         let mut found = store.due_timers(limit).await?;
+        // The query gives the oldest due first: how long it waited decides
+        // whether live traffic still holds timers back.
+        let oldest = found.iter().find_map(|swept| match swept {
+            Swept::Readable(timer) => Some(timer.doc.wake_at_ms),
+            Swept::Unreadable { .. } => None,
+        });
+        self.queues.timers_found_due(oldest.map(|wake_ms| {
+            std::time::Duration::from_millis(u64::try_from(store.now_ms().saturating_sub(wake_ms)).unwrap_or(0))
+        }));
         let count = found.len();
         let more = count >= limit as usize;
         if count > 0 {

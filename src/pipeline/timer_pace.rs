@@ -9,14 +9,18 @@
 //!   timers keep to their floor, an eighth, and sweeps claim at most
 //!   [`LIVE_TIMER_BATCH`]: a storm's commits and pushes leave Firestore and
 //!   LINE to the taps, whose acknowledgements wait on Firestore. An account
-//!   with no event for [`LIVE_WINDOW`] gives timers their whole share.
-//! - A sweep claims no more than the timers' workers can fire within half a
-//!   lease at the firing time measured so far: a claim that runs out in the
-//!   queue is claimed again elsewhere and counts as an attempt, and ten of
-//!   those give the timer up.
+//!   with no event for [`LIVE_WINDOW`] gives timers their whole share, and so
+//!   does a backlog: once the oldest due timer a sweep finds was due
+//!   [`OVERDUE`] ago, live traffic no longer holds timers back (steady
+//!   traffic must not keep reminders crawling until they are too late).
+//! - A sweep claims no more than the live share of the workers can fire
+//!   within half a lease at the firing time measured so far, live or not: one
+//!   webhook event cuts timers to that share, and a claim that runs out in the
+//!   queue is given back and claimed again (writes for nothing, and a later
+//!   reminder).
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Where timers stand in the workers' order.
@@ -44,10 +48,10 @@ pub(super) fn timer_floor(workers: usize) -> usize {
 }
 
 /// The share timers may hold while traffic is live: their floor, an eighth of
-/// the workers (2 of 16). With a quarter, the benchmark's storm doubled the
-/// taps' median acknowledgement and its p99 went to 2.1x to 2.5x of idle;
-/// with an eighth, the median stayed the idle one's (BENCHMARKS.md, "Timers
-/// with taps during the storm").
+/// the workers (2 of 16). With a quarter, the taps' acknowledgement p99 in the
+/// benchmark's storm went 1.9x to 2.7x of idle in five runs; with an eighth
+/// (and live from the first event), 1.1x to 1.9x in eleven (BENCHMARKS.md,
+/// "Timers with taps during the storm: an eighth from the first event").
 pub(super) fn live_share(workers: usize) -> usize {
     timer_floor(workers)
 }
@@ -75,6 +79,11 @@ pub(super) fn timer_turn(firing: usize, workers: usize, live: bool) -> TimerTurn
 pub(super) const LIVE_EVENTS: u32 = 1;
 /// The window live traffic is counted over (two buckets of half of it).
 pub(super) const LIVE_WINDOW: Duration = Duration::from_secs(2);
+/// Due timers that waited this long: live traffic no longer holds timers to
+/// their floor. Longer than a storm the taps should not feel (10,000 timers
+/// went in 18 to 36 s in the benchmark), short against a scenario's
+/// `max_lateness` (6 hours unless it says otherwise).
+pub(super) const OVERDUE: Duration = Duration::from_secs(60);
 /// Timers claimed per sweep at most while traffic is live.
 pub(super) const LIVE_TIMER_BATCH: usize = 32;
 /// Fewer than this left to claim and the timer sweeper waits (large batches
@@ -93,6 +102,8 @@ pub(super) struct TimerPace {
     events: Mutex<(u64, u32, u32)>,
     /// The mean firing time in µs (weighted towards the latest), 0 before any.
     firing_micros: AtomicU64,
+    /// The last timer sweep found a timer due [`OVERDUE`] ago or longer.
+    overdue: AtomicBool,
 }
 
 impl TimerPace {
@@ -102,6 +113,7 @@ impl TimerPace {
             started: Instant::now(),
             events: Mutex::new((0, 0, 0)),
             firing_micros: AtomicU64::new(0),
+            overdue: AtomicBool::new(false),
         }
     }
 
@@ -147,15 +159,28 @@ impl TimerPace {
         }
     }
 
+    /// A timer sweep found due timers, the oldest due `waited` ago (`None`:
+    /// none due).
+    pub(super) fn found_due(&self, waited: Option<Duration>) {
+        self.overdue
+            .store(waited.is_some_and(|waited| waited >= OVERDUE), Ordering::Relaxed);
+    }
+
+    /// Whether timers keep to their floor now: users talk to the bot, and
+    /// the due timers have not waited [`OVERDUE`].
+    fn held_back(&self) -> bool {
+        self.is_live() && !self.overdue.load(Ordering::Relaxed)
+    }
+
     /// Where timers stand in the workers' order with `firing` running.
     pub(super) fn turn(&self, firing: usize) -> TimerTurn {
-        timer_turn(firing, self.workers, self.is_live())
+        timer_turn(firing, self.workers, self.held_back())
     }
 
     /// How many due timers a sweep may claim now with `queued` waiting and
     /// `room` left in their queue, and the fewest worth a sweep.
     pub(super) fn claims(&self, queued: usize, room: usize, lease: Duration) -> Claims {
-        claims(self.workers, self.is_live(), self.firing_time(), lease, queued, room)
+        claims(self.workers, self.held_back(), self.firing_time(), lease, queued, room)
     }
 }
 
@@ -176,15 +201,13 @@ fn rolled((at, now, before): (u64, u32, u32), bucket: u64) -> (u64, u32, u32) {
     }
 }
 
-/// What a sweep may claim: no more than the timers' workers fire within half
-/// a lease at `firing` each (counting what waits already), no more than the
-/// queue's room, and while `live` no more than [`LIVE_TIMER_BATCH`].
+/// What a sweep may claim: no more than the live share of the workers fires
+/// within half a lease at `firing` each (counting what waits already; the
+/// whole share while nobody talks to the bot, but one event cuts it to the
+/// live share while the claims wait), no more than the queue's room, and
+/// while `live` no more than [`LIVE_TIMER_BATCH`].
 fn claims(workers: usize, live: bool, firing: Duration, lease: Duration, queued: usize, room: usize) -> Claims {
-    let firing_workers = if live {
-        live_share(workers)
-    } else {
-        timer_share(workers)
-    };
+    let firing_workers = live_share(workers);
     let per_worker = (lease / 2).as_micros() / firing.as_micros().max(1);
     let drainable = usize::try_from(per_worker)
         .unwrap_or(usize::MAX)
@@ -283,6 +306,37 @@ mod tests {
     }
 
     #[test]
+    fn live_traffic_holds_timers_back_until_the_due_ones_waited_a_minute() {
+        // (due timers found by the last sweep, waited so long; timers held to
+        // their floor while an event just came)
+        let cases = [
+            (None, true),
+            (Some(Duration::ZERO), true),
+            (Some(Duration::from_secs(59)), true),
+            (Some(OVERDUE), false),
+            (Some(Duration::from_secs(3600)), false),
+        ];
+        for (waited, held) in cases {
+            let pace = TimerPace::new(16);
+            pace.found_due(waited);
+            assert!(!pace.held_back(), "held back with no event ({waited:?})");
+            pace.event_came();
+            assert_eq!(pace.held_back(), held, "{waited:?}");
+            // Held back: the floor (2 of 16), then no more; not: up to 12.
+            let turn = if held { TimerTurn::Held } else { TimerTurn::Last };
+            assert_eq!(pace.turn(2), turn, "{waited:?}");
+            assert_eq!(pace.turn(12), TimerTurn::Held, "{waited:?}");
+        }
+        // A later sweep that finds the backlog gone holds timers back again.
+        let pace = TimerPace::new(16);
+        pace.event_came();
+        pace.found_due(Some(Duration::from_secs(120)));
+        assert!(!pace.held_back());
+        pace.found_due(Some(Duration::from_secs(5)));
+        assert!(pace.held_back());
+    }
+
+    #[test]
     fn the_firing_time_follows_the_latest_firings() {
         let pace = TimerPace::new(16);
         assert_eq!(pace.firing_time(), FIRST_FIRING_GUESS);
@@ -308,9 +362,11 @@ mod tests {
             // Fast firings: the queue's room is the limit.
             (false, fast, 0, 500, 500, 100),
             (false, fast, 0, 120, 120, 100),
-            // LINE answering in 3 s: 12 workers fire 60 in 15 s.
-            (false, slow, 0, 500, 60, 60),
-            (false, slow, 50, 450, 10, 60),
+            // LINE answering in 3 s: 2 workers (the share one event leaves
+            // timers) fire 10 in 15 s, whatever the traffic now.
+            (false, slow, 0, 500, 10, 10),
+            (false, slow, 8, 492, 2, 10),
+            (false, slow, 50, 450, 0, 10),
             // Live: at most 32, and 2 workers at 3 s fire 10 in 15 s.
             (true, fast, 0, 500, 32, 16),
             (true, fast, 10, 490, 22, 16),

@@ -232,6 +232,12 @@ impl Store {
         self.options.lease
     }
 
+    /// Now in milliseconds since the epoch, as the service's clock sees it
+    /// (the clock due timers are found by).
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.options.clock.now_ms()
+    }
+
     /// Now, as the service's clock sees it, in Firestore's type.
     fn now(&self) -> firestore::FirestoreInstant {
         firestore_now(&self.options.clock)

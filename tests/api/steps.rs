@@ -542,9 +542,14 @@ async fn operators_list_and_cancel_a_users_timers() {
 /// A due "slow" step for each of `users`, as the start would have scheduled it,
 /// with the marker naming its run.
 async fn seed_due_steps(firestore: &FirestoreRest, users: &[String]) {
+    seed_steps_due_at(firestore, users, events::now_ms()).await;
+}
+
+/// One `slow`/`hour` step timer per user (and the marker of its run), due at
+/// `now` (milliseconds since the epoch).
+async fn seed_steps_due_at(firestore: &FirestoreRest, users: &[String], now: i64) {
     let scenario = ScenarioId::parse("slow").unwrap();
     let node = NodeId::parse("hour").unwrap();
-    let now = events::now_ms();
     let due = chrono::DateTime::from_timestamp_millis(now).unwrap().to_rfc3339();
     let mut documents = Vec::new();
     for user in users {
@@ -691,6 +696,61 @@ async fn texts_during_a_storm_of_due_timers_are_queued_not_left_for_a_sweep() {
     assert_eq!(per_user.len(), DUE);
     assert!(per_user.values().all(|&count| count == 1), "a timer fired twice");
     assert_eq!(app.line.accepted_with_text("Step 1"), SENDERS, "a start answered twice");
+}
+
+/// While users talk to the bot, due timers keep to their floor: 2 of the 16
+/// workers, so 2 pushes at a time. Timers that have waited a minute get their
+/// whole share back, traffic or not, so steady traffic cannot keep a backlog
+/// of reminders crawling.
+#[tokio::test]
+async fn live_traffic_holds_timers_to_their_floor_unless_they_waited_a_minute() {
+    let just_due = pushes_at_once_during_traffic(0).await;
+    assert!(
+        (1..=2).contains(&just_due),
+        "{just_due} pushes at once while users talked to the bot (the floor is 2)"
+    );
+    let overdue = pushes_at_once_during_traffic(5 * 60 * 1000).await;
+    println!("LINE pushes at once: {just_due} for timers just due, {overdue} for timers due 5 minutes ago");
+    assert!(
+        overdue > 2,
+        "timers due 5 minutes ago still kept to their floor: {overdue} pushes at once"
+    );
+}
+
+/// Unfollow events (stored, no LINE call) every 100 ms from before 40 step
+/// timers fall due, `waited_ms` before they were seeded, until each was pushed
+/// once (LINE answering in 200 ms): the most pushes LINE had at once.
+async fn pushes_at_once_during_traffic(waited_ms: i64) -> usize {
+    const DUE: usize = 40;
+    let app = spawn_app_with(TestOptions {
+        adjust: step_scenarios,
+        ..TestOptions::default()
+    })
+    .await;
+    app.line.set_latency(Duration::from_millis(200));
+    let pushed = std::sync::atomic::AtomicBool::new(false);
+    let traffic = async {
+        while !pushed.load(std::sync::atomic::Ordering::Relaxed) {
+            let unfollow = envelope(vec![events::unfollow(&events::new_user())]);
+            assert_eq!(app.post_webhook(&unfollow).await.status(), 200);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let storm = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let users: Vec<String> = (0..DUE).map(|_| events::new_user()).collect();
+        seed_steps_due_at(&app.firestore, &users, events::now_ms() - waited_ms).await;
+        wait_until(Duration::from_secs(60), || {
+            hour_later_per_user(&app.line).values().sum::<usize>() >= DUE
+        })
+        .await;
+        pushed.store(true, std::sync::atomic::Ordering::Relaxed);
+    };
+    tokio::join!(traffic, storm);
+    let per_user = hour_later_per_user(&app.line);
+    assert_eq!(per_user.len(), DUE);
+    assert!(per_user.values().all(|&count| count == 1), "a timer fired twice");
+    app.line.in_flight_max()
 }
 
 #[tokio::test]
