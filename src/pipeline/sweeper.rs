@@ -337,15 +337,22 @@ impl Sweeper {
         // mostly claim different timers.
         let limit = u32::try_from(budget.saturating_mul(2)).unwrap_or(u32::MAX);
         let mut found = store.due_timers(limit).await?;
-        // The query gives the oldest due first: how long it waited decides
-        // whether live traffic still holds timers back.
-        let oldest = found.iter().find_map(|swept| match swept {
-            Swept::Readable(timer) => Some(timer.doc.wake_at_ms),
-            Swept::Unreadable { .. } => None,
-        });
-        self.queues.timers_found_due(oldest.map(|wake_ms| {
-            std::time::Duration::from_millis(u64::try_from(store.now_ms().saturating_sub(wake_ms)).unwrap_or(0))
+        // How long the oldest found has been due decides whether live traffic
+        // still holds timers back. By its due time, not its wake time: a claim
+        // that ran out or was given back moved that, and those are the late ones.
+        let oldest_due = found
+            .iter()
+            .filter_map(|swept| match swept {
+                Swept::Readable(timer) if !self.in_hand.contains(&timer.id) => Some(timer.doc.due_at.as_millisecond()),
+                _ => None,
+            })
+            .min();
+        self.queues.timers_found_due(oldest_due.map(|due_ms| {
+            std::time::Duration::from_millis(u64::try_from(store.now_ms().saturating_sub(due_ms)).unwrap_or(0))
         }));
+        // Claimed by what that now says: a sweep that finds the backlog gone
+        // claims as little as live traffic allows.
+        let budget = budget.min(self.queues.timer_claims().budget);
         let count = found.len();
         let more = count >= limit as usize;
         if count > 0 {
