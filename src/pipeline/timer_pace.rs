@@ -84,7 +84,7 @@ pub(super) const LIVE_EVENTS: u32 = 1;
 pub(super) const LIVE_WINDOW: Duration = Duration::from_secs(2);
 /// Due timers that waited this long: live traffic no longer holds timers to
 /// their floor. Longer than a storm the taps should not feel (10,000 timers
-/// went in 18 to 36 s in the benchmark), short against a scenario's
+/// went in 18 to 42 s in the benchmark), short against a scenario's
 /// `max_lateness` (6 hours unless it says otherwise).
 pub(super) const OVERDUE: Duration = Duration::from_secs(60);
 /// Timers claimed per sweep at most while traffic is live.
