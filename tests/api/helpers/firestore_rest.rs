@@ -59,25 +59,48 @@ impl FirestoreRest {
     }
 
     /// Every document of a collection (as the admin: `Bearer owner`).
+    ///
+    /// Read as queries ordered by name, each starting after the last document
+    /// of the one before, not with `documents.list`: the emulator answers a
+    /// list page with at most 150 documents and scans the collection for each
+    /// one, so listing 25,000 documents took 105 s, and these pages of 5,000
+    /// take under 3 s.
     pub async fn list(&self, collection: &str) -> Vec<Value> {
-        let mut documents = Vec::new();
-        let mut page_token = String::new();
+        const PAGE: usize = 5_000;
+        let (parent, collection_id) = match collection.rsplit_once('/') {
+            Some((parent, id)) => (format!("{}/{parent}", self.documents), id),
+            None => (self.documents.clone(), collection),
+        };
+        let mut documents: Vec<Value> = Vec::new();
         loop {
-            let response: Value = self
+            let mut query = serde_json::json!({
+                "from": [{ "collectionId": collection_id }],
+                "orderBy": [{ "field": { "fieldPath": "__name__" } }],
+                "limit": PAGE,
+            });
+            if let Some(last) = documents.last() {
+                query["startAt"] =
+                    serde_json::json!({ "values": [{ "referenceValue": last["name"] }], "before": false });
+            }
+            let response: Vec<Value> = self
                 .http
-                .get(format!("{}/{collection}", self.documents))
+                .post(format!("{parent}:runQuery"))
                 .bearer_auth("owner")
-                .query(&[("pageSize", "300"), ("pageToken", page_token.as_str())])
+                .json(&serde_json::json!({ "structuredQuery": query }))
                 .send()
                 .await
                 .expect("emulator reachable")
                 .json()
                 .await
                 .expect("emulator answers JSON");
-            documents.extend(response["documents"].as_array().cloned().unwrap_or_default());
-            match response["nextPageToken"].as_str() {
-                Some(token) if !token.is_empty() => page_token = token.to_owned(),
-                _ => return documents,
+            let before = documents.len();
+            documents.extend(
+                response
+                    .into_iter()
+                    .filter_map(|result| result.get("document").cloned()),
+            );
+            if documents.len() - before < PAGE {
+                return documents;
             }
         }
     }
