@@ -83,7 +83,7 @@ text = "Thanks!"
 fn scenarios_dir() -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("bench-campaign-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).expect("a temporary directory");
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = crate::repo_path("");
     for file in [
         "tests/fixtures/scenarios/lunch.toml",
         "tests/fixtures/scenarios/news.toml",

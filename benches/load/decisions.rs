@@ -221,7 +221,7 @@ pub async fn run(
     let mut settings = settings.to_vec();
     settings.push((
         "SCENARIOS_DIR".to_owned(),
-        concat!(env!("CARGO_MANIFEST_DIR"), "/benches/load/scenarios").to_owned(),
+        crate::repo_path("benches/load/scenarios").display().to_string(),
     ));
     let service = Service::start(&project, emulator, line_url, &settings).await;
     let db = crate::driver::emulator_db(emulator, &project).await;

@@ -70,6 +70,18 @@ mod tcp_proxy;
 mod timers;
 
 use driver::{ms, quantile, send_all};
+
+/// A path inside the checkout. Read from the environment at run time (`cargo
+/// bench` sets `CARGO_MANIFEST_DIR` for what it runs), not baked in at compile
+/// time: the release target directory outlives the clone that built it.
+fn repo_path(relative: &str) -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(
+            || std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")),
+            std::path::PathBuf::from,
+        )
+        .join(relative)
+}
 use serde_json::Value;
 use service::{CHANNEL_SECRET, Service};
 use stand_in::{Received, StandIn};

@@ -58,8 +58,8 @@ impl Service {
         launch: &Launch,
     ) -> Service {
         let port = launch.port.unwrap_or_else(free_port);
-        let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scenarios");
-        let scenarios = launch.scenarios.as_deref().unwrap_or(fixtures);
+        let fixtures = crate::repo_path("tests/fixtures/scenarios").display().to_string();
+        let scenarios = launch.scenarios.as_deref().unwrap_or(&fixtures);
         let started = Instant::now();
         let mut command = Command::new(env!("CARGO_BIN_EXE_line-survey"));
         command

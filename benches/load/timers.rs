@@ -113,7 +113,7 @@ async fn taps(stand_in: &StandIn, address: &str, users: &[String]) -> Taps {
 fn scenarios_dir() -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("bench-timers-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).expect("a temporary directory");
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = crate::repo_path("");
     for file in ["tests/fixtures/steps/slow.toml", "tests/fixtures/scenarios/lunch.toml"] {
         let from = root.join(file);
         let name = from.file_name().expect("a file name");

@@ -197,7 +197,7 @@ impl Instances {
         }
         let launch = Launch {
             port: Some(slot.port),
-            scenarios: Some(concat!(env!("CARGO_MANIFEST_DIR"), "/benches/load/chaos/scenarios").to_owned()),
+            scenarios: Some(crate::repo_path("benches/load/chaos/scenarios").display().to_string()),
             log: Some(slot.log.clone()),
             // Firestore may be stalled while it starts.
             start_limit: Duration::from_secs(60),

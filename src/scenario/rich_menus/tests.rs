@@ -12,7 +12,7 @@ fn png(width: u32, height: u32) -> Vec<u8> {
 }
 
 fn samples() -> Scenarios {
-    super::super::load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")).expect("the samples load")
+    super::super::load_dir(&crate::repo_path("scenarios")).expect("the samples load")
 }
 
 /// A directory of its own under the system's temporary one.
