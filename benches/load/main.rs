@@ -70,6 +70,11 @@ mod tcp_proxy;
 mod timers;
 
 use driver::{ms, quantile, send_all};
+use serde_json::Value;
+use service::{CHANNEL_SECRET, Service};
+use stand_in::{Received, StandIn};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 /// A path inside the checkout. Read from the environment at run time (`cargo
 /// bench` sets `CARGO_MANIFEST_DIR` for what it runs), not baked in at compile
@@ -82,11 +87,6 @@ fn repo_path(relative: &str) -> std::path::PathBuf {
         )
         .join(relative)
 }
-use serde_json::Value;
-use service::{CHANNEL_SECRET, Service};
-use stand_in::{Received, StandIn};
-use std::process::ExitCode;
-use std::time::{Duration, Instant};
 
 const RAW_CREATES: usize = 4000;
 /// Target: the acknowledgement p99 at most this many times the raw create p99.
