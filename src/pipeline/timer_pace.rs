@@ -5,7 +5,8 @@
 //! - Timers hold at most three quarters of the workers; below an eighth they
 //!   go before events, so a steady stream of events cannot hold every reminder
 //!   back.
-//! - While users talk to the bot (a webhook event within [`LIVE_WINDOW`])
+//! - While users talk to the bot (a webhook event within the last
+//!   [`LIVE_WINDOW`])
 //!   timers keep to their floor, an eighth, and sweeps claim at most
 //!   [`LIVE_TIMER_BATCH`]: a storm's commits and pushes leave Firestore and
 //!   LINE to the taps, whose acknowledgements wait on Firestore. An account
@@ -22,7 +23,6 @@
 //!   answers by scanning the collection, doubled the 5,000-timer test's time
 //!   and pushed the test beside it past its limit.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -75,12 +75,10 @@ pub(super) fn timer_turn(firing: usize, workers: usize, live: bool) -> TimerTurn
     }
 }
 
-/// Webhook events within [`LIVE_WINDOW`] that make traffic live: one. With
-/// ten (about five a second), a storm's first taps met timers at their whole
-/// share until the tenth came, and they were the benchmark's slowest: every
-/// tap is somebody waiting for an answer, so the first one counts.
-pub(super) const LIVE_EVENTS: u32 = 1;
-/// The window live traffic is counted over (two buckets of half of it).
+/// How long after a webhook event traffic stays live. One event is enough:
+/// with ten needed (about five a second), a storm's first taps met timers at
+/// their whole share until the tenth came, and they were the benchmark's
+/// slowest; every tap is somebody waiting for an answer.
 pub(super) const LIVE_WINDOW: Duration = Duration::from_secs(2);
 /// Due timers that waited this long: live traffic no longer holds timers to
 /// their floor. Longer than a storm the taps should not feel (10,000 timers
@@ -100,9 +98,10 @@ const FIRST_FIRING_GUESS: Duration = Duration::from_millis(200);
 pub(super) struct TimerPace {
     workers: usize,
     started: Instant,
-    /// Events per half-window bucket: (bucket number, this bucket, the one
-    /// before). Monotonic time: a test clock's jumps change nothing here.
-    events: Mutex<(u64, u32, u32)>,
+    /// When the last webhook event came: milliseconds since `started`, plus
+    /// one (0: none yet). Monotonic time: a test clock's jumps change nothing
+    /// here.
+    last_event: AtomicU64,
     /// The mean firing time in µs (weighted towards the latest), 0 before any.
     firing_micros: AtomicU64,
     /// The last timer sweep found a timer due [`OVERDUE`] ago or longer.
@@ -114,33 +113,35 @@ impl TimerPace {
         Self {
             workers,
             started: Instant::now(),
-            events: Mutex::new((0, 0, 0)),
+            last_event: AtomicU64::new(0),
             firing_micros: AtomicU64::new(0),
             overdue: AtomicBool::new(false),
         }
     }
 
-    fn bucket(&self) -> u64 {
-        let half = (LIVE_WINDOW / 2).as_millis().max(1);
-        u64::try_from(self.started.elapsed().as_millis() / half).unwrap_or(u64::MAX)
+    /// Milliseconds since `started`, plus one.
+    fn clock_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis())
+            .unwrap_or(u64::MAX)
+            .saturating_add(1)
     }
 
     /// A webhook event came in.
     pub(super) fn event_came(&self) {
-        let bucket = self.bucket();
-        if let Ok(mut events) = self.events.lock() {
-            *events = rolled(*events, bucket);
-            events.1 = events.1.saturating_add(1);
-        }
+        self.last_event.fetch_max(self.clock_ms(), Ordering::Relaxed);
     }
 
     /// Whether users are talking to the bot now.
     pub(super) fn is_live(&self) -> bool {
-        let bucket = self.bucket();
-        self.events.lock().is_ok_and(|events| {
-            let (_, now, before) = rolled(*events, bucket);
-            now.saturating_add(before) >= LIVE_EVENTS
-        })
+        self.live_at(self.clock_ms())
+    }
+
+    /// Whether traffic is live at `clock_ms` (as [`Self::clock_ms`] counts).
+    fn live_at(&self, clock_ms: u64) -> bool {
+        match self.last_event.load(Ordering::Relaxed) {
+            0 => false,
+            last => u128::from(clock_ms.saturating_sub(last)) < LIVE_WINDOW.as_millis(),
+        }
     }
 
     /// A timer's firing took `took`.
@@ -193,15 +194,6 @@ pub(super) struct Claims {
     pub(super) budget: usize,
     /// Less than this to claim: wait for the queue to drain.
     pub(super) least: usize,
-}
-
-/// The buckets as of `bucket`: older counts move back or fall out.
-fn rolled((at, now, before): (u64, u32, u32), bucket: u64) -> (u64, u32, u32) {
-    match bucket.saturating_sub(at) {
-        0 => (at, now, before),
-        1 => (bucket, 0, now),
-        _ => (bucket, 0, 0),
-    }
 }
 
 /// What a sweep may claim: no more than the timers' workers fire within half
@@ -283,32 +275,20 @@ mod tests {
     }
 
     #[test]
-    fn the_buckets_roll_with_time_and_forget_what_is_a_window_old() {
-        // (buckets as stored, bucket now, buckets as of now)
-        let cases = [
-            ((5, 3, 4), 5, (5, 3, 4)),
-            ((5, 3, 4), 6, (6, 0, 3)),
-            ((5, 3, 4), 7, (7, 0, 0)),
-            ((5, 3, 4), 100, (100, 0, 0)),
-            // A bucket number from before (never happens): kept as is.
-            ((5, 3, 4), 4, (5, 3, 4)),
-        ];
-        for (stored, bucket, expected) in cases {
-            assert_eq!(rolled(stored, bucket), expected, "{stored:?} at {bucket}");
-        }
-    }
-
-    #[test]
     fn traffic_is_live_from_the_first_event_for_a_window() {
         let pace = TimerPace::new(16);
         assert!(!pace.is_live(), "live before any event");
         pace.event_came();
         assert!(pace.is_live(), "the first event makes traffic live");
-        // A window later (the buckets as a bucket two halves on sees them).
-        let bucket = pace.bucket() + 2;
-        let stored = *pace.events.lock().expect("not poisoned");
-        let (_, now, before) = rolled(stored, bucket);
-        assert!(now + before < LIVE_EVENTS, "still live a window later");
+        let last = pace.last_event.load(Ordering::Relaxed);
+        let window = u64::try_from(LIVE_WINDOW.as_millis()).expect("a small window");
+        assert!(pace.live_at(last + window - 1), "live until a window has passed");
+        assert!(!pace.live_at(last + window), "still live a window later");
+        // An event that reads the clock earlier and stores later keeps the
+        // latest.
+        pace.last_event.store(last + window, Ordering::Relaxed);
+        pace.event_came();
+        assert_eq!(pace.last_event.load(Ordering::Relaxed), last + window);
     }
 
     #[test]
